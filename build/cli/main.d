@@ -1,0 +1,2 @@
+build/cli/main.o: cli/main.c include/hpt.h
+include/hpt.h:

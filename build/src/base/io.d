@@ -1,0 +1,3 @@
+build/src/base/io.o: src/base/io.c src/base/base.h include/hpt.h
+src/base/base.h:
+include/hpt.h:

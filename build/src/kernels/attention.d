@@ -1,0 +1,3 @@
+build/src/kernels/attention.o: src/kernels/attention.c \
+ src/kernels/kernels.h
+src/kernels/kernels.h:

@@ -1,0 +1,2 @@
+build/src/kernels/nn.o: src/kernels/nn.c src/kernels/kernels.h
+src/kernels/kernels.h:

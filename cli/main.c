@@ -1,0 +1,329 @@
+/*
+ * main.c — the hpt command line: `hpt train` and `hpt sample`.
+ *
+ * The only place that prints to the terminal or exits: the library returns
+ * statuses and messages, this file turns them into text and exit codes
+ * (0 success, 1 runtime failure, 2 usage error).
+ */
+#include "hpt.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define VERSION_STRING "hpt 0.1.0"
+
+static void die_usage(const char *fmt, const char *a) {
+    fprintf(stderr, "hpt: ");
+    fprintf(stderr, fmt, a);
+    fprintf(stderr, "\nRun 'hpt --help' for usage.\n");
+    exit(2);
+}
+
+static void die_status(hpt_status st) {
+    fprintf(stderr, "hpt: error: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
+    exit(st == HPT_ERR_ARG ? 2 : 1);
+}
+
+/* ---------------------------------------------------------------- flags */
+
+static long parse_int(const char *flag, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end) {
+        fprintf(stderr, "hpt: %s expects an integer, got '%s'\n", flag, v);
+        exit(2);
+    }
+    if (x < lo || x > hi) {
+        fprintf(stderr, "hpt: %s must be in [%ld, %ld], got %ld\n", flag, lo, hi, x);
+        exit(2);
+    }
+    return x;
+}
+
+static float parse_float(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x)) {
+        fprintf(stderr, "hpt: %s expects a finite number, got '%s'\n", flag, v);
+        exit(2);
+    }
+    return (float)x;
+}
+
+/* Flag iterator over argv accepting "--name value" and "--name=value". */
+typedef struct args { int argc, i; char **argv; const char *name; const char *val; char buf[128]; } args;
+
+static int next_flag(args *a) {
+    if (a->i >= a->argc) return 0;
+    const char *s = a->argv[a->i++];
+    if (strncmp(s, "--", 2) != 0) die_usage("unexpected argument '%s'", s);
+    const char *eq = strchr(s, '=');
+    if (eq) {
+        snprintf(a->buf, sizeof a->buf, "%.*s", (int)(eq - s), s);
+        a->name = a->buf;
+        a->val = eq + 1;
+    } else {
+        a->name = s;
+        a->val = NULL;
+    }
+    return 1;
+}
+
+static const char *flag_value(args *a) {
+    if (a->val) return a->val;
+    if (a->i >= a->argc) die_usage("%s needs a value", a->name);
+    return a->val = a->argv[a->i++];
+}
+
+/* ---------------------------------------------------------------- help */
+
+static void usage(FILE *f) {
+    fprintf(f,
+"hpt — hybrid predictive training of GPT-2-family models on the CPU\n"
+"\n"
+"Usage:\n"
+"  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin}\n"
+"  hpt sample --model FILE [options]   generate text from a trained model\n"
+"  hpt --help | --version\n"
+"\n"
+"train options (defaults: nanoGPT's CPU shakespeare_char recipe):\n"
+"  --data PATH            text file to train on (90%% train / 10%% validation)\n"
+"  --tokenizer byte|char  byte: vocab 256; char: the corpus's distinct characters  [char]\n"
+"  --n-layer N            transformer blocks                                        [4]\n"
+"  --n-head N             attention heads                                           [4]\n"
+"  --n-embd N             channels, divisible by n-head                             [128]\n"
+"  --block-size N         context length                                            [64]\n"
+"  --batch-size N         sequences per micro-batch                                 [12]\n"
+"  --grad-accum N         micro-batches per optimizer step                          [1]\n"
+"  --max-iters N          optimizer steps                                           [2000]\n"
+"  --lr X                 peak learning rate                                        [1e-3]\n"
+"  --min-lr X             learning rate at the end of the cosine decay              [1e-4]\n"
+"  --warmup-iters N       linear warmup steps                                       [100]\n"
+"  --weight-decay X       AdamW decoupled decay, matrices only                      [0.1]\n"
+"  --grad-clip X          global gradient-norm clip, 0 = off                        [1.0]\n"
+"  --beta1 X, --beta2 X   AdamW betas                                               [0.9, 0.99]\n"
+"  --eval-interval N      evaluate every N steps, 0 = only at the end               [250]\n"
+"  --eval-iters N         validation batches per evaluation                         [20]\n"
+"  --seed N               seed for init and data order                              [1337]\n"
+"  --threads N            OpenMP and OpenBLAS threads, 0 = all cores                [0]\n"
+"  --out DIR              output directory                                          [runs/latest]\n"
+"  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
+"\n"
+"sample options:\n"
+"  --model FILE           model.bin written by hpt train (or --run DIR)\n"
+"  --tokens N             tokens to generate                                        [500]\n"
+"  --temperature X        softmax temperature, > 0                                  [1.0]\n"
+"  --top-k N              sample among the k most likely tokens, 0 = all            [0]\n"
+"  --prompt TEXT          text to continue                                          [newline]\n"
+"  --seed N, --threads N\n"
+"\n"
+"Exit status: 0 success, 1 runtime error, 2 usage error.\n");
+}
+
+/* ---------------------------------------------------------------- train */
+
+typedef struct progress {
+    int tty, log_interval;
+    double ema_step_s;
+} progress;
+
+static void on_log(void *ctx, const char *line) {
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+}
+
+static void fmt_eta(char *buf, size_t n, double s) {
+    if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%ds", (int)s);
+}
+
+static void on_step(void *ctx, const hpt_step_info *in) {
+    progress *p = ctx;
+    p->ema_step_s = in->step == 1 ? in->step_s : 0.9 * p->ema_step_s + 0.1 * in->step_s;
+    char eta[32];
+    fmt_eta(eta, sizeof eta, p->ema_step_s * (in->max_iters - in->step));
+    double tps = in->tokens / in->time_s;
+    if (p->tty) {
+        fprintf(stderr, "\rstep %d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms/step | ETA %s   ",
+                in->step, in->max_iters, in->train_loss, in->lr, tps, p->ema_step_s * 1e3, eta);
+        if (in->evaluated) fprintf(stderr, "\n");
+    } else if (in->step % p->log_interval == 0 || in->step == 1 || in->step == in->max_iters) {
+        fprintf(stderr, "step %d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms/step | ETA %s\n",
+                in->step, in->max_iters, in->train_loss, in->lr, tps, p->ema_step_s * 1e3, eta);
+    }
+    if (in->evaluated) fprintf(stderr, "step %d: val loss %.4f (train clock %.1f s)\n", in->step, in->val_loss, in->time_s);
+}
+
+static int cmd_train(int argc, char **argv) {
+    hpt_train_config c;
+    hpt_train_config_default(&c);
+    c.data_path = NULL;
+    int log_interval = 0;
+    args a = {.argc = argc, .argv = argv, .i = 0};
+    while (next_flag(&a)) {
+        const char *n = a.name;
+        if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(n, "--data")) c.data_path = flag_value(&a);
+        else if (!strcmp(n, "--tokenizer")) {
+            const char *v = flag_value(&a);
+            if (!strcmp(v, "byte")) c.tokenizer = HPT_TOK_BYTE;
+            else if (!strcmp(v, "char")) c.tokenizer = HPT_TOK_CHAR;
+            else die_usage("--tokenizer must be 'byte' or 'char', got '%s'", v);
+        }
+        else if (!strcmp(n, "--n-layer")) c.n_layer = (int)parse_int(n, flag_value(&a), 1, 256);
+        else if (!strcmp(n, "--n-head")) c.n_head = (int)parse_int(n, flag_value(&a), 1, 256);
+        else if (!strcmp(n, "--n-embd")) c.n_embd = (int)parse_int(n, flag_value(&a), 1, 16384);
+        else if (!strcmp(n, "--block-size")) c.block_size = (int)parse_int(n, flag_value(&a), 1, 8192);
+        else if (!strcmp(n, "--batch-size")) c.batch_size = (int)parse_int(n, flag_value(&a), 1, 65536);
+        else if (!strcmp(n, "--grad-accum")) c.grad_accum = (int)parse_int(n, flag_value(&a), 1, 65536);
+        else if (!strcmp(n, "--max-iters")) c.max_iters = (int)parse_int(n, flag_value(&a), 1, 100000000);
+        else if (!strcmp(n, "--warmup-iters")) c.warmup_iters = (int)parse_int(n, flag_value(&a), 0, 100000000);
+        else if (!strcmp(n, "--lr")) c.lr = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--min-lr")) c.min_lr = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--weight-decay")) c.weight_decay = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--grad-clip")) c.grad_clip = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--beta1")) c.beta1 = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--beta2")) c.beta2 = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--eps")) c.eps = parse_float(n, flag_value(&a));
+        else if (!strcmp(n, "--eval-interval")) c.eval_interval = (int)parse_int(n, flag_value(&a), 0, 100000000);
+        else if (!strcmp(n, "--eval-iters")) c.eval_iters = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (!strcmp(n, "--seed")) c.seed = (uint64_t)parse_int(n, flag_value(&a), 0, LONG_MAX);
+        else if (!strcmp(n, "--threads")) c.threads = (int)parse_int(n, flag_value(&a), 0, 1024);
+        else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
+        else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
+        else die_usage("unknown option '%s' for 'hpt train'", n);
+    }
+    if (!c.data_path) die_usage("%s", "train needs --data PATH (a text file)");
+    hpt_status st = hpt_train_config_check(&c);
+    if (st != HPT_OK) die_status(st);
+    hpt_trainer *tr;
+    st = hpt_trainer_init(&tr, &c);
+    if (st != HPT_OK) die_status(st);
+    progress p = {.tty = isatty(2), .log_interval = log_interval};
+    if (!p.log_interval) p.log_interval = c.max_iters >= 20 ? c.max_iters / 20 : 1;
+    st = hpt_trainer_run(tr, on_log, on_step, &p);
+    hpt_trainer_free(tr);
+    if (st != HPT_OK) {
+        if (p.tty) fputc('\n', stderr);
+        die_status(st);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sample */
+
+static int cmd_sample(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = NULL;
+    char run_path[4200];
+    int ntok = 500, topk = 0, threads = 0;
+    float temp = 1.0f;
+    uint64_t seed = 1;
+    args a = {.argc = argc, .argv = argv, .i = 0};
+    while (next_flag(&a)) {
+        const char *n = a.name;
+        if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(n, "--model")) model_path = flag_value(&a);
+        else if (!strcmp(n, "--run")) { snprintf(run_path, sizeof run_path, "%s/model.bin", flag_value(&a)); model_path = run_path; }
+        else if (!strcmp(n, "--tokens")) ntok = (int)parse_int(n, flag_value(&a), 0, 100000000);
+        else if (!strcmp(n, "--top-k")) topk = (int)parse_int(n, flag_value(&a), 0, 1 << 24);
+        else if (!strcmp(n, "--temperature")) {
+            temp = parse_float(n, flag_value(&a));
+            if (!(temp > 0.0f)) die_usage("%s must be > 0", n);
+        }
+        else if (!strcmp(n, "--prompt")) prompt = flag_value(&a);
+        else if (!strcmp(n, "--seed")) seed = (uint64_t)parse_int(n, flag_value(&a), 0, LONG_MAX);
+        else if (!strcmp(n, "--threads")) threads = (int)parse_int(n, flag_value(&a), 0, 1024);
+        else die_usage("unknown option '%s' for 'hpt sample'", n);
+    }
+    if (!model_path) die_usage("%s", "sample needs --model FILE (a model.bin from hpt train)");
+    hpt_set_threads(threads);
+    hpt_model *m;
+    hpt_text *tok;
+    hpt_gpt2_config cfg;
+    hpt_status st = hpt_weights_load(model_path, 1, 0, &m, &cfg, &tok);
+    if (st != HPT_OK) die_status(st);
+
+    const int maxT = cfg.block_size, V = cfg.vocab_size;
+    int cap = ntok + (prompt ? (int)strlen(prompt) : 0) + 1;
+    int *ctx = malloc((size_t)cap * sizeof(int));
+    float *probs = malloc((size_t)V * sizeof(float));
+    int *order = malloc((size_t)V * sizeof(int));
+    if (!ctx || !probs || !order) { fprintf(stderr, "hpt: out of memory\n"); return 1; }
+    int n = 0;
+    if (prompt && *prompt) {
+        size_t bad = 0;
+        n = hpt_text_encode(tok, prompt, ctx, cap, &bad);
+        if (n < 0) {
+            fprintf(stderr, "hpt: the prompt's character at byte %zu is not in the model's vocabulary\n", bad);
+            return 2;
+        }
+        fputs(prompt, stdout);
+    } else {
+        /* start from a newline where the vocabulary has one, as nanoGPT does */
+        n = hpt_text_encode(tok, "\n", ctx, cap, NULL);
+        if (n != 1) { ctx[0] = 0; n = 1; }
+    }
+    uint64_t rs = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int k = 0; k < ntok; k++) {
+        int T = n < maxT ? n : maxT;
+        hpt_batch b = {.B = 1, .T = T, .tokens = ctx + n - T};
+        st = hpt_model_forward(m, &b, NULL);
+        if (st != HPT_OK) die_status(st);
+        int nout, row;
+        const float *logits = hpt_model_logits(m, &nout, &row) + (size_t)(T - 1) * row;
+        /* temperature, then keep the top k by partial selection */
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) { probs[i] = logits[i] / temp; order[i] = i; if (probs[i] > mx) mx = probs[i]; }
+        int keep = topk > 0 && topk < V ? topk : V;
+        if (keep < V) {
+            for (int i = 0; i < keep; i++) {
+                int best = i;
+                for (int j = i + 1; j < V; j++) if (probs[order[j]] > probs[order[best]]) best = j;
+                int tmp = order[i]; order[i] = order[best]; order[best] = tmp;
+            }
+        }
+        double sum = 0.0;
+        for (int i = 0; i < keep; i++) sum += exp(probs[order[i]] - mx);
+        /* inverse-CDF draw with a 53-bit uniform from a splitmix64 stream */
+        rs += 0x9E3779B97F4A7C15ull;
+        uint64_t z = rs;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        double u = (z >> 11) / 9007199254740992.0 * sum, acc = 0.0;
+        int pick = order[keep - 1];
+        for (int i = 0; i < keep; i++) {
+            acc += exp(probs[order[i]] - mx);
+            if (u < acc) { pick = order[i]; break; }
+        }
+        ctx[n++] = pick;
+        char out[4];
+        int len = hpt_text_decode(tok, pick, out);
+        fwrite(out, 1, (size_t)len, stdout);
+        fflush(stdout);
+    }
+    fputc('\n', stdout);
+    free(ctx); free(probs); free(order);
+    hpt_model_free(m);
+    hpt_text_free(tok);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "--version")) { puts(VERSION_STRING); return 0; }
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
+    die_usage("unknown command '%s' (expected train or sample)", cmd);
+    return 2;
+}

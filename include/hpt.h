@@ -1,0 +1,214 @@
+/*
+ * hpt.h — the one public header of libhpt (hybrid predictive training).
+ *
+ * What a program sees of the library:
+ *   - status codes (hpt_status) and the last error message of the calling thread;
+ *   - models as opaque handles whose parameters and gradients live in two flat
+ *     float arenas described by a tensor table (the interface every layer above
+ *     the model uses: the optimizer, checkpoints and the hybrid trainer);
+ *   - datasets, the trainer (AdamW, schedule, clipping, accumulation, eval),
+ *     and the weights file.
+ *
+ * Conventions (ggml / SQLite style): every *_init / *_load has a *_free that
+ * accepts NULL; functions return hpt_status and never exit; on failure the
+ * message is available from hpt_errmsg() until the next failure on this thread.
+ * Dimension letters used across the code: B batch, T time (sequence length),
+ * C channels (n_embd), V vocab, Vp padded vocab, L layers, NH heads, hs head size.
+ */
+#ifndef HPT_H
+#define HPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum hpt_status {
+    HPT_OK = 0,
+    HPT_ERR_ARG,         /* invalid argument or configuration value */
+    HPT_ERR_NOMEM,       /* allocation failed */
+    HPT_ERR_IO,          /* open/read/write/fsync/rename failed */
+    HPT_ERR_FORMAT,      /* file is not what it claims: magic, version, CRC, sizes */
+    HPT_ERR_DATA,        /* data set missing, empty or unusable */
+    HPT_ERR_NUMERIC,     /* NaN or Inf where a finite number is required */
+    HPT_ERR_INTERRUPTED  /* stopped by a signal; state is consistent */
+} hpt_status;
+
+const char *hpt_status_str(hpt_status st);
+/* Message of the last failure on this thread ("" if none). */
+const char *hpt_errmsg(void);
+
+/* Threads used by OpenMP kernels and OpenBLAS; n <= 0 means all cores. */
+void hpt_set_threads(int n);
+int  hpt_get_threads(void);
+
+/* ---------------------------------------------------------------- tensors */
+
+/* One entry of a model's tensor table: a named slice of the flat arenas.
+ * The same offset indexes params, grads and the AdamW moments. */
+typedef struct hpt_tensor_info {
+    const char *name;
+    size_t offset;   /* in floats, from the start of the arena */
+    size_t numel;
+    int ndim;
+    int shape[4];
+    int decay;       /* 1: matrix, gets weight decay; 0: bias / norm gain */
+} hpt_tensor_info;
+
+/* ---------------------------------------------------------------- models */
+
+typedef struct hpt_model hpt_model;
+
+typedef struct hpt_gpt2_config {
+    int vocab_size;   /* V: real vocabulary */
+    int block_size;   /* maxT: longest context (position table rows) */
+    int n_layer;      /* L */
+    int n_head;       /* NH */
+    int n_embd;       /* C, divisible by n_head */
+} hpt_gpt2_config;
+
+/* Padded vocabulary used for the token table and LM head rows (alignment). */
+int hpt_gpt2_padded_vocab(int V);
+
+/* Builds a GPT-2 model whose activations are reserved for batches of B
+ * sequences of length T (T <= block_size). All memory is allocated here;
+ * nothing is allocated by forward/backward. Parameters are initialised as in
+ * GPT-2 (N(0, 0.02), residual projections scaled by 1/sqrt(2L)) from seed. */
+hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed);
+
+/* A batch: tokens (GPT) or features (classifiers), and targets. */
+typedef struct hpt_batch {
+    int B, T;              /* T = 1 for non-sequence models */
+    const int *tokens;     /* (B, T) or NULL */
+    const float *x;        /* (B, feature dims) or NULL */
+    const int *targets;    /* (B, T) or NULL: forward computes no loss */
+} hpt_batch;
+
+void hpt_model_free(hpt_model *m);
+
+/* Forward pass. Writes the mean loss to *loss when batch->targets != NULL. */
+hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *batch, float *loss);
+/* Backward pass for the last forward (which must have had targets). Gradients
+ * ACCUMULATE into the gradient arena, scaled by loss_scale (1/grad_accum). */
+hpt_status hpt_model_backward(hpt_model *m, float loss_scale);
+void hpt_model_zero_grad(hpt_model *m);
+
+float *hpt_model_params(hpt_model *m, size_t *n);
+float *hpt_model_grads(hpt_model *m, size_t *n);
+const hpt_tensor_info *hpt_model_tensors(const hpt_model *m, int *n);
+/* Logits of the last forward, (B, T, row) with row >= n_out; n_out outputs are valid. */
+const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row);
+size_t hpt_model_num_params(const hpt_model *m);
+/* Bytes of each arena owned by the model (params, grads, activations). */
+void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *acts);
+const char *hpt_model_describe(const hpt_model *m); /* e.g. "gpt2 L4 H4 C128 V65 (Vp72) T64" */
+/* Floating-point operations of one training step (fwd+bwd) per token/sample. */
+double hpt_model_train_flops(const hpt_model *m, int B, int T);
+
+/* ---------------------------------------------------------------- text data */
+
+typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1 } hpt_tokenizer_kind;
+
+/* A text corpus, tokenised and split 90/10 into train and validation (the
+ * last 10% of tokens are validation, as nanoGPT's shakespeare_char). */
+typedef struct hpt_text hpt_text;
+
+hpt_status hpt_text_load(hpt_text **out, const char *path, hpt_tokenizer_kind kind);
+/* Builds a corpus from a tokenizer description (for sampling): no tokens. */
+hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const uint32_t *codepoints, int V);
+void hpt_text_free(hpt_text *t);
+int hpt_text_vocab_size(const hpt_text *t);
+hpt_tokenizer_kind hpt_text_kind(const hpt_text *t);
+/* Char tokenizer: codepoint of every token id (NULL for byte). */
+const uint32_t *hpt_text_codepoints(const hpt_text *t);
+size_t hpt_text_tokens(const hpt_text *t, int split /* 0 train, 1 val */);
+/* B random windows of T+1 tokens from the train split: x (B,T), y (B,T) = x shifted by one. */
+void hpt_text_train_batch(const hpt_text *t, uint64_t *rng_state, int B, int T, int *x, int *y);
+/* Batch i of n fixed, evenly spaced validation windows (the same every call). */
+void hpt_text_val_batch(const hpt_text *t, int i, int n, int B, int T, int *x, int *y);
+/* Token id of a UTF-8 string's characters; returns the count written, -1 on a
+ * character outside the vocabulary (its byte offset in *bad). */
+int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t *bad);
+/* Appends the UTF-8 bytes of token id to buf (at most 4); returns the count. */
+int hpt_text_decode(const hpt_text *t, int id, char *buf);
+
+/* ---------------------------------------------------------------- training */
+
+typedef struct hpt_train_config {
+    /* data and model */
+    const char *data_path;
+    hpt_tokenizer_kind tokenizer;
+    int n_layer, n_head, n_embd, block_size;
+    /* optimisation */
+    int batch_size, grad_accum, max_iters, warmup_iters;
+    float lr, min_lr, weight_decay, grad_clip, beta1, beta2, eps;
+    /* evaluation and bookkeeping */
+    int eval_interval;      /* 0: evaluate only at the end */
+    int eval_iters;         /* validation batches per evaluation */
+    uint64_t seed;
+    int threads;            /* <= 0: all cores */
+    const char *out_dir;    /* metrics.jsonl, summary.json, model.bin */
+} hpt_train_config;
+
+/* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
+ * batch 12, lr 1e-3 -> 1e-4, 100 warmup, 2000 iters, betas 0.9/0.99). */
+void hpt_train_config_default(hpt_train_config *c);
+/* Checks every field; the message names the offending flag. */
+hpt_status hpt_train_config_check(const hpt_train_config *c);
+
+typedef struct hpt_trainer hpt_trainer;
+
+/* What one optimizer step did (for progress displays and tests). */
+typedef struct hpt_step_info {
+    int step;              /* 1-based count of completed optimizer steps */
+    int max_iters;
+    float train_loss, lr, grad_norm;
+    double step_s;         /* wall time of this step */
+    double time_s;         /* training clock since step 0, evaluation excluded */
+    double tokens;         /* tokens processed so far */
+    int evaluated;         /* val_loss is valid */
+    float val_loss;
+} hpt_step_info;
+
+typedef void (*hpt_log_fn)(void *ctx, const char *line);          /* one line, no newline */
+typedef void (*hpt_step_fn)(void *ctx, const hpt_step_info *info);
+
+hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c);
+void hpt_trainer_free(hpt_trainer *tr);
+hpt_model *hpt_trainer_model(hpt_trainer *tr);
+const hpt_text *hpt_trainer_text(const hpt_trainer *tr);
+/* Learning rate at 0-based iteration it: linear warmup, cosine to min_lr. */
+float hpt_lr_at(const hpt_train_config *c, int it);
+/* One optimizer step: grad_accum micro-batches of forward+backward, global
+ * norm clipping, AdamW. Fails with HPT_ERR_NUMERIC on a non-finite loss. */
+hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info);
+/* Mean loss over the fixed validation windows (forward only). */
+hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss);
+/* The whole run: the config and memory table through log, then steps with
+ * evaluation, metrics.jsonl and summary.json in out_dir, and model.bin at the end. */
+hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
+/* ---------------------------------------------------------------- weights */
+
+/* model.bin: the model config, the tokenizer and the parameter arena in hpt's
+ * versioned, CRC-checked state format (docs/format.md). */
+hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_gpt2_config *cfg, const hpt_text *tok);
+/* Loads a model reserved for batches of B x T (T <= its block_size; T <= 0
+ * means block_size) and its tokenizer. */
+hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_gpt2_config *cfg, hpt_text **tok);
+
+/* ---------------------------------------------------------------- util */
+
+uint32_t hpt_crc32(uint32_t crc, const void *buf, size_t n);
+size_t hpt_rss_bytes(void);        /* resident set size now */
+size_t hpt_peak_rss_bytes(void);   /* high-water mark of the RSS */
+double hpt_now(void);              /* monotonic seconds */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HPT_H */

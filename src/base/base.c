@@ -1,0 +1,177 @@
+/*
+ * base.c — errors, asserts, arenas, RNG, threads and clocks.
+ */
+#include "base.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifndef HPT_NO_BLAS
+#include <cblas.h>
+#endif
+
+/* --------------------------------------------------------------- errors */
+
+/* Per-thread, like errno: a library that runs two trainers side by side (or
+ * tests that do) must not share one message buffer. */
+static _Thread_local char errbuf[1024];
+
+const char *hpt_status_str(hpt_status st) {
+    switch (st) {
+    case HPT_OK: return "ok";
+    case HPT_ERR_ARG: return "invalid argument";
+    case HPT_ERR_NOMEM: return "out of memory";
+    case HPT_ERR_IO: return "i/o error";
+    case HPT_ERR_FORMAT: return "bad file format";
+    case HPT_ERR_DATA: return "bad data";
+    case HPT_ERR_NUMERIC: return "non-finite number";
+    case HPT_ERR_INTERRUPTED: return "interrupted";
+    }
+    return "unknown status";
+}
+
+const char *hpt_errmsg(void) { return errbuf; }
+
+hpt_status hpt_fail(hpt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void hpt_assert_fail_(const char *expr, const char *file, int line) {
+    fprintf(stderr, "hpt: assertion failed: %s (%s:%d)\n", expr, file, line);
+    abort();
+}
+
+/* --------------------------------------------------------------- arenas */
+
+#define HPT_ALIGN 64
+
+float *hpt_arena_alloc(size_t nfloats) {
+    size_t bytes = nfloats * sizeof(float);
+    bytes = (bytes + HPT_ALIGN - 1) / HPT_ALIGN * HPT_ALIGN;
+    if (bytes == 0) bytes = HPT_ALIGN;
+    void *p = NULL;
+    if (posix_memalign(&p, HPT_ALIGN, bytes) != 0) {
+        hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu bytes", bytes);
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+float *hpt_arena_carve(const size_t *sizes, int n, float **ptrs[], size_t *total_floats) {
+    /* Round every slice to 16 floats (64 bytes) so each starts aligned. */
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (sizes[i] + 15) / 16 * 16;
+    float *base = hpt_arena_alloc(total);
+    if (!base) return NULL;
+    float *p = base;
+    for (int i = 0; i < n; i++) {
+        if (ptrs) *ptrs[i] = p;
+        p += (sizes[i] + 15) / 16 * 16;
+    }
+    if (total_floats) *total_floats = total;
+    return base;
+}
+
+void hpt_arena_free(void *p) { free(p); }
+
+/* --------------------------------------------------------------- RNG */
+
+void hpt_rng_seed(hpt_rng *r, uint64_t seed) {
+    /* splitmix64 scrambles the seed so seeds 1, 2, 3 give unrelated streams;
+     * xorshift needs a non-zero state. */
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    r->s = z ? z : 0x2545F4914F6CDD1Dull;
+}
+
+uint64_t hpt_rng_u64(hpt_rng *r) {
+    uint64_t x = r->s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+uint32_t hpt_rng_u32(hpt_rng *r) { return (uint32_t)(hpt_rng_u64(r) >> 32); }
+
+float hpt_rng_uniform(hpt_rng *r) { return (hpt_rng_u32(r) >> 8) / 16777216.0f; }
+
+float hpt_rng_normal(hpt_rng *r) {
+    /* Box-Muller on doubles; u1 in (0, 1] keeps log finite. */
+    double u1 = ((hpt_rng_u64(r) >> 11) + 1.0) / 9007199254740992.0;
+    double u2 = (hpt_rng_u64(r) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+uint64_t hpt_rng_below(hpt_rng *r, uint64_t n) {
+    HPT_ASSERT(n > 0);
+    /* Rejection sampling: no modulo bias. */
+    uint64_t lim = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do x = hpt_rng_u64(r); while (x >= lim);
+    return x % n;
+}
+
+/* --------------------------------------------------------------- threads */
+
+static int g_threads = 0;
+
+void hpt_set_threads(int n) {
+#ifdef _OPENMP
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+#else
+    if (n <= 0) n = 1;
+#endif
+#ifndef HPT_NO_BLAS
+    openblas_set_num_threads(n);
+#endif
+    g_threads = n;
+}
+
+int hpt_get_threads(void) { return g_threads > 0 ? g_threads : hpt_omp_max_threads(); }
+
+int hpt_omp_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* --------------------------------------------------------------- clocks, memory */
+
+double hpt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+size_t hpt_rss_bytes(void) {
+    /* statm's second field is resident pages: cheap enough for every step. */
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long size = 0, rss = 0;
+    int ok = fscanf(f, "%lu %lu", &size, &rss) == 2;
+    fclose(f);
+    return ok ? (size_t)rss * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+size_t hpt_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024;   /* Linux reports KiB */
+}

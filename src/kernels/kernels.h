@@ -1,0 +1,88 @@
+/*
+ * kernels.h — the numerical kernels: plain functions over float*, shapes
+ * beside every pointer (llm.c style).
+ *
+ * Rules every kernel follows:
+ *   - outputs first, then const inputs, then dimensions;
+ *   - forward kernels overwrite their outputs;
+ *   - backward kernels ACCUMULATE (+=) into every gradient they produce, so a
+ *     gradient can collect contributions from several paths; the caller zeroes;
+ *   - OpenMP loops split by output index, so each thread owns its writes: no
+ *     atomics, no cross-thread float reductions, and the result is the same
+ *     for any thread count (bit-exact resume depends on it);
+ *   - GEMMs go through cblas_sgemm, called outside any parallel region; a
+ *     naive *_ref twin is the test oracle.
+ * Dimension letters: N rows (= B*T), C in-channels, OC out-channels, B batch,
+ * T time, NH heads, V vocab, Vp padded vocab.
+ */
+#ifndef HPT_KERNELS_H
+#define HPT_KERNELS_H
+
+#include <stddef.h>
+
+/* out (N,OC) = inp (N,C) . weight (OC,C)^T + bias (OC) [bias may be NULL] */
+void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                    int N, int C, int OC);
+/* dinp (N,C) += dout . weight; dweight (OC,C) += dout^T . inp; dbias (OC) += sum_n dout.
+ * dinp or dbias may be NULL (not needed). */
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int C, int OC);
+void matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
+                        int N, int C, int OC);
+void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC);
+
+/* out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) token ids in [0, V). */
+void encoder_forward(float *out, const int *inp, const float *wte, const float *wpe,
+                     int B, int T, int C);
+/* dwte (V,C) and dwpe (T,C) += scatter of dout (B,T,C). */
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+                      int B, int T, int C);
+
+/* Per row of inp (N,C): out = (x - mean) * rstd * weight + bias; mean, rstd (N). */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *weight, const float *bias, int N, int C);
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean,
+                        const float *rstd, int N, int C);
+
+/* GELU, tanh approximation (GPT-2's), elementwise over n. */
+void gelu_forward(float *out, const float *inp, size_t n);
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ReLU elementwise (classifiers). */
+void relu_forward(float *out, const float *inp, size_t n);
+void relu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* out = a + b; backward: da += dout, db += dout. */
+void residual_forward(float *out, const float *a, const float *b, size_t n);
+void residual_backward(float *da, float *db, const float *dout, size_t n);
+
+/* Causal multi-head self-attention.
+ * inp (B,T,3C) holds q,k,v side by side, head h at offset h*hs inside each.
+ * out (B,T,C); att (B,NH,T,T) keeps the softmax rows (zeros above the diagonal)
+ * for the backward pass. */
+void attention_forward(float *out, float *att, const float *inp, int B, int T, int C, int NH);
+/* dinp (B,T,3C) += gradient of q,k,v given dout (B,T,C). */
+void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
+                        int B, int T, int C, int NH);
+
+/* Softmax cross-entropy over rows of logits (N,Vp), of which the first V are
+ * real classes. In place: logits become probabilities (padded entries 0).
+ * losses (N) = -log p[target]. */
+void softmax_xent_forward(float *losses, float *logits, const int *targets, int N, int V, int Vp);
+/* In place: probs become dlogits = (p - onehot(target)) * dloss. */
+void softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp);
+
+/* One AdamW step over n elements (PyTorch's AdamW: decoupled decay).
+ * t is the 1-based step count used for bias correction. */
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int t);
+
+/* Sum of squares in double, split into a fixed number of chunks combined in
+ * order: thread-count independent. */
+double sumsq(const float *x, size_t n);
+/* x *= s */
+void scale_inplace(float *x, float s, size_t n);
+
+#endif /* HPT_KERNELS_H */

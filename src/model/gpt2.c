@@ -1,0 +1,299 @@
+/*
+ * gpt2.c — the GPT-2 family: token + position embeddings, L pre-LayerNorm
+ * blocks (causal multi-head attention, 4x GELU MLP), final LayerNorm, LM head
+ * tied to the token embedding.
+ *
+ * Memory: parameters/gradients in the model's two arenas (model.c), and one
+ * activation arena carved by the size table below, reserved for (B, T) at
+ * init. The backward pass reuses six scratch buffers across layers instead of
+ * keeping a gradient for every activation (llm.c keeps a full mirror), which
+ * halves activation memory. The logits buffer is turned into probabilities
+ * and then into dlogits in place.
+ */
+#include "../kernels/kernels.h"
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parameter tensors, in arena order: name, ndim, shape, weight decay. */
+enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
+       FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NUM_PARAM_TENSORS };
+
+/* Activation arena, one X-macro line per buffer: the enum, the size table and
+ * the pointer list cannot drift apart. Sizes use L, B, T, C, NH, Vp. */
+#define GPT2_ACTS(X)                                                    \
+    X(encoded,   (size_t)B * T * C)           /* (B,T,C) */             \
+    X(ln1,       (size_t)L * B * T * C)       /* (L,B,T,C) */           \
+    X(ln1_mean,  (size_t)L * B * T)           /* (L,B,T) */             \
+    X(ln1_rstd,  (size_t)L * B * T)                                     \
+    X(qkv,       (size_t)L * B * T * 3 * C)   /* (L,B,T,3C) */          \
+    X(atty,      (size_t)L * B * T * C)       /* (L,B,T,C) */           \
+    X(att,       (size_t)L * B * NH * T * T)  /* (L,B,NH,T,T) */        \
+    X(residual2, (size_t)L * B * T * C)                                 \
+    X(ln2,       (size_t)L * B * T * C)                                 \
+    X(ln2_mean,  (size_t)L * B * T)                                     \
+    X(ln2_rstd,  (size_t)L * B * T)                                     \
+    X(fch,       (size_t)L * B * T * 4 * C)   /* (L,B,T,4C) */          \
+    X(fch_gelu,  (size_t)L * B * T * 4 * C)                             \
+    X(residual3, (size_t)L * B * T * C)                                 \
+    X(lnf,       (size_t)B * T * C)                                     \
+    X(lnf_mean,  (size_t)B * T)                                         \
+    X(lnf_rstd,  (size_t)B * T)                                         \
+    X(logits,    (size_t)B * T * Vp)          /* (B,T,Vp) -> probs -> dlogits */ \
+    X(losses,    (size_t)B * T)                                         \
+    X(proj,      (size_t)B * T * C)           /* forward scratch */     \
+    /* backward scratch, reused by every layer */                       \
+    X(dresid,    (size_t)B * T * C)                                     \
+    X(dln,       (size_t)B * T * C)                                     \
+    X(datty,     (size_t)B * T * C)                                     \
+    X(dqkv,      (size_t)B * T * 3 * C)                                 \
+    X(dfch,      (size_t)B * T * 4 * C)                                 \
+    X(dfch_gelu, (size_t)B * T * 4 * C)
+
+typedef struct gpt2_acts {
+#define X(name, size) float *name;
+    GPT2_ACTS(X)
+#undef X
+} gpt2_acts;
+
+typedef struct gpt2 {
+    hpt_gpt2_config cfg;
+    int Vp;
+    int B, T;             /* reserved */
+    int cur_B, cur_T;     /* last forward */
+    const int *tokens;    /* last forward's inputs and targets (caller-owned) */
+    const int *targets;
+    float *act_arena;
+    gpt2_acts a;
+} gpt2;
+
+int hpt_gpt2_padded_vocab(int V) {
+    /* GPT-2's 50257 -> 50304 (multiple of 128, as llm.c); small vocabularies
+     * only to a multiple of 8, so char-level heads are not doubled. */
+    int m = V >= 4096 ? 128 : 8;
+    return (V + m - 1) / m * m;
+}
+
+static void gpt2_free_impl(void *impl) {
+    gpt2 *g = impl;
+    if (!g) return;
+    hpt_arena_free(g->act_arena);
+    free(g);
+}
+
+static double gpt2_train_flops(const hpt_model *m, int B, int T) {
+    /* 6 FLOPs per parameter-token for the matmuls (the LM head counted once
+     * through the tied wte, the position table not at all), plus attention's
+     * 12*L*C*T per token without causal discount: the nanoGPT/PaLM convention
+     * used by ../shared/reference/peers-measured.md. */
+    const gpt2 *g = m->impl;
+    const hpt_gpt2_config *c = &g->cfg;
+    double N = (double)m->nparams - (double)m->tensors[WPE].numel;
+    return (double)B * T * (6.0 * N + 12.0 * c->n_layer * c->n_embd * (double)T);
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss) {
+    gpt2 *g = m->impl;
+    const int B = batch->B, T = batch->T, C = g->cfg.n_embd, NH = g->cfg.n_head;
+    const int L = g->cfg.n_layer, V = g->cfg.vocab_size, Vp = g->Vp;
+    const size_t BTC = (size_t)B * T * C;
+    if (!batch->tokens) return hpt_fail(HPT_ERR_ARG, "gpt2: batch has no tokens");
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        if (batch->tokens[i] < 0 || batch->tokens[i] >= V)
+            return hpt_fail(HPT_ERR_ARG, "gpt2: token %d out of range [0,%d)", batch->tokens[i], V);
+        if (batch->targets && (batch->targets[i] < 0 || batch->targets[i] >= V))
+            return hpt_fail(HPT_ERR_ARG, "gpt2: target %d out of range [0,%d)", batch->targets[i], V);
+    }
+    g->cur_B = B; g->cur_T = T;
+    g->tokens = batch->tokens; g->targets = batch->targets;
+    gpt2_acts *a = &g->a;
+    float *P[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) P[i] = hpt_tensor_ptr(m->params, m, i);
+
+    encoder_forward(a->encoded, batch->tokens, P[WTE], P[WPE], B, T, C);
+    for (int l = 0; l < L; l++) {
+        const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
+        /* this layer's slices: per-layer activations are (L, B, T, ...) with the
+         * actual B, T, so smaller batches pack densely at the front */
+        float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * B * T;
+        float *ln1_rstd = a->ln1_rstd + (size_t)l * B * T, *qkv = a->qkv + l * BTC * 3;
+        float *atty = a->atty + l * BTC, *att = a->att + (size_t)l * B * NH * T * T;
+        float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
+        float *ln2_mean = a->ln2_mean + (size_t)l * B * T, *ln2_rstd = a->ln2_rstd + (size_t)l * B * T;
+        float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
+        float *res3 = a->residual3 + l * BTC;
+
+        layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C);
+        matmul_forward(qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C, B * T, C, 3 * C);
+        attention_forward(atty, att, qkv, B, T, C, NH);
+        matmul_forward(a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C, B * T, C, C);
+        residual_forward(res2, resid, a->proj, BTC);
+        layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C);
+        matmul_forward(fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C, B * T, C, 4 * C);
+        gelu_forward(fch_gelu, fch, BTC * 4);
+        matmul_forward(a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, P[FCPROJB] + l * C, B * T, 4 * C, C);
+        residual_forward(res3, res2, a->proj, BTC);
+    }
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC,
+                      P[LNFW], P[LNFB], B * T, C);
+    matmul_forward(a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
+
+    m->logits = a->logits; m->n_out = V; m->out_row = Vp;
+    if (batch->targets) {
+        softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp);
+        double s = 0.0;  /* serial sum: deterministic */
+        for (size_t i = 0; i < (size_t)B * T; i++) s += a->losses[i];
+        float mean = (float)(s / ((double)B * T));
+        if (loss) *loss = mean;
+        m->logits = NULL;  /* now probabilities, not logits */
+    }
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- backward */
+
+static hpt_status gpt2_backward(hpt_model *m, float loss_scale) {
+    gpt2 *g = m->impl;
+    const int B = g->cur_B, T = g->cur_T, C = g->cfg.n_embd, NH = g->cfg.n_head;
+    const int L = g->cfg.n_layer, V = g->cfg.vocab_size, Vp = g->Vp;
+    const size_t BTC = (size_t)B * T * C;
+    gpt2_acts *a = &g->a;
+    float *P[NUM_PARAM_TENSORS], *G[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        P[i] = hpt_tensor_ptr(m->params, m, i);
+        G[i] = hpt_tensor_ptr(m->grads, m, i);
+    }
+    /* The loss is the mean over B*T positions, scaled for accumulation. */
+    softmax_xent_backward(a->logits, g->targets, loss_scale / ((float)B * T), B * T, V, Vp);
+    memset(a->dln, 0, BTC * sizeof(float));
+    matmul_backward(a->dln, G[WTE], NULL, a->logits, a->lnf, P[WTE], B * T, C, Vp);
+    memset(a->dresid, 0, BTC * sizeof(float));
+    layernorm_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC,
+                       P[LNFW], a->lnf_mean, a->lnf_rstd, B * T, C);
+
+    /* dresid holds d(residual stream) between blocks; each block adds its
+     * branch's contribution to it, walking the layers backwards. */
+    for (int l = L - 1; l >= 0; l--) {
+        const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
+        const float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * B * T;
+        const float *ln1_rstd = a->ln1_rstd + (size_t)l * B * T, *qkv = a->qkv + l * BTC * 3;
+        const float *atty = a->atty + l * BTC, *att = a->att + (size_t)l * B * NH * T * T;
+        const float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
+        const float *ln2_mean = a->ln2_mean + (size_t)l * B * T, *ln2_rstd = a->ln2_rstd + (size_t)l * B * T;
+        const float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
+
+        /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
+        memset(a->dfch_gelu, 0, BTC * 4 * sizeof(float));
+        matmul_backward(a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C, G[FCPROJB] + l * C,
+                        a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C);
+        memset(a->dfch, 0, BTC * 4 * sizeof(float));
+        gelu_backward(a->dfch, fch, a->dfch_gelu, BTC * 4);
+        memset(a->dln, 0, BTC * sizeof(float));
+        matmul_backward(a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
+                        a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C);
+        layernorm_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2,
+                           P[LN2W] + l * C, ln2_mean, ln2_rstd, B * T, C);
+
+        /* attention branch: res2 = resid + attproj(attn(qkv(ln1(resid)))) */
+        memset(a->datty, 0, BTC * sizeof(float));
+        matmul_backward(a->datty, G[ATTPROJW] + (size_t)l * C * C, G[ATTPROJB] + l * C,
+                        a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C);
+        memset(a->dqkv, 0, BTC * 3 * sizeof(float));
+        attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH);
+        memset(a->dln, 0, BTC * sizeof(float));
+        matmul_backward(a->dln, G[QKVW] + (size_t)l * 3 * C * C, G[QKVB] + l * 3 * C,
+                        a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C);
+        layernorm_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid,
+                           P[LN1W] + l * C, ln1_mean, ln1_rstd, B * T, C);
+    }
+    encoder_backward(G[WTE], G[WPE], a->dresid, g->tokens, B, T, C);
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- init */
+
+static const hpt_model_ops gpt2_ops = {
+    .forward = gpt2_forward,
+    .backward = gpt2_backward,
+    .train_flops = gpt2_train_flops,
+    .free_impl = gpt2_free_impl,
+};
+
+hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed) {
+    *out = NULL;
+    const int V = cfg->vocab_size, maxT = cfg->block_size, L = cfg->n_layer;
+    const int NH = cfg->n_head, C = cfg->n_embd;
+    if (V < 2 || V > (1 << 24)) return hpt_fail(HPT_ERR_ARG, "vocab_size %d out of range [2, 2^24]", V);
+    if (maxT < 1 || maxT > 8192) return hpt_fail(HPT_ERR_ARG, "block_size %d out of range [1, 8192]", maxT);
+    if (L < 1 || L > 256) return hpt_fail(HPT_ERR_ARG, "n_layer %d out of range [1, 256]", L);
+    if (NH < 1 || C < 1 || C % NH != 0)
+        return hpt_fail(HPT_ERR_ARG, "n_embd %d must be a positive multiple of n_head %d", C, NH);
+    if (C > 16384) return hpt_fail(HPT_ERR_ARG, "n_embd %d too large", C);
+    if (B < 1 || T < 1 || T > maxT)
+        return hpt_fail(HPT_ERR_ARG, "batch %dx%d invalid for block_size %d", B, T, maxT);
+    const int Vp = hpt_gpt2_padded_vocab(V);
+
+    hpt_model *m = calloc(1, sizeof *m);
+    gpt2 *g = calloc(1, sizeof *g);
+    if (!m || !g) { free(m); free(g); return hpt_fail(HPT_ERR_NOMEM, "gpt2: out of memory"); }
+    m->ops = &gpt2_ops;
+    m->impl = g;
+    g->cfg = *cfg; g->Vp = Vp; g->B = B; g->T = T;
+    m->max_B = B; m->max_T = T;
+
+    const hpt_tensor_spec specs[NUM_PARAM_TENSORS] = {
+        {"wte", 2, {Vp, C}, 1},          {"wpe", 2, {maxT, C}, 1},
+        {"ln1w", 2, {L, C}, 0},          {"ln1b", 2, {L, C}, 0},
+        {"qkvw", 3, {L, 3 * C, C}, 1},   {"qkvb", 2, {L, 3 * C}, 0},
+        {"attprojw", 3, {L, C, C}, 1},   {"attprojb", 2, {L, C}, 0},
+        {"ln2w", 2, {L, C}, 0},          {"ln2b", 2, {L, C}, 0},
+        {"fcw", 3, {L, 4 * C, C}, 1},    {"fcb", 2, {L, 4 * C}, 0},
+        {"fcprojw", 3, {L, C, 4 * C}, 1}, {"fcprojb", 2, {L, C}, 0},
+        {"lnfw", 1, {C}, 0},             {"lnfb", 1, {C}, 0},
+    };
+    hpt_status st = hpt_model_alloc_params(m, specs, NUM_PARAM_TENSORS);
+    if (st != HPT_OK) { hpt_model_free(m); return st; }
+
+    /* activation arena */
+    const size_t sizes[] = {
+#define X(name, size) size,
+        GPT2_ACTS(X)
+#undef X
+    };
+    float **ptrs[] = {
+#define X(name, size) &g->a.name,
+        GPT2_ACTS(X)
+#undef X
+    };
+    int nacts = (int)(sizeof sizes / sizeof sizes[0]);
+    size_t total = 0;
+    g->act_arena = hpt_arena_carve(sizes, nacts, ptrs, &total);
+    if (!g->act_arena) { hpt_model_free(m); return HPT_ERR_NOMEM; }
+    m->act_bytes = total * sizeof(float);
+
+    /* GPT-2 init: N(0, 0.02) for matrices and embeddings, residual
+     * projections scaled by 1/sqrt(2L), biases 0, LayerNorm gains 1. The
+     * padded vocabulary rows stay 0 forever (their gradient is 0). */
+    hpt_rng rng;
+    hpt_rng_seed(&rng, seed);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        float *p = hpt_tensor_ptr(m->params, m, i);
+        size_t n = m->tensors[i].numel;
+        if (i == LN1W || i == LN2W || i == LNFW) {
+            for (size_t k = 0; k < n; k++) p[k] = 1.0f;
+        } else if (m->tensors[i].decay) {
+            float std = 0.02f;
+            if (i == ATTPROJW || i == FCPROJW) std /= sqrtf(2.0f * L);
+            if (i == WTE) n = (size_t)V * C;
+            for (size_t k = 0; k < n; k++) p[k] = std * hpt_rng_normal(&rng);
+        }
+    }
+    snprintf(m->desc, sizeof m->desc, "gpt2 L%d H%d C%d V%d (Vp %d) block %d", L, NH, C, V, Vp, maxT);
+    *out = m;
+    return HPT_OK;
+}

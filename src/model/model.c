@@ -1,0 +1,80 @@
+/*
+ * model.c — the family-independent half of hpt_model: the tensor table, the
+ * two parameter-shaped arenas, and the public accessors.
+ */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, int n) {
+    HPT_ASSERT(n <= HPT_MAX_TENSORS);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        hpt_tensor_info *t = &m->tensors[i];
+        t->name = specs[i].name;
+        t->ndim = specs[i].ndim;
+        t->decay = specs[i].decay;
+        t->numel = 1;
+        for (int d = 0; d < 4; d++) t->shape[d] = d < t->ndim ? specs[i].shape[d] : 1;
+        for (int d = 0; d < t->ndim; d++) t->numel *= (size_t)specs[i].shape[d];
+        /* No padding between tensors: the arena length is the parameter
+         * count, and the CRC of the arena is the CRC of the parameters. */
+        t->offset = off;
+        off += t->numel;
+    }
+    m->ntensors = n;
+    m->nparams = off;
+    m->params = hpt_arena_alloc(off);
+    m->grads = hpt_arena_alloc(off);
+    if (!m->params || !m->grads) return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu parameters", off);
+    return HPT_OK;
+}
+
+void hpt_model_free(hpt_model *m) {
+    if (!m) return;
+    if (m->ops && m->ops->free_impl) m->ops->free_impl(m->impl);
+    hpt_arena_free(m->params);
+    hpt_arena_free(m->grads);
+    free(m);
+}
+
+hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *b, float *loss) {
+    if (!m || !b) return hpt_fail(HPT_ERR_ARG, "forward: NULL argument");
+    if (b->B < 1 || b->B > m->max_B || b->T < 1 || b->T > m->max_T)
+        return hpt_fail(HPT_ERR_ARG, "forward: batch %dx%d exceeds the reserved %dx%d",
+                        b->B, b->T, m->max_B, m->max_T);
+    m->have_targets = 0;
+    hpt_status st = m->ops->forward(m, b, loss);
+    if (st == HPT_OK) m->have_targets = b->targets != NULL;
+    return st;
+}
+
+hpt_status hpt_model_backward(hpt_model *m, float loss_scale) {
+    if (!m->have_targets)
+        return hpt_fail(HPT_ERR_ARG, "backward: the last forward had no targets");
+    m->have_targets = 0;  /* the in-place softmax is consumed by backward */
+    return m->ops->backward(m, loss_scale);
+}
+
+void hpt_model_zero_grad(hpt_model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+
+float *hpt_model_params(hpt_model *m, size_t *n) { if (n) *n = m->nparams; return m->params; }
+float *hpt_model_grads(hpt_model *m, size_t *n) { if (n) *n = m->nparams; return m->grads; }
+const hpt_tensor_info *hpt_model_tensors(const hpt_model *m, int *n) { *n = m->ntensors; return m->tensors; }
+size_t hpt_model_num_params(const hpt_model *m) { return m->nparams; }
+const char *hpt_model_describe(const hpt_model *m) { return m->desc; }
+
+const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row) {
+    if (n_out) *n_out = m->n_out;
+    if (row) *row = m->out_row;
+    return m->logits;
+}
+
+void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *acts) {
+    if (params) *params = m->nparams * sizeof(float);
+    if (grads) *grads = m->nparams * sizeof(float);
+    if (acts) *acts = m->act_bytes;
+}
+
+double hpt_model_train_flops(const hpt_model *m, int B, int T) { return m->ops->train_flops(m, B, T); }

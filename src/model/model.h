@@ -1,0 +1,55 @@
+/*
+ * model.h — what every model looks like to the layers above it.
+ *
+ * A model is two flat arenas (parameters, gradients; same length, same
+ * offsets) described by a tensor table, plus a forward/backward pair. The
+ * optimizer, the weights file and the hybrid trainer only ever touch these:
+ * an update is a loop over the arena, a snapshot is a memcpy, a per-tensor
+ * scale indexes the table. A model family implements hpt_model_ops and fills
+ * the common fields; nothing above this header knows which family it runs.
+ */
+#ifndef HPT_MODEL_H
+#define HPT_MODEL_H
+
+#include "hpt.h"
+#include "../base/base.h"
+
+#define HPT_MAX_TENSORS 32
+
+typedef struct hpt_model_ops {
+    hpt_status (*forward)(hpt_model *m, const hpt_batch *b, float *loss);
+    hpt_status (*backward)(hpt_model *m, float loss_scale);
+    double (*train_flops)(const hpt_model *m, int B, int T);
+    void (*free_impl)(void *impl);
+} hpt_model_ops;
+
+struct hpt_model {
+    const hpt_model_ops *ops;
+    void *impl;                      /* family-specific state (config, activations) */
+    char desc[160];
+
+    float *params;                   /* (nparams) the parameter arena */
+    float *grads;                    /* (nparams) the gradient arena, same offsets */
+    size_t nparams;
+    hpt_tensor_info tensors[HPT_MAX_TENSORS];
+    int ntensors;
+
+    size_t act_bytes;                /* activation arena(s) owned by impl */
+    int max_B, max_T;                /* shapes reserved at init */
+
+    /* last forward: outputs for sampling/evaluation */
+    const float *logits;             /* (B, T, out_row) */
+    int n_out, out_row;
+    int have_targets;                /* backward is legal only after a forward with targets */
+};
+
+/* Fills m->tensors from parallel name/shape arrays, assigning consecutive
+ * offsets, and allocates params and grads. Used by every family's init. */
+typedef struct hpt_tensor_spec { const char *name; int ndim; int shape[4]; int decay; } hpt_tensor_spec;
+hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, int n);
+/* Pointer to tensor i inside an arena (params or grads). */
+static inline float *hpt_tensor_ptr(float *arena, const hpt_model *m, int i) {
+    return arena + m->tensors[i].offset;
+}
+
+#endif /* HPT_MODEL_H */

@@ -1,0 +1,314 @@
+/*
+ * trainer.c — plain training: AdamW with decoupled weight decay on matrices,
+ * linear warmup then cosine decay, global-norm clipping, gradient
+ * accumulation, evaluation on fixed validation windows, and the run loop that
+ * writes metrics.jsonl, summary.json and model.bin.
+ *
+ * Everything is allocated in hpt_trainer_init; a step allocates nothing.
+ * Determinism: the data RNG, the model init and every kernel depend only on
+ * the seed (kernels split work by output, see kernels.h), so a run is
+ * reproducible bit for bit for a given seed and thread count.
+ */
+#include "../kernels/kernels.h"
+#include "../model/model.h"
+#include "optim.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hpt_trainer {
+    hpt_train_config cfg;
+    char data_path[4096], out_dir[4096];   /* owned copies of cfg's strings */
+    hpt_gpt2_config mcfg;
+    hpt_text *text;
+    hpt_model *model;
+    float *opt_arena;      /* AdamW m then v, each (nparams) */
+    float *m, *v;
+    int *x, *y;            /* (B, T) input and target tokens */
+    uint64_t data_rng;     /* the data cursor: state of the window sampler */
+    int step;              /* completed optimizer steps */
+    double train_s, eval_s, tokens;
+};
+
+void hpt_train_config_default(hpt_train_config *c) {
+    memset(c, 0, sizeof *c);
+    c->tokenizer = HPT_TOK_CHAR;
+    c->n_layer = 4; c->n_head = 4; c->n_embd = 128; c->block_size = 64;
+    c->batch_size = 12; c->grad_accum = 1; c->max_iters = 2000; c->warmup_iters = 100;
+    c->lr = 1e-3f; c->min_lr = 1e-4f; c->weight_decay = 0.1f; c->grad_clip = 1.0f;
+    c->beta1 = 0.9f; c->beta2 = 0.99f; c->eps = 1e-8f;
+    c->eval_interval = 250; c->eval_iters = 20;
+    c->seed = 1337; c->threads = 0;
+    c->out_dir = "runs/latest";
+}
+
+#define CHECK_RANGE(field, lo, hi, flag) \
+    if (!(c->field >= (lo) && c->field <= (hi))) \
+        return hpt_fail(HPT_ERR_ARG, "--%s must be in [%g, %g] (got %g)", flag, (double)(lo), (double)(hi), (double)c->field)
+
+hpt_status hpt_train_config_check(const hpt_train_config *c) {
+    if (!c->data_path || !*c->data_path) return hpt_fail(HPT_ERR_ARG, "--data is required");
+    if (!c->out_dir || !*c->out_dir) return hpt_fail(HPT_ERR_ARG, "--out must not be empty");
+    CHECK_RANGE(n_layer, 1, 256, "n-layer");
+    CHECK_RANGE(n_head, 1, 256, "n-head");
+    CHECK_RANGE(n_embd, 1, 16384, "n-embd");
+    if (c->n_embd % c->n_head) return hpt_fail(HPT_ERR_ARG, "--n-embd (%d) must be divisible by --n-head (%d)", c->n_embd, c->n_head);
+    CHECK_RANGE(block_size, 1, 8192, "block-size");
+    CHECK_RANGE(batch_size, 1, 65536, "batch-size");
+    CHECK_RANGE(grad_accum, 1, 65536, "grad-accum");
+    CHECK_RANGE(max_iters, 1, 100000000, "max-iters");
+    CHECK_RANGE(warmup_iters, 0, 100000000, "warmup-iters");
+    CHECK_RANGE(lr, 1e-9, 10.0, "lr");
+    CHECK_RANGE(min_lr, 0.0, c->lr, "min-lr");
+    CHECK_RANGE(weight_decay, 0.0, 10.0, "weight-decay");
+    CHECK_RANGE(grad_clip, 0.0, 1e9, "grad-clip");
+    CHECK_RANGE(beta1, 0.0, 0.999999, "beta1");
+    CHECK_RANGE(beta2, 0.0, 0.999999999, "beta2");
+    CHECK_RANGE(eps, 1e-12, 1.0, "eps");
+    CHECK_RANGE(eval_interval, 0, 100000000, "eval-interval");
+    CHECK_RANGE(eval_iters, 1, 100000, "eval-iters");
+    CHECK_RANGE(threads, 0, 1024, "threads");
+    return HPT_OK;
+}
+
+float hpt_lr_at(const hpt_train_config *c, int it) {
+    if (it < c->warmup_iters) return c->lr * (float)(it + 1) / (float)c->warmup_iters;
+    int span = c->max_iters - c->warmup_iters;
+    if (span <= 0) return c->min_lr;
+    double ratio = (double)(it - c->warmup_iters) / span;
+    if (ratio > 1.0) ratio = 1.0;
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(c->min_lr + coeff * (c->lr - c->min_lr));
+}
+
+void hpt_trainer_free(hpt_trainer *tr) {
+    if (!tr) return;
+    hpt_model_free(tr->model);
+    hpt_text_free(tr->text);
+    hpt_arena_free(tr->opt_arena);
+    free(tr->x);
+    free(tr->y);
+    free(tr);
+}
+
+hpt_model *hpt_trainer_model(hpt_trainer *tr) { return tr->model; }
+const hpt_text *hpt_trainer_text(const hpt_trainer *tr) { return tr->text; }
+
+hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
+    *out = NULL;
+    HPT_TRY(hpt_train_config_check(c));
+    hpt_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    tr->cfg = *c;
+    snprintf(tr->data_path, sizeof tr->data_path, "%s", c->data_path);
+    snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
+    tr->cfg.data_path = tr->data_path;
+    tr->cfg.out_dir = tr->out_dir;
+    hpt_set_threads(c->threads);
+
+    hpt_status st = hpt_text_load(&tr->text, c->data_path, c->tokenizer);
+    if (st != HPT_OK) { hpt_trainer_free(tr); return st; }
+    const int B = c->batch_size, T = c->block_size;
+    size_t ntr = hpt_text_tokens(tr->text, 0), nva = hpt_text_tokens(tr->text, 1);
+    if (ntr < (size_t)T + 1 || nva < (size_t)T + 2) {
+        hpt_trainer_free(tr);
+        return hpt_fail(HPT_ERR_DATA, "data file '%s' is too small: %zu train and %zu validation tokens, "
+                        "need more than --block-size (%d) in each", c->data_path, ntr, nva, T);
+    }
+    tr->mcfg = (hpt_gpt2_config){.vocab_size = hpt_text_vocab_size(tr->text), .block_size = T,
+                                 .n_layer = c->n_layer, .n_head = c->n_head, .n_embd = c->n_embd};
+    st = hpt_gpt2_init(&tr->model, &tr->mcfg, B, T, c->seed);
+    if (st != HPT_OK) { hpt_trainer_free(tr); return st; }
+    size_t n = tr->model->nparams;
+    tr->opt_arena = hpt_arena_alloc(2 * n);
+    tr->x = malloc((size_t)B * T * sizeof(int));
+    tr->y = malloc((size_t)B * T * sizeof(int));
+    if (!tr->opt_arena || !tr->x || !tr->y) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    tr->m = tr->opt_arena;
+    tr->v = tr->opt_arena + n;
+    /* a data stream independent of the init stream, both from the one seed */
+    hpt_rng r;
+    hpt_rng_seed(&r, c->seed ^ 0xDA7A5EEDull);
+    tr->data_rng = r.s;
+    *out = tr;
+    return HPT_OK;
+}
+
+hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
+    const hpt_train_config *c = &tr->cfg;
+    hpt_model *m = tr->model;
+    const int B = c->batch_size, T = c->block_size;
+    double t0 = hpt_now();
+    hpt_model_zero_grad(m);
+    double loss_sum = 0.0;
+    for (int k = 0; k < c->grad_accum; k++) {
+        hpt_text_train_batch(tr->text, &tr->data_rng, B, T, tr->x, tr->y);
+        hpt_batch b = {.B = B, .T = T, .tokens = tr->x, .targets = tr->y};
+        float loss;
+        HPT_TRY(hpt_model_forward(m, &b, &loss));
+        if (!isfinite(loss))
+            return hpt_fail(HPT_ERR_NUMERIC, "training loss is %f at step %d; try a lower --lr or a "
+                            "smaller --grad-clip", loss, tr->step + 1);
+        HPT_TRY(hpt_model_backward(m, 1.0f / c->grad_accum));
+        loss_sum += loss;
+    }
+    float lr = hpt_lr_at(c, tr->step), norm;
+    hpt_adamw opt = {.lr = lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                     .weight_decay = c->weight_decay, .grad_clip = c->grad_clip};
+    HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->step + 1, &norm));
+    tr->step++;
+    double dt = hpt_now() - t0;
+    tr->train_s += dt;
+    tr->tokens += (double)B * T * c->grad_accum;
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->step = tr->step;
+        info->max_iters = c->max_iters;
+        info->train_loss = (float)(loss_sum / c->grad_accum);
+        info->lr = lr;
+        info->grad_norm = norm;
+        info->step_s = dt;
+        info->time_s = tr->train_s;
+        info->tokens = tr->tokens;
+    }
+    return HPT_OK;
+}
+
+hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss) {
+    const hpt_train_config *c = &tr->cfg;
+    const int B = c->batch_size, T = c->block_size;
+    double t0 = hpt_now(), s = 0.0;
+    for (int i = 0; i < c->eval_iters; i++) {
+        hpt_text_val_batch(tr->text, i, c->eval_iters, B, T, tr->x, tr->y);
+        hpt_batch b = {.B = B, .T = T, .tokens = tr->x, .targets = tr->y};
+        float loss;
+        HPT_TRY(hpt_model_forward(tr->model, &b, &loss));
+        s += loss;
+    }
+    tr->model->have_targets = 0;  /* an eval forward is not a training forward */
+    *val_loss = (float)(s / c->eval_iters);
+    tr->eval_s += hpt_now() - t0;
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) {
+    if (!log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log(ctx, line);
+}
+
+/* JSON has no NaN/Inf: write null so every line stays parseable. */
+static void json_num(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, "\"%s\":%.9g", key, v); else fprintf(f, "\"%s\":null", key);
+}
+
+static double mib(size_t b) { return b / 1048576.0; }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    const hpt_train_config *c = &tr->cfg;
+    hpt_model *m = tr->model;
+    double wall0 = hpt_now();
+    HPT_TRY(hpt_mkdir_p(c->out_dir));
+
+    /* the resolved configuration, then the memory ledger, before step 0 */
+    logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(m), m->nparams);
+    logf_(log, ctx, "data       %s (%s tokenizer, vocab %d): %zu train / %zu val tokens", c->data_path,
+          c->tokenizer == HPT_TOK_CHAR ? "char" : "byte", hpt_text_vocab_size(tr->text),
+          hpt_text_tokens(tr->text, 0), hpt_text_tokens(tr->text, 1));
+    logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, cosine), "
+          "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
+          c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
+    logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; threads %d; out %s",
+          c->eval_interval, c->eval_iters, (unsigned long long)c->seed, hpt_get_threads(), c->out_dir);
+    size_t pb, gb, ab;
+    hpt_model_bytes(m, &pb, &gb, &ab);
+    size_t ob = 2 * m->nparams * sizeof(float);
+    logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB: "
+          "%.1f MiB in arenas", mib(pb), mib(gb), mib(ob), mib(ab), mib(pb + gb + ob + ab));
+
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", c->out_dir);
+    FILE *mf = fopen(path, "w");
+    if (!mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+
+    double *step_times = malloc((size_t)c->max_iters * sizeof(double));
+    if (!step_times) { fclose(mf); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    float final_val = NAN, best_val = INFINITY;
+    hpt_status st = HPT_OK;
+    while (tr->step < c->max_iters) {
+        hpt_step_info info;
+        st = hpt_trainer_step(tr, &info);
+        if (st != HPT_OK) break;
+        step_times[tr->step - 1] = info.step_s;
+        int last = tr->step == c->max_iters;
+        if (last || (c->eval_interval > 0 && tr->step % c->eval_interval == 0)) {
+            st = hpt_trainer_eval(tr, &info.val_loss);
+            if (st != HPT_OK) break;
+            info.evaluated = 1;
+            final_val = info.val_loss;
+            if (info.val_loss < best_val) best_val = info.val_loss;
+        }
+        fprintf(mf, "{\"step\":%d,", info.step);
+        json_num(mf, "train_loss", info.train_loss); fputc(',', mf);
+        json_num(mf, "lr", info.lr); fputc(',', mf);
+        json_num(mf, "grad_norm", info.grad_norm); fputc(',', mf);
+        json_num(mf, "time_s", info.time_s); fputc(',', mf);
+        fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, hpt_rss_bytes());
+        if (info.evaluated) { fputc(',', mf); json_num(mf, "val_loss", info.val_loss); }
+        fputs("}\n", mf);
+        fflush(mf);  /* a crash loses at most the step in flight */
+        if (on_step) on_step(ctx, &info);
+    }
+    fclose(mf);
+    if (st != HPT_OK) { free(step_times); return st; }
+
+    snprintf(path, sizeof path, "%s/model.bin", c->out_dir);
+    st = hpt_weights_save(path, m, &tr->mcfg, tr->text);
+    if (st != HPT_OK) { free(step_times); return st; }
+
+    qsort(step_times, (size_t)tr->step, sizeof(double), cmp_double);
+    double med = step_times[tr->step / 2];
+    free(step_times);
+    double flops = hpt_model_train_flops(m, c->batch_size * c->grad_accum, c->block_size);
+    uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
+    double wall = hpt_now() - wall0;
+
+    snprintf(path, sizeof path, "%s/summary.json", c->out_dir);
+    FILE *sf = fopen(path, "w");
+    if (!sf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    fprintf(sf, "{\n  \"model\": \"%s\",\n  \"params\": %zu,\n  \"steps\": %d,\n", hpt_model_describe(m), m->nparams, tr->step);
+    fprintf(sf, "  "); json_num(sf, "final_val_loss", final_val); fprintf(sf, ",\n  ");
+    json_num(sf, "best_val_loss", best_val); fprintf(sf, ",\n  ");
+    json_num(sf, "train_s", tr->train_s); fprintf(sf, ",\n  ");
+    json_num(sf, "wall_s", wall); fprintf(sf, ",\n  ");
+    json_num(sf, "eval_s", tr->eval_s); fprintf(sf, ",\n  ");
+    json_num(sf, "tokens_per_s", tr->tokens / tr->train_s); fprintf(sf, ",\n  ");
+    json_num(sf, "median_step_ms", med * 1e3); fprintf(sf, ",\n  ");
+    json_num(sf, "gflops_per_s", flops / med * 1e-9); fprintf(sf, ",\n");
+    fprintf(sf, "  \"threads\": %d,\n  \"peak_rss_bytes\": %zu,\n", hpt_get_threads(), hpt_peak_rss_bytes());
+    fprintf(sf, "  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
+            pb, gb, ob, ab);
+    fprintf(sf, "  \"param_crc32\": \"%08x\"\n}\n", crc);
+    int werr = ferror(sf);
+    if (fclose(sf) != 0 || werr) return hpt_fail(HPT_ERR_IO, "cannot write '%s'", path);
+
+    logf_(log, ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
+          "%.1f GFLOP/s, final val %.4f, best val %.4f, param_crc32 %08x",
+          tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, final_val, best_val, crc);
+    return HPT_OK;
+}

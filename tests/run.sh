@@ -1,0 +1,16 @@
+#!/bin/sh
+# Runs every test binary given as arguments, then the CLI tests, and prints
+# one closing line "N passed, N failed". Exits non-zero if anything failed.
+# Tests run from the repository root (fixtures are read from tests/fixtures).
+pass=0; fail=0
+for t in "$@"; do
+    echo "== $t"
+    if "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $t"; fi
+done
+for s in tests/cli_*.sh; do
+    [ -f "$s" ] || continue
+    echo "== $s"
+    if sh "$s"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $s"; fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
