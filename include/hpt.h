@@ -45,6 +45,8 @@ const char *hpt_errmsg(void);
 /* Threads used by OpenMP kernels and OpenBLAS; n <= 0 means all cores. */
 void hpt_set_threads(int n);
 int  hpt_get_threads(void);
+/* The OpenBLAS kernel family in use ("Haswell", "SkylakeX", "Prescott", ...). */
+const char *hpt_blas_core(void);
 
 /* ---------------------------------------------------------------- tensors */
 

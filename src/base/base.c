@@ -144,6 +144,15 @@ void hpt_set_threads(int n) {
 
 int hpt_get_threads(void) { return g_threads > 0 ? g_threads : hpt_omp_max_threads(); }
 
+const char *hpt_blas_core(void) {
+#ifdef HPT_NO_BLAS
+    return "none (naive matmul)";
+#else
+    extern char *openblas_get_corename(void);
+    return openblas_get_corename();
+#endif
+}
+
 int hpt_omp_max_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();

@@ -7,6 +7,7 @@
  * including the dk/dv rows that many queries contribute to.
  */
 #include "kernels.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,7 +34,8 @@ void attention_forward(float *out, float *att, const float *inp, int B, int T, i
                     if (s > mx) mx = s;
                 }
                 float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) { arow[t2] = expf(arow[t2] - mx); sum += arow[t2]; }
+                #pragma omp simd reduction(+:sum)
+                for (int t2 = 0; t2 <= t; t2++) { arow[t2] = hpt_expf(arow[t2] - mx); sum += arow[t2]; }
                 float inv = 1.0f / sum;
                 for (int t2 = 0; t2 <= t; t2++) arow[t2] *= inv;
                 for (int t2 = t + 1; t2 < T; t2++) arow[t2] = 0.0f;

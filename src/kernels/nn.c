@@ -8,6 +8,7 @@
  * time, so results stay deterministic.
  */
 #include "kernels.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -122,7 +123,7 @@ void gelu_forward(float *out, const float *inp, size_t n) {
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + hpt_tanhf(GELU_K * (x + 0.044715f * x * x * x)));
     }
 }
 
@@ -131,7 +132,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = hpt_tanhf(u);
         float sech2 = 1.0f - th * th;
         float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += g * dout[i];
@@ -170,7 +171,8 @@ void softmax_xent_forward(float *losses, float *logits, const int *targets, int 
          * the exp so a tiny probability never becomes log(0). */
         float zt = z[targets[n]] - mx;
         float sum = 0.0f;
-        for (int i = 0; i < V; i++) { z[i] = expf(z[i] - mx); sum += z[i]; }
+        #pragma omp simd reduction(+:sum)
+        for (int i = 0; i < V; i++) { z[i] = hpt_expf(z[i] - mx); sum += z[i]; }
         losses[n] = logf(sum) - zt;
         float inv = 1.0f / sum;
         #pragma omp simd

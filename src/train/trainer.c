@@ -233,8 +233,9 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
     logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, cosine), "
           "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
           c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
-    logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; threads %d; out %s",
-          c->eval_interval, c->eval_iters, (unsigned long long)c->seed, hpt_get_threads(), c->out_dir);
+    logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
+          c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
+    logf_(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
     size_t pb, gb, ab;
     hpt_model_bytes(m, &pb, &gb, &ab);
     size_t ob = 2 * m->nparams * sizeof(float);
@@ -300,6 +301,7 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
     json_num(sf, "tokens_per_s", tr->tokens / tr->train_s); fprintf(sf, ",\n  ");
     json_num(sf, "median_step_ms", med * 1e3); fprintf(sf, ",\n  ");
     json_num(sf, "gflops_per_s", flops / med * 1e-9); fprintf(sf, ",\n");
+    fprintf(sf, "  \"blas_core\": \"%s\",\n", hpt_blas_core());
     fprintf(sf, "  \"threads\": %d,\n  \"peak_rss_bytes\": %zu,\n", hpt_get_threads(), hpt_peak_rss_bytes());
     fprintf(sf, "  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
             pb, gb, ob, ab);

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs what hpt needs to build, test and run its default job, from
+# Debian 12's packages. Does nothing when everything is already there.
+#   gcc, make               the toolchain
+#   libopenblas-openmp-dev  OpenBLAS built on OpenMP (shares our kernels' threads)
+#   zlib1g-dev              gzip reading (Fashion-MNIST IDX files)
+#   fortunes                the default text corpus
+set -eu
+pkgs="gcc make libc6-dev libopenblas-openmp-dev zlib1g-dev fortunes"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends $missing
