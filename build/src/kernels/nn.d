@@ -1,2 +1,4 @@
-build/src/kernels/nn.o: src/kernels/nn.c src/kernels/kernels.h
+build/src/kernels/nn.o: src/kernels/nn.c src/kernels/kernels.h \
+ src/kernels/vmath.h
 src/kernels/kernels.h:
+src/kernels/vmath.h:
