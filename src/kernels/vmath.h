@@ -13,12 +13,16 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
-#pragma omp declare simd
 static inline float hpt_expf(float x) {
-    float xc = x < -87.0f ? -87.0f : (x > 88.3f ? 88.3f : x);
-    float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    float xc = x < -87.0f ? -87.0f : x;
+    xc = xc > 88.3f ? 88.3f : xc;
+    /* n = round(x / ln2) with the 1.5 * 2^23 trick: adding it leaves the
+     * rounded integer in the low mantissa bits. floorf or a float->int cast
+     * would keep gcc 12 from vectorising the loop (trapping-math rules). */
+    union { float f; int32_t i; } t = {.f = xc * 1.44269504088896341f + 12582912.0f};
+    float n = t.f - 12582912.0f;
+    int32_t ni = t.i - 0x4B400000;
     float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -27,15 +31,14 @@ static inline float hpt_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;   /* 2^n, n in [-126, 127] */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    y *= scale;
+    /* 2^n built in the exponent field, n in [-126, 127]; a union rather than
+     * memcpy, which gcc 12 treats as a memory access and will not vectorise */
+    union { int32_t i; float f; } scale = {.i = (ni + 127) << 23};
+    y *= scale.f;
     return x != x ? x : y;
 }
 
 /* tanh(u) = sign(u) (1 - e) / (1 + e), e = exp(-2|u|): absolute error ~1e-7. */
-#pragma omp declare simd
 static inline float hpt_tanhf(float u) {
     float e = hpt_expf(-2.0f * fabsf(u));
     return copysignf((1.0f - e) / (1.0f + e), u);
