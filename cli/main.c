@@ -90,11 +90,16 @@ static void usage(FILE *f) {
 "\n"
 "Usage:\n"
 "  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin}\n"
+"  hpt train --task fashion-mnist --model mlp|cnn [options]   train an image classifier\n"
 "  hpt sample --model FILE [options]   generate text from a trained model\n"
 "  hpt --help | --version\n"
 "\n"
 "train options (defaults: nanoGPT's CPU shakespeare_char recipe):\n"
-"  --data PATH            text file to train on (90%% train / 10%% validation)\n"
+"  --task text|fashion-mnist   what to train                                     [text]\n"
+"  --model gpt2|mlp|cnn   gpt2 for text; mlp or cnn for fashion-mnist           [gpt2]\n"
+"  --data PATH            text file to train on (90%% train / 10%% validation), or\n"
+"                         the Fashion-MNIST directory [/usr/share/datasets/fashion-mnist]\n"
+"  --epochs N             image tasks: passes over the 60k training images; sets --max-iters\n"
 "  --tokenizer byte|char  byte: vocab 256; char: the corpus's distinct characters  [char]\n"
 "  --n-layer N            transformer blocks                                        [4]\n"
 "  --n-head N             attention heads                                           [4]\n"
@@ -159,7 +164,11 @@ static void on_step(void *ctx, const hpt_step_info *in) {
         fprintf(stderr, "step %d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms/step | ETA %s\n",
                 in->step, in->max_iters, in->train_loss, in->lr, tps, p->ema_step_s * 1e3, eta);
     }
-    if (in->evaluated) fprintf(stderr, "step %d: val loss %.4f (train clock %.1f s)\n", in->step, in->val_loss, in->time_s);
+    if (in->evaluated && isfinite(in->val_accuracy))
+        fprintf(stderr, "step %d: val loss %.4f, accuracy %.2f%% (train clock %.1f s)\n", in->step, in->val_loss,
+                100.0 * in->val_accuracy, in->time_s);
+    else if (in->evaluated)
+        fprintf(stderr, "step %d: val loss %.4f (train clock %.1f s)\n", in->step, in->val_loss, in->time_s);
 }
 
 static int cmd_train(int argc, char **argv) {
@@ -172,6 +181,9 @@ static int cmd_train(int argc, char **argv) {
         const char *n = a.name;
         if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(n, "--data")) c.data_path = flag_value(&a);
+        else if (!strcmp(n, "--task")) c.task = flag_value(&a);
+        else if (!strcmp(n, "--model")) c.model = flag_value(&a);
+        else if (!strcmp(n, "--epochs")) c.epochs = (int)parse_int(n, flag_value(&a), 0, 100000);
         else if (!strcmp(n, "--tokenizer")) {
             const char *v = flag_value(&a);
             if (!strcmp(v, "byte")) c.tokenizer = HPT_TOK_BYTE;
@@ -201,14 +213,15 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else die_usage("unknown option '%s' for 'hpt train'", n);
     }
-    if (!c.data_path) die_usage("%s", "train needs --data PATH (a text file)");
+    if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
     hpt_status st = hpt_train_config_check(&c);
     if (st != HPT_OK) die_status(st);
     hpt_trainer *tr;
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);
     progress p = {.tty = isatty(2), .log_interval = log_interval};
-    if (!p.log_interval) p.log_interval = c.max_iters >= 20 ? c.max_iters / 20 : 1;
+    const hpt_train_config *rc = hpt_trainer_config(tr);  /* max_iters resolved from --epochs */
+    if (!p.log_interval) p.log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
     st = hpt_trainer_run(tr, on_log, on_step, &p);
     hpt_trainer_free(tr);
     if (st != HPT_OK) {
@@ -247,11 +260,13 @@ static int cmd_sample(int argc, char **argv) {
     hpt_set_threads(threads);
     hpt_model *m;
     hpt_text *tok;
-    hpt_gpt2_config cfg;
-    hpt_status st = hpt_weights_load(model_path, 1, 0, &m, &cfg, &tok);
+    hpt_status st = hpt_weights_load(model_path, 1, 0, &m, &tok);
     if (st != HPT_OK) die_status(st);
-
-    const int maxT = cfg.block_size, V = cfg.vocab_size;
+    if (!tok) {
+        fprintf(stderr, "hpt: '%s' is not a language model (it has no tokenizer); sample needs one from --task text\n", model_path);
+        return 1;
+    }
+    const int maxT = hpt_model_block_size(m), V = hpt_text_vocab_size(tok);
     int cap = ntok + (prompt ? (int)strlen(prompt) : 0) + 1;
     int *ctx = malloc((size_t)cap * sizeof(int));
     float *probs = malloc((size_t)V * sizeof(float));

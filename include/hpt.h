@@ -102,9 +102,15 @@ void hpt_model_zero_grad(hpt_model *m);
 float *hpt_model_params(hpt_model *m, size_t *n);
 float *hpt_model_grads(hpt_model *m, size_t *n);
 const hpt_tensor_info *hpt_model_tensors(const hpt_model *m, int *n);
-/* Logits of the last forward, (B, T, row) with row >= n_out; n_out outputs are valid. */
+/* Outputs of the last forward, (B, T, row) with row >= n_out; n_out are
+ * valid. Logits after a forward without targets; after one with targets the
+ * buffer holds probabilities (the loss computes softmax in place): the same
+ * argmax, so it serves accuracy but not sampling temperature. */
 const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row);
 size_t hpt_model_num_params(const hpt_model *m);
+int hpt_model_block_size(const hpt_model *m);   /* longest T reserved at init */
+/* Rebuilds a model from the config words stored in a state file (any family). */
+hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T);
 /* Bytes of each arena owned by the model (params, grads, activations). */
 void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *acts);
 const char *hpt_model_describe(const hpt_model *m); /* e.g. "gpt2 L4 H4 C128 V65 (Vp72) T64" */
@@ -141,12 +147,17 @@ int hpt_text_decode(const hpt_text *t, int id, char *buf);
 /* ---------------------------------------------------------------- training */
 
 typedef struct hpt_train_config {
+    /* task: "text" (GPT-2 on a text file) or "fashion-mnist" (an image
+     * classifier); model: "gpt2" for text, "mlp" or "cnn" for images */
+    const char *task;
+    const char *model;
     /* data and model */
-    const char *data_path;
+    const char *data_path;  /* text file, or the Fashion-MNIST directory */
     hpt_tokenizer_kind tokenizer;
     int n_layer, n_head, n_embd, block_size;
     /* optimisation */
     int batch_size, grad_accum, max_iters, warmup_iters;
+    int epochs;             /* > 0: max_iters = epochs x batches per epoch (image tasks) */
     float lr, min_lr, weight_decay, grad_clip, beta1, beta2, eps;
     /* evaluation and bookkeeping */
     int eval_interval;      /* 0: evaluate only at the end */
@@ -174,6 +185,7 @@ typedef struct hpt_step_info {
     double tokens;         /* tokens processed so far */
     int evaluated;         /* val_loss is valid */
     float val_loss;
+    float val_accuracy;    /* classification tasks, in [0, 1]; NaN otherwise */
 } hpt_step_info;
 
 typedef void (*hpt_log_fn)(void *ctx, const char *line);          /* one line, no newline */
@@ -182,26 +194,31 @@ typedef void (*hpt_step_fn)(void *ctx, const hpt_step_info *info);
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c);
 void hpt_trainer_free(hpt_trainer *tr);
 hpt_model *hpt_trainer_model(hpt_trainer *tr);
+/* The tokenizer of a text task (NULL for image tasks). */
 const hpt_text *hpt_trainer_text(const hpt_trainer *tr);
+/* The resolved config (max_iters filled in from epochs). */
+const hpt_train_config *hpt_trainer_config(const hpt_trainer *tr);
 /* Learning rate at 0-based iteration it: linear warmup, cosine to min_lr. */
 float hpt_lr_at(const hpt_train_config *c, int it);
 /* One optimizer step: grad_accum micro-batches of forward+backward, global
  * norm clipping, AdamW. Fails with HPT_ERR_NUMERIC on a non-finite loss. */
 hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info);
-/* Mean loss over the fixed validation windows (forward only). */
-hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss);
+/* Mean loss over the fixed validation batches (forward only), and the
+ * accuracy for classification tasks (NaN otherwise; accuracy may be NULL). */
+hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy);
 /* The whole run: the config and memory table through log, then steps with
  * evaluation, metrics.jsonl and summary.json in out_dir, and model.bin at the end. */
 hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
 /* ---------------------------------------------------------------- weights */
 
-/* model.bin: the model config, the tokenizer and the parameter arena in hpt's
- * versioned, CRC-checked state format (docs/format.md). */
-hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_gpt2_config *cfg, const hpt_text *tok);
-/* Loads a model reserved for batches of B x T (T <= its block_size; T <= 0
- * means block_size) and its tokenizer. */
-hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_gpt2_config *cfg, hpt_text **tok);
+/* model.bin: the model config, the tokenizer (NULL for non-text models) and
+ * the parameter arena in hpt's versioned, CRC-checked state format
+ * (docs/format.md). */
+hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok);
+/* Loads a model reserved for batches of B x T (T <= 0: its full context) and
+ * its tokenizer (*tok is NULL when the file has none). */
+hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok);
 
 /* ---------------------------------------------------------------- util */
 

@@ -150,7 +150,6 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         for (size_t i = 0; i < (size_t)B * T; i++) s += a->losses[i];
         float mean = (float)(s / ((double)B * T));
         if (loss) *loss = mean;
-        m->logits = NULL;  /* now probabilities, not logits */
     }
     return HPT_OK;
 }
@@ -293,6 +292,10 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
             for (size_t k = 0; k < n; k++) p[k] = std * hpt_rng_normal(&rng);
         }
     }
+    m->conf[0] = HPT_FAMILY_GPT2;
+    m->conf[1] = (uint32_t)V; m->conf[2] = (uint32_t)maxT; m->conf[3] = (uint32_t)L;
+    m->conf[4] = (uint32_t)NH; m->conf[5] = (uint32_t)C;
+    m->nconf = 6;
     snprintf(m->desc, sizeof m->desc, "gpt2 L%d H%d C%d V%d (Vp %d) block %d", L, NH, C, V, Vp, maxT);
     *out = m;
     return HPT_OK;

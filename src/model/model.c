@@ -78,3 +78,22 @@ void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *
 }
 
 double hpt_model_train_flops(const hpt_model *m, int B, int T) { return m->ops->train_flops(m, B, T); }
+
+int hpt_model_block_size(const hpt_model *m) { return m->max_T; }
+
+hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T) {
+    *out = NULL;
+    if (nconf < 1) return hpt_fail(HPT_ERR_FORMAT, "empty model config");
+    switch (conf[0]) {
+    case HPT_FAMILY_GPT2: {
+        if (nconf < 6) return hpt_fail(HPT_ERR_FORMAT, "short GPT-2 config");
+        for (int i = 1; i < 6; i++)
+            if (conf[i] > (1u << 24)) return hpt_fail(HPT_ERR_FORMAT, "GPT-2 config value %u out of range", conf[i]);
+        hpt_gpt2_config c = {.vocab_size = (int)conf[1], .block_size = (int)conf[2], .n_layer = (int)conf[3],
+                             .n_head = (int)conf[4], .n_embd = (int)conf[5]};
+        return hpt_gpt2_init(out, &c, B, T > 0 ? T : c.block_size, 0);
+    }
+    default:
+        return hpt_fail(HPT_ERR_FORMAT, "unknown model family %u", conf[0]);
+    }
+}

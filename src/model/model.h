@@ -37,8 +37,14 @@ struct hpt_model {
     size_t act_bytes;                /* activation arena(s) owned by impl */
     int max_B, max_T;                /* shapes reserved at init */
 
+    /* the family and its config as fixed-width words, written to the CONF
+     * section of state files; hpt_model_from_conf rebuilds the model */
+    uint32_t conf[16];
+    int nconf;
+
     /* last forward: outputs for sampling/evaluation */
-    const float *logits;             /* (B, T, out_row) */
+    const float *logits;             /* (B, T, out_row): logits, or probabilities
+                                        after a forward with targets (same argmax) */
     int n_out, out_row;
     int have_targets;                /* backward is legal only after a forward with targets */
 };
@@ -47,6 +53,9 @@ struct hpt_model {
  * offsets, and allocates params and grads. Used by every family's init. */
 typedef struct hpt_tensor_spec { const char *name; int ndim; int shape[4]; int decay; } hpt_tensor_spec;
 hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, int n);
+/* Model families, the first word of conf. */
+enum { HPT_FAMILY_GPT2 = 1, HPT_FAMILY_MLP = 2, HPT_FAMILY_CNN = 3 };
+
 /* Pointer to tensor i inside an arena (params or grads). */
 static inline float *hpt_tensor_ptr(float *arena, const hpt_model *m, int i) {
     return arena + m->tensors[i].offset;

@@ -12,6 +12,7 @@
 #include "../kernels/kernels.h"
 #include "../model/model.h"
 #include "optim.h"
+#include "task.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -21,20 +22,19 @@
 
 struct hpt_trainer {
     hpt_train_config cfg;
-    char data_path[4096], out_dir[4096];   /* owned copies of cfg's strings */
-    hpt_gpt2_config mcfg;
-    hpt_text *text;
+    char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
+    hpt_task *task_;
     hpt_model *model;
     float *opt_arena;      /* AdamW m then v, each (nparams) */
     float *m, *v;
-    int *x, *y;            /* (B, T) input and target tokens */
-    uint64_t data_rng;     /* the data cursor: state of the window sampler */
     int step;              /* completed optimizer steps */
     double train_s, eval_s, tokens;
 };
 
 void hpt_train_config_default(hpt_train_config *c) {
     memset(c, 0, sizeof *c);
+    c->task = "text";
+    c->model = "gpt2";
     c->tokenizer = HPT_TOK_CHAR;
     c->n_layer = 4; c->n_head = 4; c->n_embd = 128; c->block_size = 64;
     c->batch_size = 12; c->grad_accum = 1; c->max_iters = 2000; c->warmup_iters = 100;
@@ -50,7 +50,12 @@ void hpt_train_config_default(hpt_train_config *c) {
         return hpt_fail(HPT_ERR_ARG, "--%s must be in [%g, %g] (got %g)", flag, (double)(lo), (double)(hi), (double)c->field)
 
 hpt_status hpt_train_config_check(const hpt_train_config *c) {
-    if (!c->data_path || !*c->data_path) return hpt_fail(HPT_ERR_ARG, "--data is required");
+    int text = c->task && !strcmp(c->task, "text"), images = c->task && !strcmp(c->task, "fashion-mnist");
+    if (!text && !images) return hpt_fail(HPT_ERR_ARG, "--task must be 'text' or 'fashion-mnist'");
+    if (!c->model || (text && strcmp(c->model, "gpt2")) ||
+        (images && strcmp(c->model, "mlp") && strcmp(c->model, "cnn")))
+        return hpt_fail(HPT_ERR_ARG, "--model must be %s for --task %s", text ? "'gpt2'" : "'mlp' or 'cnn'", c->task);
+    if (text && (!c->data_path || !*c->data_path)) return hpt_fail(HPT_ERR_ARG, "--data is required for --task text");
     if (!c->out_dir || !*c->out_dir) return hpt_fail(HPT_ERR_ARG, "--out must not be empty");
     CHECK_RANGE(n_layer, 1, 256, "n-layer");
     CHECK_RANGE(n_head, 1, 256, "n-head");
@@ -60,6 +65,7 @@ hpt_status hpt_train_config_check(const hpt_train_config *c) {
     CHECK_RANGE(batch_size, 1, 65536, "batch-size");
     CHECK_RANGE(grad_accum, 1, 65536, "grad-accum");
     CHECK_RANGE(max_iters, 1, 100000000, "max-iters");
+    CHECK_RANGE(epochs, 0, 100000, "epochs");
     CHECK_RANGE(warmup_iters, 0, 100000000, "warmup-iters");
     CHECK_RANGE(lr, 1e-9, 10.0, "lr");
     CHECK_RANGE(min_lr, 0.0, c->lr, "min-lr");
@@ -87,15 +93,14 @@ float hpt_lr_at(const hpt_train_config *c, int it) {
 void hpt_trainer_free(hpt_trainer *tr) {
     if (!tr) return;
     hpt_model_free(tr->model);
-    hpt_text_free(tr->text);
+    if (tr->task_) tr->task_->free(tr->task_);
     hpt_arena_free(tr->opt_arena);
-    free(tr->x);
-    free(tr->y);
     free(tr);
 }
 
 hpt_model *hpt_trainer_model(hpt_trainer *tr) { return tr->model; }
-const hpt_text *hpt_trainer_text(const hpt_trainer *tr) { return tr->text; }
+const hpt_text *hpt_trainer_text(const hpt_trainer *tr) { return tr->task_->text; }
+const hpt_train_config *hpt_trainer_config(const hpt_trainer *tr) { return &tr->cfg; }
 
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     *out = NULL;
@@ -103,36 +108,30 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     hpt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     tr->cfg = *c;
-    snprintf(tr->data_path, sizeof tr->data_path, "%s", c->data_path);
+    snprintf(tr->data_path, sizeof tr->data_path, "%s", c->data_path ? c->data_path : "");
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
+    snprintf(tr->task_name, sizeof tr->task_name, "%s", c->task);
+    snprintf(tr->model_name, sizeof tr->model_name, "%s", c->model);
     tr->cfg.data_path = tr->data_path;
     tr->cfg.out_dir = tr->out_dir;
+    tr->cfg.task = tr->task_name;
+    tr->cfg.model = tr->model_name;
     hpt_set_threads(c->threads);
 
-    hpt_status st = hpt_text_load(&tr->text, c->data_path, c->tokenizer);
+    hpt_status st = !strcmp(c->task, "text") ? hpt_task_text_init(&tr->task_, &tr->cfg)
+                                             : hpt_task_fashion_init(&tr->task_, &tr->cfg);
     if (st != HPT_OK) { hpt_trainer_free(tr); return st; }
-    const int B = c->batch_size, T = c->block_size;
-    size_t ntr = hpt_text_tokens(tr->text, 0), nva = hpt_text_tokens(tr->text, 1);
-    if (ntr < (size_t)T + 1 || nva < (size_t)T + 2) {
-        hpt_trainer_free(tr);
-        return hpt_fail(HPT_ERR_DATA, "data file '%s' is too small: %zu train and %zu validation tokens, "
-                        "need more than --block-size (%d) in each", c->data_path, ntr, nva, T);
+    tr->model = tr->task_->model;
+    if (c->epochs > 0) {
+        /* whole epochs of optimizer steps, the last one possibly short of a batch */
+        size_t per_step = (size_t)tr->task_->batch_size * c->grad_accum;
+        tr->cfg.max_iters = (int)(c->epochs * ((tr->task_->train_examples + per_step - 1) / per_step));
     }
-    tr->mcfg = (hpt_gpt2_config){.vocab_size = hpt_text_vocab_size(tr->text), .block_size = T,
-                                 .n_layer = c->n_layer, .n_head = c->n_head, .n_embd = c->n_embd};
-    st = hpt_gpt2_init(&tr->model, &tr->mcfg, B, T, c->seed);
-    if (st != HPT_OK) { hpt_trainer_free(tr); return st; }
     size_t n = tr->model->nparams;
     tr->opt_arena = hpt_arena_alloc(2 * n);
-    tr->x = malloc((size_t)B * T * sizeof(int));
-    tr->y = malloc((size_t)B * T * sizeof(int));
-    if (!tr->opt_arena || !tr->x || !tr->y) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->m = tr->opt_arena;
     tr->v = tr->opt_arena + n;
-    /* a data stream independent of the init stream, both from the one seed */
-    hpt_rng r;
-    hpt_rng_seed(&r, c->seed ^ 0xDA7A5EEDull);
-    tr->data_rng = r.s;
     *out = tr;
     return HPT_OK;
 }
@@ -140,13 +139,12 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
 hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     const hpt_train_config *c = &tr->cfg;
     hpt_model *m = tr->model;
-    const int B = c->batch_size, T = c->block_size;
-    double t0 = hpt_now();
+    double t0 = hpt_now(), ntok = 0;
     hpt_model_zero_grad(m);
     double loss_sum = 0.0;
     for (int k = 0; k < c->grad_accum; k++) {
-        hpt_text_train_batch(tr->text, &tr->data_rng, B, T, tr->x, tr->y);
-        hpt_batch b = {.B = B, .T = T, .tokens = tr->x, .targets = tr->y};
+        hpt_batch b;
+        tr->task_->train_batch(tr->task_, &b);
         float loss;
         HPT_TRY(hpt_model_forward(m, &b, &loss));
         if (!isfinite(loss))
@@ -154,6 +152,7 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
                             "smaller --grad-clip", loss, tr->step + 1);
         HPT_TRY(hpt_model_backward(m, 1.0f / c->grad_accum));
         loss_sum += loss;
+        ntok += (double)b.B * b.T;
     }
     float lr = hpt_lr_at(c, tr->step), norm;
     hpt_adamw opt = {.lr = lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
@@ -162,7 +161,7 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     tr->step++;
     double dt = hpt_now() - t0;
     tr->train_s += dt;
-    tr->tokens += (double)B * T * c->grad_accum;
+    tr->tokens += ntok;
     if (info) {
         memset(info, 0, sizeof *info);
         info->step = tr->step;
@@ -173,23 +172,38 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
         info->step_s = dt;
         info->time_s = tr->train_s;
         info->tokens = tr->tokens;
+        info->val_loss = NAN;
+        info->val_accuracy = NAN;
     }
     return HPT_OK;
 }
 
-hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss) {
-    const hpt_train_config *c = &tr->cfg;
-    const int B = c->batch_size, T = c->block_size;
-    double t0 = hpt_now(), s = 0.0;
-    for (int i = 0; i < c->eval_iters; i++) {
-        hpt_text_val_batch(tr->text, i, c->eval_iters, B, T, tr->x, tr->y);
-        hpt_batch b = {.B = B, .T = T, .tokens = tr->x, .targets = tr->y};
+hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy) {
+    hpt_task *t = tr->task_;
+    hpt_model *m = tr->model;
+    double t0 = hpt_now(), s = 0.0, n = 0.0, correct = 0.0;
+    int nb = t->val_batches(t);
+    for (int i = 0; i < nb; i++) {
+        hpt_batch b;
+        t->val_batch(t, i, &b);
         float loss;
-        HPT_TRY(hpt_model_forward(tr->model, &b, &loss));
-        s += loss;
+        HPT_TRY(hpt_model_forward(m, &b, &loss));
+        /* weight by rows: the last batch of a split may be short */
+        double rows = (double)b.B * b.T;
+        s += loss * rows;
+        n += rows;
+        if (t->classify) {
+            for (int r = 0; r < b.B * b.T; r++) {
+                const float *p = m->logits + (size_t)r * m->out_row;
+                int best = 0;
+                for (int k = 1; k < m->n_out; k++) if (p[k] > p[best]) best = k;
+                correct += best == b.targets[r];
+            }
+        }
     }
-    tr->model->have_targets = 0;  /* an eval forward is not a training forward */
-    *val_loss = (float)(s / c->eval_iters);
+    m->have_targets = 0;  /* an eval forward is not a training forward */
+    *val_loss = (float)(s / n);
+    if (accuracy) *accuracy = t->classify ? (float)(correct / n) : NAN;
     tr->eval_s += hpt_now() - t0;
     return HPT_OK;
 }
@@ -227,20 +241,26 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
 
     /* the resolved configuration, then the memory ledger, before step 0 */
     logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(m), m->nparams);
-    logf_(log, ctx, "data       %s (%s tokenizer, vocab %d): %zu train / %zu val tokens", c->data_path,
-          c->tokenizer == HPT_TOK_CHAR ? "char" : "byte", hpt_text_vocab_size(tr->text),
-          hpt_text_tokens(tr->text, 0), hpt_text_tokens(tr->text, 1));
-    logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, cosine), "
-          "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
-          c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
+    char desc[512];
+    tr->task_->describe(tr->task_, desc, sizeof desc);
+    logf_(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);
+    if (tr->task_->tokens_per_sample > 1)
+        logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, cosine), "
+              "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
+              c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
+    else
+        logf_(log, ctx, "training   batch %d x accum %d, %d iters (%d epochs), lr %g -> %g (warmup %d, cosine), "
+              "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->grad_accum, c->max_iters, c->epochs,
+              c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
     logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
     logf_(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
     size_t pb, gb, ab;
     hpt_model_bytes(m, &pb, &gb, &ab);
     size_t ob = 2 * m->nparams * sizeof(float);
-    logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB: "
-          "%.1f MiB in arenas", mib(pb), mib(gb), mib(ob), mib(ab), mib(pb + gb + ob + ab));
+    size_t db = tr->task_->data_bytes(tr->task_);
+    logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
+          "data %.1f MiB: %.1f MiB allocated", mib(pb), mib(gb), mib(ob), mib(ab), mib(db), mib(pb + gb + ob + ab + db));
 
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->out_dir);
@@ -249,7 +269,7 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
 
     double *step_times = malloc((size_t)c->max_iters * sizeof(double));
     if (!step_times) { fclose(mf); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
-    float final_val = NAN, best_val = INFINITY;
+    float final_val = NAN, best_val = INFINITY, final_acc = NAN;
     hpt_status st = HPT_OK;
     while (tr->step < c->max_iters) {
         hpt_step_info info;
@@ -258,10 +278,11 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
         step_times[tr->step - 1] = info.step_s;
         int last = tr->step == c->max_iters;
         if (last || (c->eval_interval > 0 && tr->step % c->eval_interval == 0)) {
-            st = hpt_trainer_eval(tr, &info.val_loss);
+            st = hpt_trainer_eval(tr, &info.val_loss, &info.val_accuracy);
             if (st != HPT_OK) break;
             info.evaluated = 1;
             final_val = info.val_loss;
+            final_acc = info.val_accuracy;
             if (info.val_loss < best_val) best_val = info.val_loss;
         }
         fprintf(mf, "{\"step\":%d,", info.step);
@@ -271,6 +292,7 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
         json_num(mf, "time_s", info.time_s); fputc(',', mf);
         fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, hpt_rss_bytes());
         if (info.evaluated) { fputc(',', mf); json_num(mf, "val_loss", info.val_loss); }
+        if (info.evaluated && tr->task_->classify) { fputc(',', mf); json_num(mf, "val_accuracy", info.val_accuracy); }
         fputs("}\n", mf);
         fflush(mf);  /* a crash loses at most the step in flight */
         if (on_step) on_step(ctx, &info);
@@ -279,21 +301,23 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
     if (st != HPT_OK) { free(step_times); return st; }
 
     snprintf(path, sizeof path, "%s/model.bin", c->out_dir);
-    st = hpt_weights_save(path, m, &tr->mcfg, tr->text);
+    st = hpt_weights_save(path, m, tr->task_->text);
     if (st != HPT_OK) { free(step_times); return st; }
 
     qsort(step_times, (size_t)tr->step, sizeof(double), cmp_double);
     double med = step_times[tr->step / 2];
     free(step_times);
-    double flops = hpt_model_train_flops(m, c->batch_size * c->grad_accum, c->block_size);
+    double flops = hpt_model_train_flops(m, c->batch_size * c->grad_accum, tr->task_->tokens_per_sample);
     uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
     double wall = hpt_now() - wall0;
 
     snprintf(path, sizeof path, "%s/summary.json", c->out_dir);
     FILE *sf = fopen(path, "w");
     if (!sf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    fprintf(sf, "{\n  \"model\": \"%s\",\n  \"params\": %zu,\n  \"steps\": %d,\n", hpt_model_describe(m), m->nparams, tr->step);
+    fprintf(sf, "{\n  \"task\": \"%s\",\n  \"model\": \"%s\",\n  \"params\": %zu,\n  \"steps\": %d,\n",
+            c->task, hpt_model_describe(m), m->nparams, tr->step);
     fprintf(sf, "  "); json_num(sf, "final_val_loss", final_val); fprintf(sf, ",\n  ");
+    if (tr->task_->classify) { json_num(sf, "test_accuracy", final_acc); fprintf(sf, ",\n  "); }
     json_num(sf, "best_val_loss", best_val); fprintf(sf, ",\n  ");
     json_num(sf, "train_s", tr->train_s); fprintf(sf, ",\n  ");
     json_num(sf, "wall_s", wall); fprintf(sf, ",\n  ");

@@ -6,8 +6,8 @@
  *   sections u8[4] tag | u32 reserved | u64 length | length bytes   (repeated)
  *   trailer  "END!" | u32 0 | u64 4 | u32 CRC-32 of every byte before it
  *
- * Version 1 defines CONF (model config), TOKN (tokenizer) and PARM (the
- * parameter arena). Readers skip tags they do not know, so a later version
+ * Version 1 defines CONF (model family and config words), TOKN (tokenizer,
+ * text models only) and PARM (the parameter arena). Readers skip tags they do not know, so a later version
  * can add optimizer, RNG, data and hybrid sections (issue: whole-state
  * checkpoints) and still serve `hpt sample`. docs/format.md has the layout.
  */
@@ -20,12 +20,10 @@
 #define VERSION 1u
 #define HEADER_SIZE 32u
 #define BYTE_ORDER_MARK 0x01020304u
-#define FAMILY_GPT2 1u
 
 typedef struct save_ctx {
     hpt_model *m;
-    const hpt_gpt2_config *cfg;
-    const hpt_text *tok;
+    const hpt_text *tok;   /* NULL: no TOKN section */
 } save_ctx;
 
 static void section(hpt_writer *w, const char *tag, uint64_t len) {
@@ -36,11 +34,11 @@ static void section(hpt_writer *w, const char *tag, uint64_t len) {
 
 static hpt_status write_weights(FILE *f, void *p) {
     save_ctx *s = p;
-    int V = hpt_text_vocab_size(s->tok);
-    int is_char = hpt_text_kind(s->tok) == HPT_TOK_CHAR;
-    uint64_t conf_len = 7 * 4, tok_len = 8 + (is_char ? 4ull * V : 0);
+    int V = s->tok ? hpt_text_vocab_size(s->tok) : 0;
+    int is_char = s->tok && hpt_text_kind(s->tok) == HPT_TOK_CHAR;
+    uint64_t conf_len = 4 + 4ull * s->m->nconf, tok_len = 8 + (is_char ? 4ull * V : 0);
     uint64_t parm_len = 8 + s->m->nparams * sizeof(float);
-    uint64_t size = HEADER_SIZE + (16 + conf_len) + (16 + tok_len) + (16 + parm_len) + (16 + 4);
+    uint64_t size = HEADER_SIZE + (16 + conf_len) + (s->tok ? 16 + tok_len : 0) + (16 + parm_len) + (16 + 4);
 
     hpt_writer w = {.f = f};
     hpt_w_bytes(&w, MAGIC, 8);
@@ -51,18 +49,15 @@ static hpt_status write_weights(FILE *f, void *p) {
     hpt_w_u64(&w, size);
 
     section(&w, "CONF", conf_len);
-    hpt_w_u32(&w, FAMILY_GPT2);
-    hpt_w_u32(&w, (uint32_t)s->cfg->vocab_size);
-    hpt_w_u32(&w, (uint32_t)s->cfg->block_size);
-    hpt_w_u32(&w, (uint32_t)s->cfg->n_layer);
-    hpt_w_u32(&w, (uint32_t)s->cfg->n_head);
-    hpt_w_u32(&w, (uint32_t)s->cfg->n_embd);
-    hpt_w_u32(&w, (uint32_t)hpt_gpt2_padded_vocab(s->cfg->vocab_size));
+    hpt_w_u32(&w, (uint32_t)s->m->nconf);
+    hpt_w_bytes(&w, s->m->conf, 4ull * s->m->nconf);
 
-    section(&w, "TOKN", tok_len);
-    hpt_w_u32(&w, is_char ? 1 : 0);
-    hpt_w_u32(&w, (uint32_t)V);
-    if (is_char) hpt_w_bytes(&w, hpt_text_codepoints(s->tok), 4ull * V);
+    if (s->tok) {
+        section(&w, "TOKN", tok_len);
+        hpt_w_u32(&w, is_char ? 1 : 0);
+        hpt_w_u32(&w, (uint32_t)V);
+        if (is_char) hpt_w_bytes(&w, hpt_text_codepoints(s->tok), 4ull * V);
+    }
 
     section(&w, "PARM", parm_len);
     hpt_w_u64(&w, s->m->nparams);
@@ -75,14 +70,14 @@ static hpt_status write_weights(FILE *f, void *p) {
     return HPT_OK;
 }
 
-hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_gpt2_config *cfg, const hpt_text *tok) {
-    save_ctx s = {m, cfg, tok};
+hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok) {
+    save_ctx s = {m, tok};
     return hpt_save_atomic(path, write_weights, &s);
 }
 
 #define BAD(...) do { st = hpt_fail(HPT_ERR_FORMAT, __VA_ARGS__); goto done; } while (0)
 
-hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hpt_gpt2_config *cfg, hpt_text **tok) {
+hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hpt_text **tok) {
     *mout = NULL; *tok = NULL;
     unsigned char *buf;
     size_t len;
@@ -113,7 +108,7 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hp
     c.pos = hsize;
 
     int have_conf = 0, have_parm = 0, have_end = 0;
-    uint32_t conf[7] = {0};
+    uint32_t conf[16] = {0}, nconf = 0;
     const unsigned char *parm = NULL;
     uint64_t parm_n = 0;
     while (!have_end) {
@@ -125,7 +120,9 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hp
         hpt_cursor s = {buf + c.pos, (size_t)slen, 0};
         c.pos += slen;
         if (!memcmp(tag, "CONF", 4)) {
-            for (int i = 0; i < 7; i++) if (!hpt_cur_u32(&s, &conf[i])) BAD("'%s': short CONF section", path);
+            if (have_conf || !hpt_cur_u32(&s, &nconf) || nconf < 1 || nconf > 16 || slen != 4 + 4ull * nconf)
+                BAD("'%s': bad CONF section", path);
+            for (uint32_t i = 0; i < nconf; i++) hpt_cur_u32(&s, &conf[i]);
             have_conf = 1;
         } else if (!memcmp(tag, "TOKN", 4)) {
             uint32_t kind, V;
@@ -150,13 +147,10 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hp
             have_end = 1;
         }  /* unknown tags: sections of later versions, skipped */
     }
-    if (!have_conf || !have_parm || !t) BAD("'%s' lacks a CONF, TOKN or PARM section", path);
-    if (conf[0] != FAMILY_GPT2) BAD("'%s' holds model family %u, not GPT-2", path, conf[0]);
-    *cfg = (hpt_gpt2_config){.vocab_size = (int)conf[1], .block_size = (int)conf[2],
-                             .n_layer = (int)conf[3], .n_head = (int)conf[4], .n_embd = (int)conf[5]};
-    if (cfg->vocab_size != hpt_text_vocab_size(t))
-        BAD("'%s': model vocabulary %d does not match its tokenizer's %d", path, cfg->vocab_size, hpt_text_vocab_size(t));
-    st = hpt_gpt2_init(&m, cfg, B, T > 0 ? T : cfg->block_size, 0);
+    if (!have_conf || !have_parm) BAD("'%s' lacks a CONF or PARM section", path);
+    if (conf[0] == HPT_FAMILY_GPT2 && (!t || (uint32_t)hpt_text_vocab_size(t) != conf[1]))
+        BAD("'%s': the GPT-2 vocabulary (%u) has no matching tokenizer section", path, conf[1]);
+    st = hpt_model_from_conf(&m, conf, (int)nconf, B, T);
     if (st != HPT_OK) goto done;
     if (parm_n != m->nparams)
         BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, m->nparams);

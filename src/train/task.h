@@ -1,0 +1,40 @@
+/*
+ * task.h — what the trainer trains on: a data source and the model built for
+ * it. A task owns its data, its batch buffers and its data cursor; the
+ * trainer asks it for batches and never looks at what is inside them, so the
+ * optimizer, the run loop (and later the hybrid controller) are the same for
+ * every task. Tasks: text (GPT-2 on a text file) and fashion-mnist (MLP or
+ * CNN on Debian's Fashion-MNIST IDX files).
+ */
+#ifndef HPT_TASK_H
+#define HPT_TASK_H
+
+#include "../model/model.h"
+
+typedef struct hpt_task hpt_task;
+struct hpt_task {
+    const char *name;
+    void *impl;
+    hpt_model *model;          /* built by the task's init; the trainer frees it */
+    const hpt_text *text;      /* text tasks: the tokenizer, saved into model.bin */
+    int classify;              /* 1: evaluation also reports accuracy */
+    int batch_size;            /* micro-batch size */
+    int tokens_per_sample;     /* T for text, 1 for images */
+    size_t train_examples;     /* windows or images available per epoch */
+
+    /* Next training batch (buffers owned by the task, valid until the next
+     * call); advances the data cursor. */
+    void (*train_batch)(hpt_task *t, hpt_batch *b);
+    /* Validation: a fixed number of fixed batches. */
+    int (*val_batches)(const hpt_task *t);
+    void (*val_batch)(hpt_task *t, int i, hpt_batch *b);
+    /* Lines describing the data for the start-of-run log. */
+    void (*describe)(const hpt_task *t, char *buf, size_t n);
+    size_t (*data_bytes)(const hpt_task *t);
+    void (*free)(hpt_task *t);
+};
+
+hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c);
+hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c);
+
+#endif /* HPT_TASK_H */

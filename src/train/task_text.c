@@ -1,0 +1,99 @@
+/*
+ * task_text.c — the text task: a GPT-2 over a tokenised text file, random
+ * training windows from a seeded RNG (the data cursor is its one u64 state),
+ * and fixed validation windows.
+ */
+#include "task.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct text_task {
+    hpt_text *text;
+    int B, T, eval_iters;
+    int *x, *y;            /* (B, T) */
+    uint64_t rng;          /* the data cursor */
+} text_task;
+
+static void text_train_batch(hpt_task *t, hpt_batch *b) {
+    text_task *tt = t->impl;
+    hpt_text_train_batch(tt->text, &tt->rng, tt->B, tt->T, tt->x, tt->y);
+    *b = (hpt_batch){.B = tt->B, .T = tt->T, .tokens = tt->x, .targets = tt->y};
+}
+
+static int text_val_batches(const hpt_task *t) { return ((const text_task *)t->impl)->eval_iters; }
+
+static void text_val_batch(hpt_task *t, int i, hpt_batch *b) {
+    text_task *tt = t->impl;
+    hpt_text_val_batch(tt->text, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y);
+    *b = (hpt_batch){.B = tt->B, .T = tt->T, .tokens = tt->x, .targets = tt->y};
+}
+
+static void text_describe(const hpt_task *t, char *buf, size_t n) {
+    const text_task *tt = t->impl;
+    snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens",
+             hpt_text_kind(tt->text) == HPT_TOK_CHAR ? "char" : "byte", hpt_text_vocab_size(tt->text),
+             hpt_text_tokens(tt->text, 0), hpt_text_tokens(tt->text, 1));
+}
+
+static size_t text_data_bytes(const hpt_task *t) {
+    const text_task *tt = t->impl;
+    return (hpt_text_tokens(tt->text, 0) + hpt_text_tokens(tt->text, 1)) * sizeof(int) +
+           2 * (size_t)tt->B * tt->T * sizeof(int);
+}
+
+static void text_free(hpt_task *t) {
+    if (!t) return;
+    text_task *tt = t->impl;
+    if (tt) {
+        hpt_text_free(tt->text);
+        free(tt->x);
+        free(tt->y);
+        free(tt);
+    }
+    free(t);
+}
+
+hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
+    *out = NULL;
+    hpt_task *t = calloc(1, sizeof *t);
+    text_task *tt = calloc(1, sizeof *tt);
+    if (!t || !tt) { free(t); free(tt); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    t->impl = tt;
+    t->free = text_free;
+    hpt_status st = hpt_text_load(&tt->text, c->data_path, c->tokenizer);
+    if (st != HPT_OK) { text_free(t); return st; }
+    const int B = c->batch_size, T = c->block_size;
+    size_t ntr = hpt_text_tokens(tt->text, 0), nva = hpt_text_tokens(tt->text, 1);
+    if (ntr < (size_t)T + 1 || nva < (size_t)T + 2) {
+        text_free(t);
+        return hpt_fail(HPT_ERR_DATA, "data file '%s' is too small: %zu train and %zu validation tokens, "
+                        "need more than --block-size (%d) in each", c->data_path, ntr, nva, T);
+    }
+    tt->B = B; tt->T = T; tt->eval_iters = c->eval_iters;
+    tt->x = malloc((size_t)B * T * sizeof(int));
+    tt->y = malloc((size_t)B * T * sizeof(int));
+    if (!tt->x || !tt->y) { text_free(t); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    /* a data stream independent of the init stream, both from the one seed */
+    hpt_rng r;
+    hpt_rng_seed(&r, c->seed ^ 0xDA7A5EEDull);
+    tt->rng = r.s;
+
+    hpt_gpt2_config mc = {.vocab_size = hpt_text_vocab_size(tt->text), .block_size = T,
+                          .n_layer = c->n_layer, .n_head = c->n_head, .n_embd = c->n_embd};
+    st = hpt_gpt2_init(&t->model, &mc, B, T, c->seed);
+    if (st != HPT_OK) { text_free(t); return st; }
+
+    t->name = "text";
+    t->text = tt->text;
+    t->batch_size = B;
+    t->tokens_per_sample = T;
+    t->train_examples = ntr - (size_t)T;
+    t->train_batch = text_train_batch;
+    t->val_batches = text_val_batches;
+    t->val_batch = text_val_batch;
+    t->describe = text_describe;
+    t->data_bytes = text_data_bytes;
+    *out = t;
+    return HPT_OK;
+}
