@@ -127,6 +127,14 @@ static void proc_stat(unsigned long long *total, unsigned long long *steal) {
     if (n >= 8) *steal = v[7];
 }
 
+/* 1-minute load average: other processes competing for the CPUs (steal does not see them). */
+static double loadavg1(void) {
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) { if (fscanf(f, "%lf", &l) != 1) l = -1.0; fclose(f); }
+    return l;
+}
+
 static void cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -222,6 +230,7 @@ int main(int argc, char **argv) {
     /* a small learning rate keeps random-token training finite for any step count */
     hpt_adamw opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     unsigned long long tot0 = 0, stl0 = 0, tot1, stl1;
+    const double load0 = loadavg1();
     for (int s = 0; s < total; s++) {
         for (int i = 0; i < B * T; i++) {
             x[i] = (int)hpt_rng_below(&rng, (uint64_t)o.vocab);
@@ -254,6 +263,7 @@ int main(int argc, char **argv) {
         }
     }
     proc_stat(&tot1, &stl1);
+    const double load1 = loadavg1();
     const int N = o.steps;
     double med = median(sp, N), mzg = median(zg, N), mfw = median(fw, N), mbw = median(bw, N), mop = median(op, N);
     double mn = sp[0], mx = sp[0], mean = 0.0;
@@ -273,6 +283,7 @@ int main(int argc, char **argv) {
     printf("%-28s %.1f MiB (arenas %.1f MiB)\n", "peak RSS (getrusage)", peak / 1048576.0,
            (pb + gb + ab + 2.0 * n * sizeof(float)) / 1048576.0);
     printf("%-28s %llu of %llu jiffies (%.2f %%)\n", "steal during timed steps", dstl, dtot, steal_pct);
+    printf("%-28s %.2f before, %.2f after\n", "load average (1 min)", load0, load1);
 
     if (o.json) {
         char tmp[4200];
@@ -314,6 +325,7 @@ int main(int argc, char **argv) {
         fprintf(f, "],\n  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
                 pb, gb, 2 * n * sizeof(float), ab);
         fprintf(f, "  \"peak_rss_bytes_getrusage\": %zu,\n  \"init_s\": %.4f,\n", peak, init_s);
+        fprintf(f, "  \"loadavg1_before_after\": [%.2f, %.2f],\n", load0, load1);
         fprintf(f, "  \"steal\": {\"steal_jiffies\": %llu, \"total_jiffies\": %llu, \"steal_pct\": %.3f}\n}\n",
                 dstl, dtot, steal_pct);
         int werr = ferror(f);

@@ -109,8 +109,11 @@ mkdir -p "$(dirname "$OUT")"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpt-vs-torch.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
-# /proc/stat aggregate cpu line: total jiffies and steal jiffies
+# /proc/stat aggregate cpu line: total jiffies and steal jiffies. Steal only
+# sees the host taking the vCPUs; other processes in this machine competing for
+# the 2 cores show in the load average instead (recorded too).
 stat_snapshot() { awk '/^cpu /{t=0; for (i=2;i<=NF;i++) t+=$i; print t, $9; exit}' /proc/stat; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
 
 COMMON="--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters $ITERS \
 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 0 --eval-iters 1 --threads $THREADS --seed 1337"
@@ -122,6 +125,7 @@ S0=$(stat_snapshot)
 for r in $(seq 1 "$REPEATS"); do
     for who in hpt torch; do
         a=$(stat_snapshot)
+        la=$(load1)
         if [ "$who" = hpt ]; then
             cmd="$HPT_CMD $WORK/hpt_$r"
             res="$WORK/hpt_$r/summary.json"
@@ -136,7 +140,8 @@ for r in $(seq 1 "$REPEATS"); do
             exit 1
         fi
         b=$(stat_snapshot)
-        printf '%s\t%s\t%s\t%s %s\t%s\n' "$r" "$who" "$res" "$a" "$b" "$cmd" >> "$WORK/runs.tsv"
+        lb=$(load1)
+        printf '%s\t%s\t%s\t%s %s\t%s %s\t%s\n' "$r" "$who" "$res" "$a" "$b" "$la" "$lb" "$cmd" >> "$WORK/runs.tsv"
     done
 done
 S1=$(stat_snapshot)
@@ -167,10 +172,11 @@ def lscpu():
 
 runs = {"hpt": [], "torch": []}
 for line in open(tsv):
-    r, who, res, snaps, cmd = line.rstrip("\n").split("\t")
+    r, who, res, snaps, loads, cmd = line.rstrip("\n").split("\t")
     a, b = snaps.split(" ")[:2], snaps.split(" ")[2:]
     d = json.load(open(res))
-    rec = {"repeat": int(r), "command": cmd, **steal(" ".join(a), " ".join(b))}
+    rec = {"repeat": int(r), "command": cmd, **steal(" ".join(a), " ".join(b)),
+           "loadavg1_before_after": [float(x) for x in loads.split()]}
     if who == "hpt":
         rec["ms_per_step"] = d["median_step_ms"]
         rec["tokens_per_s"] = d["tokens_per_s"]
@@ -244,6 +250,10 @@ print(f"{'med':>4} {med['hpt']:9.2f} {med['torch']:9.2f} {result['ratio_torch_ov
       f"   (skip-5 medians {med5['hpt']:.2f} / {med5['torch']:.2f}, ratio {result['ratio_torch_over_hpt_skip5']:.2f})")
 st = result["steal_overall"]
 print(f"steal {st['steal_jiffies']} of {st['total_jiffies']} jiffies ({st['steal_pct']:.2f} %); ratio > 1: hpt faster")
+loads = [r["loadavg1_before_after"][0] for w in runs for r in runs[w]]
+print(f"1-min load average before the runs: {min(loads):.2f} to {max(loads):.2f} (it includes this script's "
+      f"own previous runs; well above {int(threads)} means other processes competed for the CPUs, which steal "
+      f"time does not show)")
 cores = result["openblas_core_per_program"]
 if cores["hpt"] != cores["torch"] and cores["hpt"] != ["None"]:
     print(f"WARNING: hpt and torch ran different OpenBLAS kernels: {cores}", file=sys.stderr)
