@@ -82,7 +82,7 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 test check: hpt $(TESTS)
 	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
 
-bench: hpt $(BENCHES)
+bench: $(BENCHES)
 
 DEMO_DATA := data/fortunes.txt
 $(DEMO_DATA):

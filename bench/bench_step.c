@@ -15,7 +15,7 @@
  * achieved GFLOP/s, the median of each phase (zero_grad, forward, backward,
  * optimizer), memory, peak RSS (getrusage) and /proc/stat steal time over the
  * timed steps. A benchmark, not a test: it never fails on slowness. Like the
- * CLI, it re-executes itself with OPENBLAS_CORETYPE=Haswell where OpenBLAS
+ * CLI, it re-executes itself with a better OPENBLAS_CORETYPE where OpenBLAS
  * falls back to Prescott (see choose_blas_kernels).
  */
 #include "hpt.h"
@@ -165,24 +165,15 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* The kernel choice of `hpt` itself (cli/main.c, choose_blas_kernels), so this
- * benchmark times what the CLI runs: OpenBLAS 0.3.21 falls back to its SSE3
- * "Prescott" kernels on CPUs newer than it, and the core type can only be set
- * through OPENBLAS_CORETYPE before the library loads, hence the re-exec with
- * the Haswell (AVX2+FMA) kernels. A user's own OPENBLAS_CORETYPE is respected. */
+/* The kernel choice of `hpt` itself (cli/main.c), so this benchmark times
+ * what the CLI runs: see hpt_blas_better_core in include/hpt.h. */
 static void choose_blas_kernels(char **argv) {
-#ifndef HPT_NO_BLAS
-    if (getenv("OPENBLAS_CORETYPE") || getenv("HPT_BLAS_REEXEC")) return;
-    if (strcmp(openblas_get_corename(), "Prescott") != 0) return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
-    setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    const char *core = getenv("HPT_BLAS_REEXEC") ? NULL : hpt_blas_better_core();
+    if (!core) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
     setenv("HPT_BLAS_REEXEC", "1", 1);
     execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");  /* exec failed: carry on with Prescott */
-#else
-    (void)argv;
-#endif
+    unsetenv("OPENBLAS_CORETYPE");
 }
 
 int main(int argc, char **argv) {

@@ -332,21 +332,15 @@ static int cmd_sample(int argc, char **argv) {
     return 0;
 }
 
-/* OpenBLAS 0.3.21 (Debian 12) does not recognise CPUs newer than it, such as
- * recent Xeons, and falls back to its "Prescott" SSE3 kernels: 2-3x slower
- * GEMMs on a machine with AVX2 and FMA. The kernel family can only be chosen
- * through OPENBLAS_CORETYPE before the library loads, so hpt re-executes
- * itself once with the Haswell (AVX2+FMA) kernels, which every such CPU runs.
- * A user's own OPENBLAS_CORETYPE is always respected. */
+/* Re-executes once with OPENBLAS_CORETYPE set where OpenBLAS picked its
+ * generic kernels on a CPU that runs faster ones (hpt_blas_better_core). */
 static void choose_blas_kernels(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("HPT_BLAS_REEXEC")) return;
-    if (strcmp(hpt_blas_core(), "Prescott") != 0) return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
-    setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    const char *core = getenv("HPT_BLAS_REEXEC") ? NULL : hpt_blas_better_core();
+    if (!core) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
     setenv("HPT_BLAS_REEXEC", "1", 1);
     execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");  /* exec failed: carry on with Prescott */
+    unsetenv("OPENBLAS_CORETYPE");  /* exec failed: carry on with the generic kernels */
 }
 
 int main(int argc, char **argv) {

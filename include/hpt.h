@@ -47,6 +47,13 @@ void hpt_set_threads(int n);
 int  hpt_get_threads(void);
 /* The OpenBLAS kernel family in use ("Haswell", "SkylakeX", "Prescott", ...). */
 const char *hpt_blas_core(void);
+/* OpenBLAS 0.3.21 (Debian 12) does not recognise CPUs newer than itself and
+ * falls back to its slow SSE3 "Prescott" kernels. This returns the kernel
+ * family the CPU can run instead ("SkylakeX" with AVX-512, "Haswell" with
+ * AVX2+FMA), or NULL when nothing should change (a recognised CPU, or
+ * OPENBLAS_CORETYPE already set). It only takes effect through
+ * OPENBLAS_CORETYPE before OpenBLAS loads: programs re-execute themselves. */
+const char *hpt_blas_better_core(void);
 
 /* ---------------------------------------------------------------- tensors */
 
