@@ -124,6 +124,54 @@ const char *hpt_model_describe(const hpt_model *m); /* e.g. "gpt2 L4 H4 C128 V65
 /* Floating-point operations of one training step (fwd+bwd) per token/sample. */
 double hpt_model_train_flops(const hpt_model *m, int B, int T);
 
+/* ---------------------------------------------------------------- classifiers */
+
+/* Image classifiers (Fashion-MNIST). Input: batch->x (B, features) floats,
+ * used as given (normalise before: hpt's fashion-mnist task feeds
+ * (pixel/255 - mean) / std); batch->targets (B) class ids; T = 1. Loss: mean
+ * softmax cross-entropy over the batch. Any batch of 1..B samples works. After a
+ * forward with targets, hpt_model_logits gives the class probabilities
+ * (softmax of the logits: the same argmax) until the backward pass, which
+ * turns them into gradients: read accuracy between the two.
+ * Init: He normal, std sqrt(2 / fan_in), for layers followed by a ReLU;
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's Linear default) for the
+ * output layer; biases 0. hpt_model_train_flops counts 6 FLOPs per
+ * multiply-accumulate of every convolution and dense layer per sample (2
+ * forward, 4 backward, the first layer's unused input gradient included;
+ * bias, ReLU, pooling and softmax not counted). */
+
+#define HPT_MLP_MAX_HIDDEN 4
+
+typedef struct hpt_mlp_config {
+    int n_in;                         /* input features (784 = 28*28) */
+    int n_hidden;                     /* hidden layers, 0..HPT_MLP_MAX_HIDDEN */
+    int hidden[HPT_MLP_MAX_HIDDEN];   /* their widths */
+    int n_classes;                    /* 10 */
+} hpt_mlp_config;
+
+/* Defaults: 784 -> 256 -> 128 -> 10. */
+void hpt_mlp_config_default(hpt_mlp_config *c);
+/* Multi-layer perceptron: n_hidden x (Linear, ReLU), then Linear to the
+ * logits. Tensors fc1w fc1b ... fc<n_hidden+1>w fc<n_hidden+1>b, weights
+ * (out, in). Activations reserved for batches of up to B samples. */
+hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint64_t seed);
+
+typedef struct hpt_cnn_config {
+    int in_c, in_h, in_w;   /* input image (1, 28, 28); batch->x is (B, in_c*in_h*in_w), NCHW */
+    int c1, c2;             /* channels of the two 3x3 convolutions (32, 64) */
+    int hidden;             /* width of the dense hidden layer (128) */
+    int n_classes;          /* 10 */
+} hpt_cnn_config;
+
+/* Defaults: 1x28x28, c1 32, c2 64, hidden 128, 10 classes. */
+void hpt_cnn_config_default(hpt_cnn_config *c);
+/* Convolutional classifier: conv3x3 (same padding) -> ReLU -> maxpool 2x2,
+ * twice, then flatten (c2 * (in_h/4) * (in_w/4), integer halvings) -> Linear
+ * -> ReLU -> Linear to the logits. Tensors conv1w (c1,in_c,3,3) conv1b conv2w
+ * (c2,c1,3,3) conv2b fc1w (hidden, flat) fc1b fc2w (n_classes, hidden) fc2b.
+ * Activations reserved for batches of up to B images. */
+hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint64_t seed);
+
 /* ---------------------------------------------------------------- text data */
 
 typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1 } hpt_tokenizer_kind;

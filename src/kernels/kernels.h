@@ -85,4 +85,35 @@ double sumsq(const float *x, size_t n);
 /* x *= s */
 void scale_inplace(float *x, float s, size_t n);
 
+/* ---- convolution and pooling (conv.c) */
+
+/* 2-D convolution, stride 1, zero padding P, NCHW. inp (B,C,H,W) ->
+ * out (B,OC,OH,OW) with OH = H + 2P - K + 1, OW = W + 2P - K + 1 (P = (K-1)/2
+ * keeps the size: "same"). weight (OC, C*K*K) (= PyTorch's (OC,C,K,K)),
+ * bias (OC) or NULL. cols (B, C*K*K, OH*OW) receives every image's im2col and
+ * must be kept for the backward pass. */
+void conv2d_forward(float *out, float *cols, const float *inp, const float *weight, const float *bias,
+                    int B, int C, int H, int W, int OC, int K, int P);
+/* dweight (OC, C*K*K) += sum_b dout_b . cols_b^T; dbias (OC) += sums of dout
+ * (B,OC,OH,OW) (dbias may be NULL); dinp (B,C,H,W) += col2im(weight^T . dout_b)
+ * (dinp may be NULL: first layer). dcols (B, C*K*K, OH*OW) is scratch for
+ * the input gradient and may be cols itself (cols is fully read first; it is
+ * then overwritten); unused when dinp is NULL. */
+void conv2d_backward(float *dinp, float *dweight, float *dbias, float *dcols, const float *dout,
+                     const float *cols, const float *weight,
+                     int B, int C, int H, int W, int OC, int K, int P);
+/* Direct-loop twins (test oracle): the same maths without cols. */
+void conv2d_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
+                        int B, int C, int H, int W, int OC, int K, int P);
+void conv2d_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight,
+                         int B, int C, int H, int W, int OC, int K, int P);
+
+/* 2x2 max pooling, stride 2: inp (B,C,H,W) -> out (B,C,H/2,W/2) (odd edges
+ * dropped, as PyTorch). idx (B,C,H/2,W/2) receives the position of each
+ * maximum inside its (H,W) plane (first one on ties; a NaN wins). */
+void maxpool2_forward(float *out, int *idx, const float *inp, int B, int C, int H, int W);
+/* dinp (B,C,H,W) += dout scattered to the argmax positions in idx. */
+void maxpool2_backward(float *dinp, const float *dout, const int *idx, int B, int C, int H, int W);
+
 #endif /* HPT_KERNELS_H */
