@@ -172,8 +172,16 @@ static void on_step(void *ctx, const hpt_step_info *in) {
 }
 
 static int cmd_train(int argc, char **argv) {
+    /* --task and --model choose the defaults, so read them first */
+    const char *task = "text", *model = NULL;
+    for (int i = 0; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--task")) task = argv[i + 1];
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        if (!strncmp(argv[i], "--task=", 7)) task = argv[i] + 7;
+        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
+    }
     hpt_train_config c;
-    hpt_train_config_default(&c);
+    hpt_train_config_default_for(&c, task, model);
     c.data_path = NULL;
     int log_interval = 0;
     args a = {.argc = argc, .argv = argv, .i = 0};

@@ -215,7 +215,7 @@ typedef struct hpt_train_config {
     int epochs;             /* > 0: max_iters = epochs x batches per epoch (image tasks) */
     float lr, min_lr, weight_decay, grad_clip, beta1, beta2, eps;
     /* evaluation and bookkeeping */
-    int eval_interval;      /* 0: evaluate only at the end */
+    int eval_interval;      /* 0: evaluate only at the end; -1: every epoch */
     int eval_iters;         /* validation batches per evaluation */
     uint64_t seed;
     int threads;            /* <= 0: all cores */
@@ -225,6 +225,10 @@ typedef struct hpt_train_config {
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
  * batch 12, lr 1e-3 -> 1e-4, 100 warmup, 2000 iters, betas 0.9/0.99). */
 void hpt_train_config_default(hpt_train_config *c);
+/* Defaults for a task and model: the above for text; for fashion-mnist,
+ * batch 128, lr 1e-3 -> 1e-5, betas 0.9/0.999, 10 epochs (MLP) or 5 (CNN),
+ * evaluation every epoch (eval_interval -1). */
+void hpt_train_config_default_for(hpt_train_config *c, const char *task, const char *model);
 /* Checks every field; the message names the offending flag. */
 hpt_status hpt_train_config_check(const hpt_train_config *c);
 

@@ -93,6 +93,24 @@ hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf,
                              .n_head = (int)conf[4], .n_embd = (int)conf[5]};
         return hpt_gpt2_init(out, &c, B, T > 0 ? T : c.block_size, 0);
     }
+    case HPT_FAMILY_MLP: {
+        /* [family, n_in, n_classes, n_hidden, hidden[0..3]] */
+        if (nconf < 8 || conf[3] > HPT_MLP_MAX_HIDDEN) return hpt_fail(HPT_ERR_FORMAT, "bad MLP config");
+        hpt_mlp_config c = {.n_in = (int)conf[1], .n_classes = (int)conf[2], .n_hidden = (int)conf[3]};
+        for (int i = 0; i < HPT_MLP_MAX_HIDDEN; i++) c.hidden[i] = (int)conf[4 + i];
+        for (int i = 1; i < 8; i++)
+            if (conf[i] > (1u << 24)) return hpt_fail(HPT_ERR_FORMAT, "MLP config value %u out of range", conf[i]);
+        return hpt_mlp_init(out, &c, B, 0);
+    }
+    case HPT_FAMILY_CNN: {
+        /* [family, in_c, in_h, in_w, c1, c2, hidden, n_classes] */
+        if (nconf < 8) return hpt_fail(HPT_ERR_FORMAT, "bad CNN config");
+        for (int i = 1; i < 8; i++)
+            if (conf[i] > (1u << 24)) return hpt_fail(HPT_ERR_FORMAT, "CNN config value %u out of range", conf[i]);
+        hpt_cnn_config c = {.in_c = (int)conf[1], .in_h = (int)conf[2], .in_w = (int)conf[3], .c1 = (int)conf[4],
+                            .c2 = (int)conf[5], .hidden = (int)conf[6], .n_classes = (int)conf[7]};
+        return hpt_cnn_init(out, &c, B, 0);
+    }
     default:
         return hpt_fail(HPT_ERR_FORMAT, "unknown model family %u", conf[0]);
     }

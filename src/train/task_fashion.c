@@ -167,10 +167,16 @@ static void fashion_free(hpt_task *t) {
     free(t);
 }
 
-/* The classifier for c->model; defined with the model families. */
+/* The classifier named by --model, at its default shape. */
 static hpt_status build_model(hpt_model **m, const hpt_train_config *c) {
-    (void)m; (void)c;
-    return hpt_fail(HPT_ERR_ARG, "--model %s is not available in this build yet", c->model);
+    if (!strcmp(c->model, "mlp")) {
+        hpt_mlp_config mc;
+        hpt_mlp_config_default(&mc);
+        return hpt_mlp_init(m, &mc, c->batch_size, c->seed);
+    }
+    hpt_cnn_config cc;
+    hpt_cnn_config_default(&cc);
+    return hpt_cnn_init(m, &cc, c->batch_size, c->seed);
 }
 
 hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c) {
