@@ -183,7 +183,7 @@ static int cmd_train(int argc, char **argv) {
     hpt_train_config c;
     hpt_train_config_default_for(&c, task, model);
     c.data_path = NULL;
-    int log_interval = 0;
+    int log_interval = 0, set_iters = 0, set_epochs = 0;
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         const char *n = a.name;
@@ -191,7 +191,7 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--data")) c.data_path = flag_value(&a);
         else if (!strcmp(n, "--task")) c.task = flag_value(&a);
         else if (!strcmp(n, "--model")) c.model = flag_value(&a);
-        else if (!strcmp(n, "--epochs")) c.epochs = (int)parse_int(n, flag_value(&a), 0, 100000);
+        else if (!strcmp(n, "--epochs")) { c.epochs = (int)parse_int(n, flag_value(&a), 0, 100000); set_epochs = 1; }
         else if (!strcmp(n, "--tokenizer")) {
             const char *v = flag_value(&a);
             if (!strcmp(v, "byte")) c.tokenizer = HPT_TOK_BYTE;
@@ -204,7 +204,7 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--block-size")) c.block_size = (int)parse_int(n, flag_value(&a), 1, 8192);
         else if (!strcmp(n, "--batch-size")) c.batch_size = (int)parse_int(n, flag_value(&a), 1, 65536);
         else if (!strcmp(n, "--grad-accum")) c.grad_accum = (int)parse_int(n, flag_value(&a), 1, 65536);
-        else if (!strcmp(n, "--max-iters")) c.max_iters = (int)parse_int(n, flag_value(&a), 1, 100000000);
+        else if (!strcmp(n, "--max-iters")) { c.max_iters = (int)parse_int(n, flag_value(&a), 1, 100000000); set_iters = 1; }
         else if (!strcmp(n, "--warmup-iters")) c.warmup_iters = (int)parse_int(n, flag_value(&a), 0, 100000000);
         else if (!strcmp(n, "--lr")) c.lr = parse_float(n, flag_value(&a));
         else if (!strcmp(n, "--min-lr")) c.min_lr = parse_float(n, flag_value(&a));
@@ -221,6 +221,8 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else die_usage("unknown option '%s' for 'hpt train'", n);
     }
+    if (set_iters && set_epochs && c.epochs > 0) die_usage("%s", "give --max-iters or --epochs, not both");
+    if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */
     if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
     hpt_status st = hpt_train_config_check(&c);
     if (st != HPT_OK) die_status(st);

@@ -5,8 +5,10 @@
 #   libopenblas-openmp-dev  OpenBLAS built on OpenMP (shares our kernels' threads)
 #   zlib1g-dev              gzip reading (Fashion-MNIST IDX files)
 #   fortunes                the default text corpus
+#   dataset-fashion-mnist   the image task's data (--task fashion-mnist)
+#   python3                 the CLI tests check JSON outputs with it
 set -eu
-pkgs="gcc make libc6-dev libopenblas-openmp-dev zlib1g-dev fortunes"
+pkgs="gcc make libc6-dev libopenblas-openmp-dev zlib1g-dev fortunes dataset-fashion-mnist python3"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

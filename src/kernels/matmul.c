@@ -10,12 +10,6 @@
 #ifndef HPT_NO_BLAS
 #include <cblas.h>
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#else
-static int omp_get_num_threads(void) { return 1; }
-static int omp_get_thread_num(void) { return 0; }
-#endif
 
 void matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
                         int N, int C, int OC) {
@@ -99,28 +93,28 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
  * only synchronisation. Output rows are owned, so the result is the same
  * whatever the timing. Measured on 2 busy cores at the nanoGPT config: OpenBLAS'
  * threading took 64-512 ms/step, this split 60-74 ms/step. */
-/* C (M,N) = beta C + op(A) op(B), split by blocks of 16 rows. If bias is
+/* C (M,N) = beta C + op(A) op(B), split into blocks of rows. If bias is
  * given, every row of C is first set to it (and beta must be 1), inside the
  * same parallel region: one pass and one fork/join. */
 static void sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
                        const float *A, int lda, const float *B, int ldb, float beta, float *Cm, int ldc,
                        const float *bias) {
-    #pragma omp parallel
-    {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        /* blocks of 16 rows keep the microkernel on its full-width path */
-        int blocks = (M + 15) / 16;
-        int m0 = blocks * id / nt * 16, m1 = blocks * (id + 1) / nt * 16;
-        if (m1 > M) m1 = M;
-        if (m1 > m0) {
-            if (bias)
-                for (int m = m0; m < m1; m++) memcpy(Cm + (size_t)m * ldc, bias, (size_t)N * sizeof(float));
-            /* row offset into A: row-major, so a step of lda per row, or of
-             * one element per row when A is transposed (stored K x M) */
-            const float *Ap = ta == CblasNoTrans ? A + (size_t)m0 * lda : A + m0;
-            cblas_sgemm(CblasRowMajor, ta, tb, m1 - m0, N, K, 1.0f, Ap, lda, B, ldb, beta,
-                        Cm + (size_t)m0 * ldc, ldc);
-        }
+    /* Row blocks depend on M alone, never on the thread count: OpenBLAS may
+     * return different bits for a row when rows are split into calls
+     * differently (tests/test_kernels.c caught it with the Haswell and
+     * SkylakeX kernels). About 4 blocks, each a multiple of 16 rows so the
+     * microkernel stays on its full-width path. */
+    const int rows = ((M + 3) / 4 + 15) / 16 * 16, nblk = (M + rows - 1) / rows;
+    #pragma omp parallel for schedule(static)
+    for (int b = 0; b < nblk; b++) {
+        int m0 = b * rows, m1 = m0 + rows < M ? m0 + rows : M;
+        if (bias)
+            for (int m = m0; m < m1; m++) memcpy(Cm + (size_t)m * ldc, bias, (size_t)N * sizeof(float));
+        /* row offset into A: row-major, so a step of lda per row, or of one
+         * element per row when A is transposed (stored K x M) */
+        const float *Ap = ta == CblasNoTrans ? A + (size_t)m0 * lda : A + m0;
+        cblas_sgemm(CblasRowMajor, ta, tb, m1 - m0, N, K, 1.0f, Ap, lda, B, ldb, beta,
+                    Cm + (size_t)m0 * ldc, ldc);
     }
 }
 
