@@ -93,7 +93,8 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
 typedef struct hpt_batch {
     int B, T;              /* T = 1 for non-sequence models */
     const int *tokens;     /* (B, T) or NULL */
-    const float *x;        /* (B, feature dims) or NULL */
+    const float *x;        /* (B, x_dim) or NULL */
+    int x_dim;             /* floats per sample in x (0 without x) */
     const int *targets;    /* (B, T) or NULL: forward computes no loss */
 } hpt_batch;
 
@@ -245,6 +246,13 @@ typedef struct hpt_step_info {
     int evaluated;         /* val_loss is valid */
     float val_loss;
     float val_accuracy;    /* classification tasks, in [0, 1]; NaN otherwise */
+    /* hybrid mode only (phase == NULL in plain training) */
+    const char *phase;     /* "warmup", "full", "predict", "correct" */
+    int backward;          /* 1 if a backward pass ran this step */
+    int probes;            /* forward-only passes this step */
+    float predicted_loss;  /* the dynamics model's forecast for this step (NaN if none) */
+    float confidence;      /* in [0, 1] */
+    float residual;        /* realised minus forecast loss (NaN if either is missing) */
 } hpt_step_info;
 
 typedef void (*hpt_log_fn)(void *ctx, const char *line);          /* one line, no newline */

@@ -127,7 +127,7 @@ static void fashion_train_batch(hpt_task *t, hpt_batch *b) {
     int n = ft->train.n - ft->pos < ft->B ? ft->train.n - ft->pos : ft->B;
     fill(ft, &ft->train, ft->perm, n, ft->pos);
     ft->pos += n;
-    *b = (hpt_batch){.B = n, .T = 1, .x = ft->x, .targets = ft->y};
+    *b = (hpt_batch){.B = n, .T = 1, .x = ft->x, .x_dim = IMG, .targets = ft->y};
 }
 
 static int fashion_val_batches(const hpt_task *t) {
@@ -140,7 +140,7 @@ static void fashion_val_batch(hpt_task *t, int i, hpt_batch *b) {
     int start = i * ft->B;
     int n = ft->test.n - start < ft->B ? ft->test.n - start : ft->B;
     fill(ft, &ft->test, NULL, n, start);
-    *b = (hpt_batch){.B = n, .T = 1, .x = ft->x, .targets = ft->y};
+    *b = (hpt_batch){.B = n, .T = 1, .x = ft->x, .x_dim = IMG, .targets = ft->y};
 }
 
 static void fashion_describe(const hpt_task *t, char *buf, size_t n) {

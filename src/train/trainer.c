@@ -11,25 +11,13 @@
  */
 #include "../kernels/kernels.h"
 #include "../model/model.h"
-#include "optim.h"
-#include "task.h"
+#include "trainer.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct hpt_trainer {
-    hpt_train_config cfg;
-    char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
-    hpt_task *task_;
-    hpt_model *model;
-    float *opt_arena;      /* AdamW m then v, each (nparams) */
-    float *m, *v;
-    int step;              /* completed optimizer steps */
-    double train_s, eval_s, tokens;
-};
 
 void hpt_train_config_default(hpt_train_config *c) {
     memset(c, 0, sizeof *c);
@@ -159,6 +147,18 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     return HPT_OK;
 }
 
+hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it) {
+    const hpt_train_config *c = &tr->cfg;
+    return (hpt_adamw){.lr = hpt_lr_at(c, it), .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                       .weight_decay = c->weight_decay, .grad_clip = c->grad_clip};
+}
+
+hpt_status hpt_trainer_probe(hpt_trainer *tr, const hpt_batch *b, float *loss) {
+    hpt_status st = hpt_model_forward(tr->model, b, loss);
+    tr->model->have_targets = 0;  /* a probe is never followed by backward */
+    return st;
+}
+
 hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     const hpt_train_config *c = &tr->cfg;
     hpt_model *m = tr->model;
@@ -177,10 +177,12 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
         loss_sum += loss;
         ntok += (double)b.B * b.T;
     }
-    float lr = hpt_lr_at(c, tr->step), norm;
-    hpt_adamw opt = {.lr = lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
-                     .weight_decay = c->weight_decay, .grad_clip = c->grad_clip};
-    HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->step + 1, &norm));
+    hpt_adamw opt = hpt_trainer_adamw(tr, tr->step);
+    float lr = opt.lr, norm;
+    /* bias correction counts real updates: predicted steps (hybrid) move
+     * the schedule but add nothing to the moments */
+    HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
+    tr->updates++;
     tr->step++;
     double dt = hpt_now() - t0;
     tr->train_s += dt;
@@ -197,6 +199,8 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
         info->tokens = tr->tokens;
         info->val_loss = NAN;
         info->val_accuracy = NAN;
+        info->backward = 1;
+        info->predicted_loss = info->confidence = info->residual = NAN;
     }
     return HPT_OK;
 }
@@ -256,7 +260,18 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static hpt_status plain_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
+    (void)hctx;
+    return hpt_trainer_step(tr, info);
+}
+
 hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    hpt_run_hooks hooks = {.step = plain_step};
+    return hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
+}
+
+hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
+                                 hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     const hpt_train_config *c = &tr->cfg;
     hpt_model *m = tr->model;
     double wall0 = hpt_now();
@@ -296,7 +311,7 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
     hpt_status st = HPT_OK;
     while (tr->step < c->max_iters) {
         hpt_step_info info;
-        st = hpt_trainer_step(tr, &info);
+        st = hooks->step(hooks->hctx, tr, &info);
         if (st != HPT_OK) break;
         step_times[tr->step - 1] = info.step_s;
         int last = tr->step == c->max_iters;
@@ -314,6 +329,13 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
         json_num(mf, "grad_norm", info.grad_norm); fputc(',', mf);
         json_num(mf, "time_s", info.time_s); fputc(',', mf);
         fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, hpt_rss_bytes());
+        if (info.phase) {
+            fprintf(mf, ",\"phase\":\"%s\",\"backward\":%d,\"probe\":%d,", info.phase, info.backward, info.probes);
+            json_num(mf, "predicted_loss", info.predicted_loss); fputc(',', mf);
+            json_num(mf, "confidence", info.confidence); fputc(',', mf);
+            json_num(mf, "residual", info.residual); fputc(',', mf);
+            json_num(mf, "step_ms", info.step_s * 1e3);
+        }
         if (info.evaluated) { fputc(',', mf); json_num(mf, "val_loss", info.val_loss); }
         if (info.evaluated && tr->task_->classify) { fputc(',', mf); json_num(mf, "val_accuracy", info.val_accuracy); }
         fputs("}\n", mf);
@@ -349,6 +371,8 @@ hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step,
     json_num(sf, "median_step_ms", med * 1e3); fprintf(sf, ",\n  ");
     json_num(sf, "gflops_per_s", flops / med * 1e-9); fprintf(sf, ",\n");
     fprintf(sf, "  \"blas_core\": \"%s\",\n", hpt_blas_core());
+    fprintf(sf, "  \"optimizer_updates\": %d,\n", tr->updates);
+    if (hooks->summary) hooks->summary(hooks->hctx, sf);
     fprintf(sf, "  \"threads\": %d,\n  \"peak_rss_bytes\": %zu,\n", hpt_get_threads(), hpt_peak_rss_bytes());
     fprintf(sf, "  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
             pb, gb, ob, ab);

@@ -1,0 +1,47 @@
+/*
+ * trainer.h — the trainer's insides, for the layer above it (hybrid/).
+ *
+ * The hybrid controller drives the same trainer through these primitives: a
+ * real step, a forward-only probe, the AdamW moments and the schedule, and a
+ * run loop whose per-step function and summary can be replaced. Nothing
+ * here knows about phases or predictors: dependencies point upwards only.
+ */
+#ifndef HPT_TRAINER_INTERNAL_H
+#define HPT_TRAINER_INTERNAL_H
+
+#include "optim.h"
+#include "task.h"
+
+struct hpt_trainer {
+    hpt_train_config cfg;
+    char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
+    hpt_task *task_;
+    hpt_model *model;
+    float *opt_arena;      /* AdamW m then v, each (nparams) */
+    float *m, *v;
+    int step;              /* completed steps (real or predicted): the schedule position */
+    int updates;           /* AdamW updates applied (real steps) */
+    double train_s, eval_s, tokens;
+};
+
+/* The AdamW settings of step `it` (0-based), learning rate from the schedule. */
+hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it);
+
+/* Forward-only mean loss of a batch: no gradient, no state change except
+ * the model's activation buffers. */
+hpt_status hpt_trainer_probe(hpt_trainer *tr, const hpt_batch *b, float *loss);
+
+/* Replaceable parts of the run loop. step fills info like hpt_trainer_step;
+ * summary writes extra members into summary.json (each as `  "key": value,\n`);
+ * log_config adds lines to the start-of-run log. Any may be NULL. */
+typedef struct hpt_run_hooks {
+    hpt_status (*step)(void *hctx, hpt_trainer *tr, hpt_step_info *info);
+    void (*summary)(void *hctx, FILE *f);
+    void (*log_config)(void *hctx, hpt_log_fn log, void *ctx);
+    void *hctx;
+} hpt_run_hooks;
+
+hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
+                                 hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
+#endif /* HPT_TRAINER_INTERNAL_H */
