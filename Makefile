@@ -42,7 +42,8 @@ ifneq ($(SANITIZE),)
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c)
+HYBRID_SRC := src/hybrid/phase.c src/hybrid/divergence.c src/hybrid/predict.c src/hybrid/snapshot.c src/hybrid/hybrid.c
+LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c) $(HYBRID_SRC)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)

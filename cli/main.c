@@ -120,6 +120,24 @@ static void usage(FILE *f) {
 "  --threads N            OpenMP and OpenBLAS threads, 0 = all cores                [0]\n"
 "  --out DIR              output directory                                          [runs/latest]\n"
 "  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
+"  --mode baseline|hybrid plain training, or the hybrid predictive controller        [baseline]\n"
+"\n"
+"hybrid options (with --mode hybrid; see docs/hybrid.md):\n"
+"  --warmup-steps N       full steps before any Predict phase                       [100]\n"
+"  --full-steps N         length of a Full phase                                    [20]\n"
+"  --min-predict-steps N, --max-predict-steps N   Predict horizon range             [5, 40]\n"
+"  --correct-steps N      real steps after each Predict phase                       [5]\n"
+"  --max-consecutive-predict N   Predict phases between two Full phases             [4]\n"
+"  --confidence-threshold X   Predict when confidence >= X; above 1 disables it     [0.75]\n"
+"  --backoff-after N, --max-backoff N   failed Predict phases before the Full phases\n"
+"                         between attempts double, and the cap on that factor       [2, 64]\n"
+"  --predict-waste-budget X   share of steps that failed Predict phases may cost    [0.01]\n"
+"  --predictor NAME       coast | stale-adam | linear                               [coast]\n"
+"  --correction-interval N   predicted steps between probe-loss checks              [4]\n"
+"  --probe-batches N      training batches per verification                         [2]\n"
+"  --whole-phase          apply a Predict phase's steps as one jump, then verify\n"
+"  --ensemble N, --hidden N, --bptt N   dynamics model size                         [3, 32, 16]\n"
+"  --div-window N, --div-loss-z X, --div-grad-explode X, --div-grad-vanish X   divergence thresholds\n"
 "\n"
 "sample options:\n"
 "  --model FILE           model.bin written by hpt train (or --run DIR)\n"
@@ -183,7 +201,10 @@ static int cmd_train(int argc, char **argv) {
     hpt_train_config c;
     hpt_train_config_default_for(&c, task, model);
     c.data_path = NULL;
-    int log_interval = 0, set_iters = 0, set_epochs = 0;
+    int log_interval = 0, set_iters = 0, set_epochs = 0, hybrid = 0;
+    const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
+    hpt_hybrid_config hc;
+    hpt_hybrid_config_default(&hc);
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         const char *n = a.name;
@@ -219,20 +240,52 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--threads")) c.threads = (int)parse_int(n, flag_value(&a), 0, 1024);
         else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
+        else if (!strcmp(n, "--mode")) {
+            const char *v = flag_value(&a);
+            if (!strcmp(v, "hybrid")) hybrid = 1;
+            else if (!strcmp(v, "baseline")) hybrid = 0;
+            else die_usage("--mode must be 'baseline' or 'hybrid', got '%s'", v);
+        }
+        /* hybrid knobs: every one live, validated by hpt_hybrid_config_check */
+#define HFLAG(name) (!strcmp(n, name) && (hybrid_flag = hybrid_flag ? hybrid_flag : name))
+        else if (HFLAG("--warmup-steps")) hc.warmup_steps = (int)parse_int(n, flag_value(&a), 0, 100000000);
+        else if (HFLAG("--full-steps")) hc.full_steps = (int)parse_int(n, flag_value(&a), 1, 100000000);
+        else if (HFLAG("--min-predict-steps")) hc.min_predict_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--max-predict-steps")) hc.max_predict_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--correct-steps")) hc.correct_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--max-consecutive-predict")) hc.max_consecutive_predict = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--confidence-threshold")) hc.confidence_threshold = parse_float(n, flag_value(&a));
+        else if (HFLAG("--predictor")) hc.predictor = flag_value(&a);
+        else if (HFLAG("--backoff-after")) hc.backoff_after = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--max-backoff")) hc.max_backoff = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--predict-waste-budget")) hc.waste_budget = parse_float(n, flag_value(&a));
+        else if (HFLAG("--correction-interval")) hc.correction_interval = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--probe-batches")) hc.probe_batches = (int)parse_int(n, flag_value(&a), 1, 64);
+        else if (HFLAG("--whole-phase")) hc.whole_phase = 1;
+        else if (HFLAG("--ensemble")) hc.ensemble = (int)parse_int(n, flag_value(&a), 1, 16);
+        else if (HFLAG("--hidden")) hc.hidden = (int)parse_int(n, flag_value(&a), 2, 1024);
+        else if (HFLAG("--bptt")) hc.bptt = (int)parse_int(n, flag_value(&a), 1, 256);
+        else if (HFLAG("--div-window")) hc.div_window = (int)parse_int(n, flag_value(&a), 1, 100000);
+        else if (HFLAG("--div-loss-z")) hc.div_loss_z = parse_float(n, flag_value(&a));
+        else if (HFLAG("--div-grad-explode")) hc.div_grad_explode = parse_float(n, flag_value(&a));
+        else if (HFLAG("--div-grad-vanish")) hc.div_grad_vanish = parse_float(n, flag_value(&a));
+#undef HFLAG
         else die_usage("unknown option '%s' for 'hpt train'", n);
     }
     if (set_iters && set_epochs && c.epochs > 0) die_usage("%s", "give --max-iters or --epochs, not both");
     if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */
     if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
+    if (hybrid_flag && !hybrid) die_usage("%s only applies with --mode hybrid", hybrid_flag);
     hpt_status st = hpt_train_config_check(&c);
     if (st != HPT_OK) die_status(st);
+    if (hybrid && (st = hpt_hybrid_config_check(&hc)) != HPT_OK) die_status(st);
     hpt_trainer *tr;
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);
     progress p = {.tty = isatty(2), .log_interval = log_interval};
     const hpt_train_config *rc = hpt_trainer_config(tr);  /* max_iters resolved from --epochs */
     if (!p.log_interval) p.log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
-    st = hpt_trainer_run(tr, on_log, on_step, &p);
+    st = hybrid ? hpt_trainer_run_hybrid(tr, &hc, on_log, on_step, &p) : hpt_trainer_run(tr, on_log, on_step, &p);
     hpt_trainer_free(tr);
     if (st != HPT_OK) {
         if (p.tty) fputc('\n', stderr);

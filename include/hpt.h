@@ -117,6 +117,7 @@ const hpt_tensor_info *hpt_model_tensors(const hpt_model *m, int *n);
 const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row);
 size_t hpt_model_num_params(const hpt_model *m);
 int hpt_model_block_size(const hpt_model *m);   /* longest T reserved at init */
+size_t hpt_model_backward_calls(const hpt_model *m); /* backward passes run so far */
 /* Rebuilds a model from the config words stored in a state file (any family). */
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T);
 /* Bytes of each arena owned by the model (params, grads, activations). */
@@ -253,6 +254,10 @@ typedef struct hpt_step_info {
     float predicted_loss;  /* the dynamics model's forecast for this step (NaN if none) */
     float confidence;      /* in [0, 1] */
     float residual;        /* realised minus forecast loss (NaN if either is missing) */
+    int predicted_steps;   /* predict: steps the phase applied (the step counter moves by
+                              this many when accepted, by 0 when rolled back) */
+    int accepted;          /* predict: 1 kept, 0 rolled back */
+    float alpha;           /* predict: the step scale the line search chose */
 } hpt_step_info;
 
 typedef void (*hpt_log_fn)(void *ctx, const char *line);          /* one line, no newline */
@@ -276,6 +281,46 @@ hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy);
 /* The whole run: the config and memory table through log, then steps with
  * evaluation, metrics.jsonl and summary.json in out_dir, and model.bin at the end. */
 hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
+/* ---------------------------------------------------------------- hybrid */
+
+/* The hybrid controller's knobs (the CLI flag of each in brackets). The
+ * controller cycles Warmup -> Full -> Predict -> Correct; src/hybrid/ has the
+ * modules and docs/hybrid.md the design. */
+typedef struct hpt_hybrid_config {
+    /* phases */
+    int warmup_steps;            /* [--warmup-steps] full steps before any Predict */
+    int full_steps;              /* [--full-steps] length of a Full phase */
+    int min_predict_steps;       /* [--min-predict-steps] horizon at the threshold */
+    int max_predict_steps;       /* [--max-predict-steps] horizon at confidence 1 */
+    int correct_steps;           /* [--correct-steps] real steps after each Predict */
+    int max_consecutive_predict; /* [--max-consecutive-predict] */
+    float confidence_threshold;  /* [--confidence-threshold] > 1 disables Predict */
+    int backoff_after;           /* [--backoff-after] failed Predict phases before backing off */
+    int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
+    float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */
+    /* prediction and verification */
+    const char *predictor;       /* [--predictor] coast | stale-adam | linear */
+    int correction_interval;     /* [--correction-interval] predicted steps between probe checks */
+    int probe_batches;           /* [--probe-batches] batches per verification (>= 2: one batch accepted harmful jumps) */
+    int whole_phase;             /* [--whole-phase] apply the horizon's deltas as one jump */
+    /* dynamics model */
+    int ensemble, hidden, bptt;  /* [--ensemble] [--hidden] [--bptt] */
+    /* divergence monitor */
+    int div_window;              /* [--div-window] */
+    float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
+    float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
+    float div_grad_vanish;       /* [--div-grad-vanish] */
+} hpt_hybrid_config;
+
+void hpt_hybrid_config_default(hpt_hybrid_config *c);
+hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c);
+/* hpt_trainer_run in hybrid mode: the same outputs, plus per-step phase
+ * fields in metrics.jsonl, DIR/phases.jsonl (every transition with its
+ * reason) and the hybrid summary (phase counts and times, backward passes,
+ * predictor overhead, acceptance, calibration). */
+hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
+                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
 /* ---------------------------------------------------------------- weights */
 

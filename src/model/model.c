@@ -54,6 +54,7 @@ hpt_status hpt_model_backward(hpt_model *m, float loss_scale) {
     if (!m->have_targets)
         return hpt_fail(HPT_ERR_ARG, "backward: the last forward had no targets");
     m->have_targets = 0;  /* the in-place softmax is consumed by backward */
+    m->backward_calls++;
     return m->ops->backward(m, loss_scale);
 }
 
@@ -80,6 +81,7 @@ void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *
 double hpt_model_train_flops(const hpt_model *m, int B, int T) { return m->ops->train_flops(m, B, T); }
 
 int hpt_model_block_size(const hpt_model *m) { return m->max_T; }
+size_t hpt_model_backward_calls(const hpt_model *m) { return m->backward_calls; }
 
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T) {
     *out = NULL;

@@ -47,6 +47,7 @@ struct hpt_model {
                                         after a forward with targets (same argmax) */
     int n_out, out_row;
     int have_targets;                /* backward is legal only after a forward with targets */
+    size_t backward_calls;           /* backward passes run: tests count calls, not time */
 };
 
 /* Fills m->tensors from parallel name/shape arrays, assigning consecutive

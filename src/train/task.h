@@ -20,6 +20,7 @@ struct hpt_task {
     int classify;              /* 1: evaluation also reports accuracy */
     int batch_size;            /* micro-batch size */
     int tokens_per_sample;     /* T for text, 1 for images */
+    int x_dim;                 /* floats per sample in batch x (0: token batches) */
     size_t train_examples;     /* windows or images available per epoch */
 
     /* Next training batch (buffers owned by the task, valid until the next

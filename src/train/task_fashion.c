@@ -206,6 +206,7 @@ hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c) {
     t->classify = 1;
     t->batch_size = ft->B;
     t->tokens_per_sample = 1;
+    t->x_dim = IMG;
     t->train_examples = (size_t)ft->train.n;
     t->train_batch = fashion_train_batch;
     t->val_batches = fashion_val_batches;

@@ -305,7 +305,9 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     FILE *mf = fopen(path, "w");
     if (!mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
 
+    /* one entry per step call (a whole Predict phase is one call) */
     double *step_times = malloc((size_t)c->max_iters * sizeof(double));
+    int calls = 0, next_eval = c->eval_interval > 0 ? c->eval_interval : c->max_iters;
     if (!step_times) { fclose(mf); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     float final_val = NAN, best_val = INFINITY, final_acc = NAN;
     hpt_status st = HPT_OK;
@@ -313,9 +315,12 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
         hpt_step_info info;
         st = hooks->step(hooks->hctx, tr, &info);
         if (st != HPT_OK) break;
-        step_times[tr->step - 1] = info.step_s;
-        int last = tr->step == c->max_iters;
-        if (last || (c->eval_interval > 0 && tr->step % c->eval_interval == 0)) {
+        if (calls < c->max_iters) step_times[calls++] = info.step_s;
+        int last = tr->step >= c->max_iters;
+        /* evaluate when the step counter reaches or jumps past a multiple of
+         * the interval (a predicted phase can move it by several steps) */
+        if (last || tr->step >= next_eval) {
+            while (next_eval <= tr->step) next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
             st = hpt_trainer_eval(tr, &info.val_loss, &info.val_accuracy);
             if (st != HPT_OK) break;
             info.evaluated = 1;
@@ -331,6 +336,10 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
         fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, hpt_rss_bytes());
         if (info.phase) {
             fprintf(mf, ",\"phase\":\"%s\",\"backward\":%d,\"probe\":%d,", info.phase, info.backward, info.probes);
+            if (!strcmp(info.phase, "predict")) {
+                fprintf(mf, "\"predicted_steps\":%d,\"accepted\":%d,", info.predicted_steps, info.accepted);
+                json_num(mf, "alpha", info.alpha); fputc(',', mf);
+            }
             json_num(mf, "predicted_loss", info.predicted_loss); fputc(',', mf);
             json_num(mf, "confidence", info.confidence); fputc(',', mf);
             json_num(mf, "residual", info.residual); fputc(',', mf);
@@ -349,8 +358,8 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     st = hpt_weights_save(path, m, tr->task_->text);
     if (st != HPT_OK) { free(step_times); return st; }
 
-    qsort(step_times, (size_t)tr->step, sizeof(double), cmp_double);
-    double med = step_times[tr->step / 2];
+    qsort(step_times, (size_t)calls, sizeof(double), cmp_double);
+    double med = step_times[calls / 2];
     free(step_times);
     double flops = hpt_model_train_flops(m, c->batch_size * c->grad_accum, tr->task_->tokens_per_sample);
     uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
@@ -371,7 +380,7 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     json_num(sf, "median_step_ms", med * 1e3); fprintf(sf, ",\n  ");
     json_num(sf, "gflops_per_s", flops / med * 1e-9); fprintf(sf, ",\n");
     fprintf(sf, "  \"blas_core\": \"%s\",\n", hpt_blas_core());
-    fprintf(sf, "  \"optimizer_updates\": %d,\n", tr->updates);
+    fprintf(sf, "  \"optimizer_updates\": %d,\n  \"model_backward_calls\": %zu,\n", tr->updates, m->backward_calls);
     if (hooks->summary) hooks->summary(hooks->hctx, sf);
     fprintf(sf, "  \"threads\": %d,\n  \"peak_rss_bytes\": %zu,\n", hpt_get_threads(), hpt_peak_rss_bytes());
     fprintf(sf, "  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",

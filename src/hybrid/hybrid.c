@@ -1,0 +1,478 @@
+/*
+ * hybrid.c — the hybrid driver: runs the trainer step by step under the
+ * phase controller, applies predicted updates in place during Predict,
+ * verifies them with forward-only probes and a line search, and rolls back
+ * byte for byte when a jump does not pay or training diverges.
+ *
+ * A Predict phase is one call of the step hook:
+ *   1. snapshot params, m and v into the one preallocated snapshot;
+ *   2. draw probe_batches training batches and measure their loss L0;
+ *   3. apply the predictor's step k = 1..horizon in place (no backward); every
+ *      correction_interval steps re-measure the probe loss and stop early if
+ *      it rose;
+ *   4. line search on the displacement D = theta - snapshot: probe losses at
+ *      alpha 0.5 and 1 (and the parabola's minimum in [0, 1.5]); keep the
+ *      best alpha if it beats L0, else restore the snapshot (rollback).
+ * Accepted, the step counter (the LR schedule's position) moves by the
+ * predicted steps; rolled back, it does not, and only the probes' time is
+ * lost. Probe passes count as training time. The hybrid layer sees the model
+ * only through model.h: flat arenas and the tensor table.
+ */
+#include "../train/trainer.h"
+#include "divergence.h"
+#include "phase.h"
+#include "predict.h"
+#include "snapshot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hybrid {
+    hpt_hybrid_config cfg;
+    hpt_trainer *tr;
+    hpt_model *m;
+    size_t n;
+    hpt_phase_ctl ph;
+    hpt_div div;
+    hpt_predictor pred;
+
+    hpt_snapshot snap;       /* the one copy of (params, m, v) */
+    float *dir;              /* (n) the line-search direction */
+    size_t arena_bytes;
+
+    /* probe batches, copied out of the task's buffers */
+    int P, maxB, T, xdim;
+    int *pB;                 /* (P) rows of each batch */
+    int *ptok, *ptgt;        /* (P, maxB * T) */
+    float *px;               /* (P, maxB * xdim) */
+
+    float scale;             /* global predicted-step scale; halves on divergence */
+    /* the last real steps' training losses: their least-squares slope is
+     * the progress a real step buys, which a jump must match */
+#define LOSS_RING 64
+    float loss_ring[LOSS_RING];
+    int loss_n, loss_head;
+    float accept_ema;        /* acceptance history in [0, 1] */
+    double real_step_s;      /* EMA of a real step's time: the unit a failed phase is charged in */
+    FILE *phases_log;
+
+    /* accounting */
+    int backward_passes, probe_passes, rollbacks, div_rollbacks;
+    int phases_accepted, phases_rejected, predicted_steps_kept, predicted_steps_lost;
+    double phase_s[HPT_PHASE_COUNT];
+    int phase_count_steps[HPT_PHASE_COUNT];
+    double alpha_sum;
+} hybrid;
+
+void hpt_hybrid_config_default(hpt_hybrid_config *c) {
+    memset(c, 0, sizeof *c);
+    hpt_phase_config pc;
+    hpt_phase_config_default(&pc);
+    c->warmup_steps = pc.warmup_steps;
+    c->full_steps = pc.full_steps;
+    c->min_predict_steps = pc.min_predict_steps;
+    c->max_predict_steps = pc.max_predict_steps;
+    c->correct_steps = pc.correct_steps;
+    c->max_consecutive_predict = pc.max_consecutive_predict;
+    c->confidence_threshold = pc.confidence_threshold;
+    c->backoff_after = pc.backoff_after;
+    c->max_backoff = pc.max_backoff;
+    c->waste_budget = pc.waste_budget;
+    c->predictor = "coast";
+    c->correction_interval = 4;
+    c->probe_batches = 2;
+    c->whole_phase = 0;
+    c->ensemble = 3; c->hidden = 32; c->bptt = 16;
+    hpt_div_config dc;
+    hpt_div_config_default(&dc);
+    c->div_window = dc.window;
+    c->div_loss_z = dc.loss_z_warn;
+    c->div_grad_explode = dc.grad_explode;
+    c->div_grad_vanish = dc.grad_vanish;
+}
+
+static void to_phase_config(const hpt_hybrid_config *c, hpt_phase_config *pc) {
+    hpt_phase_config_default(pc);
+    pc->warmup_steps = c->warmup_steps;
+    pc->full_steps = c->full_steps;
+    pc->min_predict_steps = c->min_predict_steps;
+    pc->max_predict_steps = c->max_predict_steps;
+    pc->correct_steps = c->correct_steps;
+    pc->max_consecutive_predict = c->max_consecutive_predict;
+    pc->confidence_threshold = c->confidence_threshold;
+    pc->backoff_after = c->backoff_after;
+    pc->max_backoff = c->max_backoff;
+    pc->waste_budget = c->waste_budget;
+}
+
+static void to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc) {
+    hpt_div_config_default(dc);
+    dc->window = c->div_window;
+    dc->loss_z_warn = c->div_loss_z;
+    if (dc->loss_z_crit < dc->loss_z_warn) dc->loss_z_crit = 2.0f * dc->loss_z_warn;
+    dc->grad_explode = c->div_grad_explode;
+    dc->grad_vanish = c->div_grad_vanish;
+}
+
+hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
+    hpt_phase_config pc;
+    hpt_div_config dc;
+    to_phase_config(c, &pc);
+    to_div_config(c, &dc);
+    HPT_TRY(hpt_phase_config_check(&pc));
+    HPT_TRY(hpt_div_config_check(&dc));
+    if (hpt_pred_parse(c->predictor) < 0)
+        return hpt_fail(HPT_ERR_ARG, "--predictor must be coast, stale-adam or linear (got '%s')", c->predictor ? c->predictor : "");
+    if (c->correction_interval < 1 || c->correction_interval > 100000)
+        return hpt_fail(HPT_ERR_ARG, "--correction-interval must be in [1, 100000] (got %d)", c->correction_interval);
+    if (c->probe_batches < 1 || c->probe_batches > 64)
+        return hpt_fail(HPT_ERR_ARG, "--probe-batches must be in [1, 64] (got %d)", c->probe_batches);
+    if (c->ensemble < 1 || c->ensemble > 16) return hpt_fail(HPT_ERR_ARG, "--ensemble must be in [1, 16] (got %d)", c->ensemble);
+    if (c->hidden < 2 || c->hidden > 1024) return hpt_fail(HPT_ERR_ARG, "--hidden must be in [2, 1024] (got %d)", c->hidden);
+    if (c->bptt < 1 || c->bptt > 256) return hpt_fail(HPT_ERR_ARG, "--bptt must be in [1, 256] (got %d)", c->bptt);
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- probes */
+
+static void draw_probes(hybrid *h) {
+    hpt_task *t = h->tr->task_;
+    for (int i = 0; i < h->P; i++) {
+        hpt_batch b;
+        t->train_batch(t, &b);
+        h->pB[i] = b.B;
+        size_t rows = (size_t)b.B * b.T;
+        if (b.tokens) memcpy(h->ptok + (size_t)i * h->maxB * h->T, b.tokens, rows * sizeof(int));
+        memcpy(h->ptgt + (size_t)i * h->maxB * h->T, b.targets, rows * sizeof(int));
+        if (b.x) memcpy(h->px + (size_t)i * h->maxB * h->xdim, b.x, (size_t)b.B * h->xdim * sizeof(float));
+    }
+}
+
+/* Mean loss over the probe batches at the current parameters. */
+static hpt_status probe_loss(hybrid *h, float *loss) {
+    double s = 0.0, rows = 0.0;
+    for (int i = 0; i < h->P; i++) {
+        hpt_batch b = {.B = h->pB[i], .T = h->T,
+                       .tokens = h->xdim ? NULL : h->ptok + (size_t)i * h->maxB * h->T,
+                       .x = h->xdim ? h->px + (size_t)i * h->maxB * h->xdim : NULL, .x_dim = h->xdim,
+                       .targets = h->ptgt + (size_t)i * h->maxB * h->T};
+        float l;
+        HPT_TRY(hpt_trainer_probe(h->tr, &b, &l));
+        s += (double)l * b.B;
+        rows += b.B;
+        h->probe_passes++;
+    }
+    *loss = (float)(s / rows);
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- snapshot */
+
+static void take_snapshot(hybrid *h) {
+    hpt_snapshot_take(&h->snap, h->m->params, h->tr->m, h->tr->v, h->tr->step);
+}
+
+static void restore_snapshot(hybrid *h) {
+    hpt_snapshot_restore(&h->snap, h->m->params, h->tr->m, h->tr->v);
+}
+
+/* params = snapshot + alpha * dir */
+static void set_along(hybrid *h, float alpha) {
+    float *p = h->m->params;
+    const float *s = hpt_snapshot_params(&h->snap), *d = h->dir;
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < h->n; i++) p[i] = s[i] + alpha * d[i];
+}
+
+static void log_transition(hybrid *h, hpt_phase to, const char *why) {
+    if (!h->phases_log) return;
+    fprintf(h->phases_log, "{\"step\":%d,\"phase\":\"%s\",\"reason\":\"", h->tr->step, hpt_phase_name(to));
+    for (const char *c = why; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) fputc(*c, h->phases_log);
+    fputs("\"}\n", h->phases_log);
+    fflush(h->phases_log);
+}
+
+/* ---------------------------------------------------------------- progress */
+
+static void record_loss(hybrid *h, float loss) {
+    if (!isfinite(loss)) return;
+    h->loss_ring[h->loss_head] = loss;
+    h->loss_head = (h->loss_head + 1) % LOSS_RING;
+    if (h->loss_n < LOSS_RING) h->loss_n++;
+}
+
+/* Loss decrease per real step over the ring (least squares), >= 0; NaN
+ * until the ring holds 16 losses. */
+static float progress_per_step(const hybrid *h) {
+    int n = h->loss_n;
+    if (n < 16) return NAN;
+    double xm = (n - 1) / 2.0, sxy = 0.0, sxx = 0.0, ym = 0.0;
+    for (int j = 0; j < n; j++) ym += h->loss_ring[(h->loss_head - n + j + LOSS_RING) % LOSS_RING];
+    ym /= n;
+    for (int j = 0; j < n; j++) {
+        double y = h->loss_ring[(h->loss_head - n + j + LOSS_RING) % LOSS_RING];
+        sxy += (j - xm) * (y - ym);
+        sxx += (j - xm) * (j - xm);
+    }
+    double slope = sxy / sxx;
+    return slope < 0.0 ? (float)-slope : 0.0f;
+}
+
+/* ---------------------------------------------------------------- phases */
+
+static float confidence_now(hybrid *h) {
+    /* the acceptance history of verified jumps: optimistic before the
+     * first, then an EMA of accept (1) / reject (0) that relaxes back
+     * towards 1 over real steps (half-life ~140 steps, see hybrid_step), so
+     * an old failure does not shut prediction off forever; the phase
+     * controller's backoff bounds what repeated failures cost */
+    return h->accept_ema;
+}
+
+static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
+    hpt_trainer *tr = h->tr;
+    const hpt_train_config *c = &tr->cfg;
+    double t0 = hpt_now();
+    if (horizon > c->max_iters - tr->step) horizon = c->max_iters - tr->step;
+    if (horizon < 1) horizon = 1;
+
+    take_snapshot(h);
+    draw_probes(h);
+    float L0, Lk, prev;
+    HPT_TRY(probe_loss(h, &L0));
+    prev = L0;
+    hpt_adamw opt = hpt_trainer_adamw(tr, tr->step > 0 ? tr->step - 1 : 0);
+    hpt_pred_begin(&h->pred, tr->m, tr->v, &opt, tr->updates);
+
+    int applied = 0, stopped = 0;
+    for (int k = 1; k <= horizon; k++) {
+        float lr = hpt_lr_at(c, tr->step + k - 1);
+        hpt_pred_apply(&h->pred, h->m->params, tr->m, tr->v, &opt, tr->updates, lr, k, h->scale);
+        hpt_phase_step_done(&h->ph);
+        applied = k;
+        if (!h->cfg.whole_phase && k < horizon && k % h->cfg.correction_interval == 0) {
+            /* the realised probe loss must keep up with the forecast (what
+             * k real steps would buy, at half credit); once it falls behind
+             * or rises, line-search what we have */
+            HPT_TRY(probe_loss(h, &Lk));
+            float per = progress_per_step(h);
+            if (!(Lk < prev) || (isfinite(per) && L0 - Lk < 0.5f * per * k)) { stopped = 1; break; }
+            prev = Lk;
+        }
+    }
+
+    /* line search over the step scale on D = theta - snapshot */
+    float *p = h->m->params;
+    const float *sp = hpt_snapshot_params(&h->snap);
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < h->n; i++) h->dir[i] = p[i] - sp[i];
+    float L1, Lh, La = INFINITY;
+    HPT_TRY(probe_loss(h, &L1));
+    set_along(h, 0.5f);
+    HPT_TRY(probe_loss(h, &Lh));
+    float c2 = 2.0f * (L1 - 2.0f * Lh + L0), c1 = L1 - L0 - c2;
+    float astar = NAN;
+    if (c2 > 0.0f) {
+        astar = -c1 / (2.0f * c2);
+        if (astar > 1.5f) astar = 1.5f;
+        if (!(astar > 0.05f) || fabsf(astar - 0.5f) < 0.05f || fabsf(astar - 1.0f) < 0.05f) astar = NAN;
+    }
+    if (isfinite(astar)) { set_along(h, astar); HPT_TRY(probe_loss(h, &La)); }
+    float best_a = 0.0f, best_L = L0;
+    if (Lh < best_L) { best_a = 0.5f; best_L = Lh; }
+    if (L1 < best_L) { best_a = 1.0f; best_L = L1; }
+    if (La < best_L) { best_a = astar; best_L = La; }
+
+    /* A jump that consumed `applied` steps of the schedule must buy at
+     * least what that many real steps would (the recent per-step progress);
+     * merely beating alpha 0 is not enough: a jump worth one step that
+     * skipped forty would lose time. */
+    float per_step = progress_per_step(h);
+    float needed = isfinite(per_step) ? per_step * applied : 0.0f;
+    int accepted = best_a > 0.0f && isfinite(best_L) && L0 - best_L >= needed;
+    char why[200];
+    if (accepted) {
+        set_along(h, best_a);
+        tr->step += applied;
+        h->phases_accepted++;
+        h->predicted_steps_kept += applied;
+        h->alpha_sum += best_a;
+        snprintf(why, sizeof why, "jump of %d predicted steps kept at alpha %.2f: probe loss %.4f -> %.4f "
+                 "(needed -%.4f)%s", applied, best_a, L0, best_L, needed, stopped ? " (stopped early: probe loss rose)" : "");
+    } else {
+        restore_snapshot(h);
+        h->phases_rejected++;
+        h->rollbacks++;
+        h->predicted_steps_lost += applied;
+        snprintf(why, sizeof why, "jump of %d predicted steps rolled back: probe loss %.4f at alpha 0, %.4f at 0.5, "
+                 "%.4f at 1, best %.4f; %d real steps would buy -%.4f", applied, L0, Lh, L1, best_L, applied, needed);
+    }
+    h->accept_ema = 0.7f * h->accept_ema + 0.3f * (accepted ? 1.0f : 0.0f);
+    if (h->ph.pred_open) {
+        hpt_phase_end_predict(&h->ph, accepted, why);
+        /* charge the waste budget what the phase really cost, in real steps */
+        if (!accepted && h->real_step_s > 0.0)
+            hpt_phase_charge(&h->ph, (int)ceil((hpt_now() - t0) / h->real_step_s));
+    }
+    log_transition(h, HPT_PHASE_PREDICT, why);
+
+    double dt = hpt_now() - t0;
+    tr->train_s += dt;  /* probes and predicted steps are training time */
+    memset(info, 0, sizeof *info);
+    info->step = tr->step;
+    info->max_iters = c->max_iters;
+    info->train_loss = accepted ? best_L : L0;  /* probe loss at the kept point */
+    info->lr = hpt_lr_at(c, tr->step > 0 ? tr->step - 1 : 0);
+    info->grad_norm = NAN;
+    info->step_s = dt;
+    info->time_s = tr->train_s;
+    info->tokens = tr->tokens;
+    info->val_loss = info->val_accuracy = NAN;
+    info->backward = 0;
+    info->probes = h->P * (3 + (isfinite(astar) ? 1 : 0)) + h->P * ((applied - 1) / h->cfg.correction_interval);
+    info->predicted_loss = L0 - needed;  /* what real steps would have reached on the probes */
+    info->confidence = conf;
+    info->residual = best_L - info->predicted_loss;
+    info->predicted_steps = applied;
+    info->accepted = accepted;
+    info->alpha = accepted ? best_a : 0.0f;
+    return HPT_OK;
+}
+
+static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
+    hybrid *h = hctx;
+    float conf = NAN;
+    if (hpt_phase_wants_confidence(&h->ph)) conf = hpt_pred_ready(&h->pred) ? confidence_now(h) : 0.0f;
+    int horizon = 0;
+    const char *why = NULL;
+    hpt_phase ph = hpt_phase_next(&h->ph, isfinite(conf) ? conf : 0.0f, &horizon, &why);
+    if (why) log_transition(h, ph, why);
+    double t0 = hpt_now();
+
+    if (ph == HPT_PHASE_PREDICT) {
+        HPT_TRY(predict_phase(h, info, horizon, conf));
+    } else {
+        hpt_status st = hpt_trainer_step(tr, info);
+        if (st == HPT_ERR_NUMERIC && h->snap.valid) {
+            /* a non-finite loss or gradient after a kept jump: undo it */
+            restore_snapshot(h);
+            tr->step = h->snap.step;
+            h->div_rollbacks++;
+            h->scale *= 0.5f;
+            char w[200];
+            snprintf(w, sizeof w, "rollback to step %d: %s; predicted step scale now %.3g", h->snap.step, hpt_errmsg(), h->scale);
+            hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, w);
+            h->snap.valid = 0;
+            HPT_TRY(hpt_trainer_step(tr, info));
+        } else if (st != HPT_OK) {
+            return st;
+        }
+        h->backward_passes++;
+        h->real_step_s = h->real_step_s > 0.0 ? 0.9 * h->real_step_s + 0.1 * info->step_s : info->step_s;
+        h->accept_ema = 1.0f - 0.995f * (1.0f - h->accept_ema);
+        record_loss(h, info->train_loss);
+        hpt_pred_observe(&h->pred, h->m->params, tr->updates);
+        hpt_phase_step_done(&h->ph);
+        const char *dwhy = NULL;
+        hpt_div_level lv = hpt_div_observe(&h->div, tr->step, info->train_loss, info->grad_norm, &dwhy);
+        if (lv == HPT_DIV_CRITICAL) {
+            char w[300];
+            if (h->snap.valid) {
+                restore_snapshot(h);
+                tr->step = h->snap.step;
+                h->snap.valid = 0;
+                h->div_rollbacks++;
+                h->scale *= 0.5f;
+                snprintf(w, sizeof w, "divergence (%s): rolled back to step %d, predicted step scale %.3g",
+                         dwhy ? dwhy : "critical", tr->step, h->scale);
+            } else {
+                snprintf(w, sizeof w, "divergence (%s): no snapshot held, forcing full steps", dwhy ? dwhy : "critical");
+            }
+            hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, w);
+            log_transition(h, HPT_PHASE_FULL, w);
+        }
+        info->backward = 1;
+        info->confidence = conf;
+    }
+    info->phase = hpt_phase_name(ph);
+    h->phase_s[ph] += hpt_now() - t0;
+    h->phase_count_steps[ph] += ph == HPT_PHASE_PREDICT ? info->predicted_steps : 1;
+    return HPT_OK;
+}
+
+static void hybrid_summary(void *hctx, FILE *f) {
+    hybrid *h = hctx;
+    fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
+    fprintf(f, "  \"phase_steps\": {\"warmup\": %d, \"full\": %d, \"predict\": %d, \"correct\": %d},\n",
+            h->phase_count_steps[0], h->phase_count_steps[1], h->phase_count_steps[2], h->phase_count_steps[3]);
+    fprintf(f, "  \"phase_time_s\": {\"warmup\": %.3f, \"full\": %.3f, \"predict\": %.3f, \"correct\": %.3f},\n",
+            h->phase_s[0], h->phase_s[1], h->phase_s[2], h->phase_s[3]);
+    fprintf(f, "  \"backward_passes\": %d,\n  \"probe_passes\": %d,\n", h->backward_passes, h->probe_passes);
+    fprintf(f, "  \"predictor_overhead_s\": %.3f,\n", h->phase_s[HPT_PHASE_PREDICT]);
+    fprintf(f, "  \"predict_phases\": {\"accepted\": %d, \"rolled_back\": %d, \"steps_kept\": %d, \"steps_lost\": %d, "
+            "\"mean_alpha\": %.3f},\n", h->phases_accepted, h->phases_rejected, h->predicted_steps_kept,
+            h->predicted_steps_lost, h->phases_accepted ? h->alpha_sum / h->phases_accepted : 0.0);
+    fprintf(f, "  \"divergence_rollbacks\": %d,\n  \"transitions\": %d,\n", h->div_rollbacks, h->ph.transitions);
+}
+
+static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
+    hybrid *h = hctx;
+    const hpt_hybrid_config *c = &h->cfg;
+    char line[512];
+    snprintf(line, sizeof line, "hybrid     predictor %s, warmup %d, full %d, predict %d..%d, correct %d, "
+             "threshold %g, correction interval %d, %d probe batches%s; snapshot %.1f MiB",
+             c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
+             c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
+             c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0);
+    if (log) log(ctx, line);
+}
+
+hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
+                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    HPT_TRY(hpt_hybrid_config_check(hc));
+    hybrid *h = calloc(1, sizeof *h);
+    if (!h) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    h->cfg = *hc;
+    h->tr = tr;
+    h->m = tr->model;
+    h->n = tr->model->nparams;
+    h->scale = 1.0f;
+    h->accept_ema = 1.0f;
+    hpt_phase_config pc;
+    hpt_div_config dc;
+    to_phase_config(hc, &pc);
+    to_div_config(hc, &dc);
+    hpt_phase_init(&h->ph, &pc);
+    hpt_div_init(&h->div, &dc);
+    hpt_status st = hpt_pred_init(&h->pred, (hpt_pred_kind)hpt_pred_parse(hc->predictor), h->m, 4, 5);
+    /* all memory before step 0: the snapshot, the direction and the probes */
+    if (st == HPT_OK) st = hpt_snapshot_init(&h->snap, h->n);
+    h->dir = st == HPT_OK ? hpt_arena_alloc(h->n) : NULL;
+    h->P = hc->probe_batches;
+    h->maxB = tr->task_->batch_size;
+    h->T = tr->task_->tokens_per_sample;
+    h->xdim = tr->task_->x_dim;
+    h->pB = calloc((size_t)h->P, sizeof(int));
+    h->ptok = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
+    h->ptgt = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
+    h->px = h->xdim ? calloc((size_t)h->P * h->maxB * h->xdim, sizeof(float)) : NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/phases.jsonl", tr->cfg.out_dir);
+    if (st == HPT_OK && hpt_mkdir_p(tr->cfg.out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
+    if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || !h->phases_log))
+        st = hpt_fail(h->phases_log ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
+    if (st == HPT_OK) {
+        h->arena_bytes = 4 * h->n * sizeof(float) + h->pred.arena_bytes;
+        hpt_run_hooks hooks = {.step = hybrid_step, .summary = hybrid_summary, .log_config = hybrid_log_config, .hctx = h};
+        st = hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
+    }
+    if (h->phases_log) fclose(h->phases_log);
+    hpt_pred_free(&h->pred);
+    hpt_snapshot_free(&h->snap);
+    hpt_arena_free(h->dir);
+    free(h->pB); free(h->ptok); free(h->ptgt); free(h->px);
+    free(h);
+    return st;
+}

@@ -1,0 +1,35 @@
+/*
+ * snapshot.c — see snapshot.h. memcpy, not arithmetic: a restore must give
+ * back the very bits, NaN payloads and signed zeros included.
+ */
+#include "snapshot.h"
+
+#include <string.h>
+
+hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n) {
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->arena = hpt_arena_alloc(3 * n);
+    return s->arena ? HPT_OK : HPT_ERR_NOMEM;
+}
+
+void hpt_snapshot_free(hpt_snapshot *s) {
+    hpt_arena_free(s->arena);
+    s->arena = NULL;
+    s->valid = 0;
+}
+
+void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step) {
+    memcpy(s->arena, params, s->n * sizeof(float));
+    memcpy(s->arena + s->n, m, s->n * sizeof(float));
+    memcpy(s->arena + 2 * s->n, v, s->n * sizeof(float));
+    s->valid = 1;
+    s->step = step;
+}
+
+void hpt_snapshot_restore(const hpt_snapshot *s, float *params, float *m, float *v) {
+    HPT_ASSERT(s->valid);
+    memcpy(params, s->arena, s->n * sizeof(float));
+    memcpy(m, s->arena + s->n, s->n * sizeof(float));
+    memcpy(v, s->arena + 2 * s->n, s->n * sizeof(float));
+}

@@ -1,0 +1,75 @@
+#!/bin/sh
+# CLI invariants of --mode hybrid (issue: the hybrid predictive trainer):
+#   - with Predict disabled (threshold > 1) hybrid is bit-identical to baseline;
+#   - Predict phases run no backward pass: the model's own count of backward
+#     calls equals the real steps, and predict lines say backward 0;
+#   - every transition is logged with a reason;
+#   - resident memory after 1000 hybrid steps is within 1 MiB of that after 100;
+#   - bad hybrid flags exit 2 naming the flag.
+set -u
+HPT=./hpt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+python3 -c "
+import random
+random.seed(5)
+words = 'the of and to in a is that for it as was with be by on not he this are or his from at which'.split()
+print(' '.join(random.choice(words) for _ in range(8000)))" > "$tmp/text.txt"
+small="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 --threads 1"
+
+$HPT train $small --max-iters 60 --eval-interval 30 --out "$tmp/base" >/dev/null 2>&1 || fail "baseline run"
+$HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --confidence-threshold 2 --warmup-steps 5 \
+    --out "$tmp/off" >/dev/null 2>&1 || fail "hybrid run with predict disabled"
+crc() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_crc32'])" "$1/summary.json"; }
+[ "$(crc "$tmp/base")" = "$(crc "$tmp/off")" ] || fail "predict disabled: crc $(crc "$tmp/base") != $(crc "$tmp/off")"
+
+$HPT train $small --max-iters 200 --eval-interval 100 --mode hybrid --warmup-steps 20 --full-steps 5 \
+    --min-predict-steps 2 --max-predict-steps 6 --correct-steps 2 --confidence-threshold 0 \
+    --predictor stale-adam --out "$tmp/hyb" >"$tmp/hyb.log" 2>&1 || fail "hybrid run: $(tail -2 "$tmp/hyb.log")"
+python3 - "$tmp/hyb" <<'PY' || fail "hybrid accounting"
+import json, sys
+d = sys.argv[1]
+lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+s = json.load(open(f"{d}/summary.json"))
+real = [l for l in lines if l["backward"] == 1]
+pred = [l for l in lines if l["phase"] == "predict"]
+assert pred, "no predict phase ran"
+assert all(l["backward"] == 0 and l["probe"] > 0 and l["predicted_steps"] > 0 for l in pred), pred[:2]
+assert s["model_backward_calls"] == s["backward_passes"] == len(real), (s["model_backward_calls"], s["backward_passes"], len(real))
+assert s["optimizer_updates"] == len(real)
+assert s["steps"] == 200 and s["steps"] == len(real) + s["predict_phases"]["steps_kept"], s
+assert all(k in lines[-1] for k in ("phase", "backward", "probe", "predicted_loss", "confidence", "residual", "step_ms"))
+for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "predict_phases"):
+    assert k in s, k
+steps = [l["step"] for l in lines]
+assert steps == sorted(steps), "step counter went backwards"
+trans = [json.loads(l) for l in open(f"{d}/phases.jsonl")]
+assert trans and all(t["reason"] for t in trans), trans[:3]
+assert any(t["phase"] == "predict" for t in trans)
+PY
+
+# memory: no growth over a long hybrid run (the original leaked 10 GB)
+$HPT train $small --max-iters 1000 --eval-interval 0 --mode hybrid --warmup-steps 20 --full-steps 5 \
+    --min-predict-steps 2 --max-predict-steps 6 --correct-steps 2 --confidence-threshold 0 \
+    --predictor linear --out "$tmp/mem" >/dev/null 2>&1 || fail "1000-step hybrid run"
+python3 - "$tmp/mem" <<'PY' || fail "resident memory grew"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+at = lambda n: next(l["rss_bytes"] for l in lines if l["step"] >= n)
+grow = at(1000) - at(100)
+print(f"rss after 100 steps {at(100)} B, after 1000 {at(1000)} B, growth {grow} B")
+assert grow <= 1 << 20, grow
+PY
+
+out=$($HPT train $small --mode hybrid --predictor oracle 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q -- "--predictor" || fail "bad --predictor: rc $rc: $out"
+out=$($HPT train $small --predictor coast 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q -- "--mode hybrid" || fail "hybrid flag in baseline mode: rc $rc: $out"
+out=$($HPT train $small --mode hybrid --full-steps 0 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q -- "--full-steps" || fail "bad --full-steps: rc $rc: $out"
+
+[ $fails -eq 0 ] && echo "cli_hybrid: all passed" || echo "cli_hybrid: $fails failed"
+[ $fails -eq 0 ]
