@@ -254,8 +254,8 @@ typedef struct hpt_step_info {
     float predicted_loss;  /* the dynamics model's forecast for this step (NaN if none) */
     float confidence;      /* in [0, 1] */
     float residual;        /* realised minus forecast loss (NaN if either is missing) */
-    int predicted_steps;   /* predict: steps the phase applied (the step counter moves by
-                              this many when accepted, by 0 when rolled back) */
+    int predicted_steps;   /* predict: kept, the real steps the jump was worth (the step
+                              counter moves by this many); rolled back, the steps applied */
     int accepted;          /* predict: 1 kept, 0 rolled back */
     float alpha;           /* predict: the step scale the line search chose */
 } hpt_step_info;

@@ -285,29 +285,37 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     if (L1 < best_L) { best_a = 1.0f; best_L = L1; }
     if (La < best_L) { best_a = astar; best_L = La; }
 
-    /* A jump that consumed `applied` steps of the schedule must buy at
-     * least what that many real steps would (the recent per-step progress);
-     * merely beating alpha 0 is not enough: a jump worth one step that
-     * skipped forty would lose time. */
+    /* What the jump is worth, in real steps: its probe-loss gain over the
+     * recent per-step progress of real training. It is kept only if it is
+     * worth more than the real steps its own time would have paid for
+     * (probes and all), and the step counter, i.e. the LR schedule, moves
+     * by what it was worth, at most the steps applied: a jump worth one step
+     * must not skip forty steps of the schedule. */
     float per_step = progress_per_step(h);
-    float needed = isfinite(per_step) ? per_step * applied : 0.0f;
-    int accepted = best_a > 0.0f && isfinite(best_L) && L0 - best_L >= needed;
-    char why[200];
+    double spent = h->real_step_s > 0.0 ? (hpt_now() - t0) / h->real_step_s : 1.0;
+    float gain = L0 - best_L;
+    float worth = isfinite(per_step) && per_step > 0.0f ? gain / per_step : 0.0f;
+    if (worth > (float)applied) worth = (float)applied;
+    int advance = (int)worth;
+    int accepted = best_a > 0.0f && isfinite(best_L) && gain > 0.0f && worth > spent && advance >= 1;
+    char why[240];
     if (accepted) {
         set_along(h, best_a);
-        tr->step += applied;
+        tr->step += advance;
         h->phases_accepted++;
-        h->predicted_steps_kept += applied;
+        h->predicted_steps_kept += advance;
         h->alpha_sum += best_a;
-        snprintf(why, sizeof why, "jump of %d predicted steps kept at alpha %.2f: probe loss %.4f -> %.4f "
-                 "(needed -%.4f)%s", applied, best_a, L0, best_L, needed, stopped ? " (stopped early: probe loss rose)" : "");
+        snprintf(why, sizeof why, "jump of %d predicted steps kept at alpha %.2f: probe loss %.4f -> %.4f, "
+                 "worth %.1f real steps for the time of %.1f%s", applied, best_a, L0, best_L, worth, spent,
+                 stopped ? " (stopped early)" : "");
     } else {
         restore_snapshot(h);
         h->phases_rejected++;
         h->rollbacks++;
         h->predicted_steps_lost += applied;
         snprintf(why, sizeof why, "jump of %d predicted steps rolled back: probe loss %.4f at alpha 0, %.4f at 0.5, "
-                 "%.4f at 1, best %.4f; %d real steps would buy -%.4f", applied, L0, Lh, L1, best_L, applied, needed);
+                 "%.4f at 1, best %.4f: worth %.1f real steps, cost the time of %.1f", applied, L0, Lh, L1, best_L,
+                 worth, spent);
     }
     h->accept_ema = 0.7f * h->accept_ema + 0.3f * (accepted ? 1.0f : 0.0f);
     if (h->ph.pred_open) {
@@ -332,10 +340,11 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     info->val_loss = info->val_accuracy = NAN;
     info->backward = 0;
     info->probes = h->P * (3 + (isfinite(astar) ? 1 : 0)) + h->P * ((applied - 1) / h->cfg.correction_interval);
-    info->predicted_loss = L0 - needed;  /* what real steps would have reached on the probes */
+    /* what as many real steps as the phase applied would have reached on the probes */
+    info->predicted_loss = isfinite(per_step) ? L0 - per_step * applied : NAN;
     info->confidence = conf;
     info->residual = best_L - info->predicted_loss;
-    info->predicted_steps = applied;
+    info->predicted_steps = accepted ? advance : applied;
     info->accepted = accepted;
     info->alpha = accepted ? best_a : 0.0f;
     return HPT_OK;
