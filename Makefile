@@ -42,7 +42,7 @@ ifneq ($(SANITIZE),)
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-HYBRID_SRC := src/hybrid/phase.c src/hybrid/divergence.c src/hybrid/predict.c src/hybrid/snapshot.c src/hybrid/hybrid.c
+HYBRID_SRC := $(wildcard src/hybrid/*.c)
 LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c) $(HYBRID_SRC)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)

@@ -20,6 +20,8 @@
  */
 #include "../train/trainer.h"
 #include "divergence.h"
+#include "dynamics.h"
+#include "encoder.h"
 #include "phase.h"
 #include "predict.h"
 #include "snapshot.h"
@@ -48,6 +50,17 @@ typedef struct hybrid {
     int *ptok, *ptgt;        /* (P, maxB * T) */
     float *px;               /* (P, maxB * xdim) */
 
+    /* the learned dynamics: encoder -> GRU ensemble, trained on every real
+     * step; its targets per tensor are the optimal scale of the AdamW-direction
+     * prediction, <real update, predicted update> / |predicted update|^2 */
+    hpt_encoder enc;
+    hpt_dyn dyn;
+    int nfeat, K;
+    float feat[64], y[1 + HPT_MAX_TENSORS];
+    float *fc_mean, *fc_std;         /* (max_horizon, 1+K) */
+    float *theta_before, *dpred, *prev_upd;   /* (n) each */
+    int have_prev_upd;
+    float next_pred_loss;            /* 1-step forecast issued after the last real step */
     float scale;             /* global predicted-step scale; halves on divergence */
     /* the last real steps' training losses: their least-squares slope is
      * the progress a real step buys, which a jump must match */
@@ -220,15 +233,103 @@ static float progress_per_step(const hybrid *h) {
     return slope < 0.0 ? (float)-slope : 0.0f;
 }
 
+/* ---------------------------------------------------------------- dynamics */
+
+/* Before a real step: remember theta and the AdamW-direction prediction of
+ * this step's update from the current moments (the step the predictors would
+ * take), to score it against the real update afterwards. */
+static void before_real_step(hybrid *h) {
+    hpt_trainer *tr = h->tr;
+    const float *p = h->m->params;
+    memcpy(h->theta_before, p, h->n * sizeof(float));
+    if (tr->updates == 0) return;
+    hpt_adamw o = hpt_trainer_adamw(tr, tr->step);
+    float bc1 = 1.0f - powf(o.beta1, (float)tr->updates);
+    float bc2s = sqrtf(1.0f - powf(o.beta2, (float)tr->updates));
+    for (int ti = 0; ti < h->m->ntensors; ti++) {
+        const hpt_tensor_info *t = &h->m->tensors[ti];
+        float wd = t->decay ? o.weight_decay : 0.0f;
+        const float *m1 = tr->m + t->offset, *m2 = tr->v + t->offset, *pp = p + t->offset;
+        float *d = h->dpred + t->offset;
+        #pragma omp parallel for simd
+        for (size_t i = 0; i < t->numel; i++)
+            d[i] = -o.lr * (wd * pp[i] + (m1[i] / bc1) / (sqrtf(m2[i]) / bc2s + o.eps));
+    }
+}
+
+/* After a real step: the encoder's inputs and the dynamics model's targets,
+ * then one online training step of the model and a 1-step forecast for the
+ * next step's predicted_loss. */
+static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phase ph) {
+    hpt_trainer *tr = h->tr;
+    const float *p = h->m->params;
+    double upd2 = 0.0, th2 = 0.0, dotprev = 0.0, prev2 = 0.0, mabs = 0.0, vs = 0.0;
+    /* one pass per tensor, split into a fixed number of chunks whose partial
+     * sums are added in order: parallel, yet the same bits for any thread
+     * count (the sums steer the controller, so they must be reproducible) */
+    enum { CH = 32, NQ = 8 };
+    for (int ti = 0; ti < h->m->ntensors; ti++) {
+        const hpt_tensor_info *t = &h->m->tensors[ti];
+        double part[CH][NQ];
+        float *prev = h->prev_upd;
+        const float *tb = h->theta_before, *dp = h->dpred, *m1 = tr->m, *m2 = tr->v;
+        int have_prev = h->have_prev_upd;
+        #pragma omp parallel for
+        for (int k = 0; k < CH; k++) {
+            size_t i0 = t->offset + t->numel * k / CH, i1 = t->offset + t->numel * (k + 1) / CH;
+            double q[NQ] = {0};
+            for (size_t i = i0; i < i1; i++) {
+                double u = (double)p[i] - tb[i];
+                q[0] += u * u;
+                q[1] += (double)tb[i] * tb[i];
+                q[2] += u * dp[i];
+                q[3] += (double)dp[i] * dp[i];
+                if (have_prev) { q[4] += u * prev[i]; q[5] += (double)prev[i] * prev[i]; }
+                prev[i] = (float)u;
+                q[6] += fabs(m1[i]);
+                q[7] += sqrt(m2[i]);
+            }
+            for (int j = 0; j < NQ; j++) part[k][j] = q[j];
+        }
+        double q[NQ] = {0};
+        for (int k = 0; k < CH; k++) for (int j = 0; j < NQ; j++) q[j] += part[k][j];
+        upd2 += q[0]; th2 += q[1]; dotprev += q[4]; prev2 += q[5]; mabs += q[6]; vs += q[7];
+        if (ti < h->K) h->y[1 + ti] = tr->updates > 1 && q[3] > 0.0 ? (float)(q[2] / q[3]) : NAN;
+    }
+    hpt_enc_input in = {
+        .loss = info->train_loss, .grad_norm = info->grad_norm, .lr = info->lr,
+        .m_abs_mean = (float)(mabs / h->n), .v_sqrt_mean = (float)(vs / h->n),
+        .update_ratio = th2 > 0.0 ? (float)sqrt(upd2 / th2) : NAN,
+        .update_cos = h->have_prev_upd && prev2 > 0.0 && upd2 > 0.0 ? (float)(dotprev / sqrt(prev2 * upd2)) : NAN,
+        .phase = (int)ph, .steps_in_phase = h->ph.steps_in_phase};
+    h->have_prev_upd = 1;
+    HPT_TRY(hpt_encoder_update(&h->enc, &in, h->feat));
+    h->y[0] = info->train_loss > 0.0f ? logf(info->train_loss) : NAN;
+    HPT_TRY(hpt_dyn_observe(&h->dyn, h->feat, h->y));
+    float lr1 = hpt_lr_at(&tr->cfg, tr->step);
+    HPT_TRY(hpt_dyn_forecast(&h->dyn, 1, &lr1, h->fc_mean, h->fc_std, NULL));
+    h->next_pred_loss = expf(h->fc_mean[0]);
+    return HPT_OK;
+}
+
 /* ---------------------------------------------------------------- phases */
 
+/* Confidence that a Predict phase pays: the dynamics model's confidence in
+ * its loss forecast at the longest horizon (from its members' disagreement
+ * and its realised errors at that horizon), capped by the acceptance history of verified
+ * jumps. The acceptance EMA relaxes back towards 1 over real steps
+ * (half-life ~140 steps, see hybrid_step), so an old failure does not shut
+ * prediction off forever; the controller's backoff and waste budget bound
+ * what repeated failures cost. */
 static float confidence_now(hybrid *h) {
-    /* the acceptance history of verified jumps: optimistic before the
-     * first, then an EMA of accept (1) / reject (0) that relaxes back
-     * towards 1 over real steps (half-life ~140 steps, see hybrid_step), so
-     * an old failure does not shut prediction off forever; the phase
-     * controller's backoff bounds what repeated failures cost */
-    return h->accept_ema;
+    int H = h->cfg.max_predict_steps < h->dyn.HM ? h->cfg.max_predict_steps : h->dyn.HM;
+    float lr[64];
+    for (int j = 0; j < H && j < 64; j++) lr[j] = hpt_lr_at(&h->tr->cfg, h->tr->step + j);
+    if (hpt_dyn_forecast(&h->dyn, H, lr, h->fc_mean, h->fc_std, NULL) != HPT_OK) return 0.0f;
+    /* the loss column: the per-tensor scale columns are noisy by nature
+     * and only scale the step (clipped); they do not gate it */
+    float dc = hpt_dyn_confidence(&h->dyn, H, 0);
+    return dc < h->accept_ema ? dc : h->accept_ema;
 }
 
 static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
@@ -245,6 +346,20 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     prev = L0;
     hpt_adamw opt = hpt_trainer_adamw(tr, tr->step > 0 ? tr->step - 1 : 0);
     hpt_pred_begin(&h->pred, tr->m, tr->v, &opt, tr->updates);
+    /* the dynamics model scales each tensor's predicted update: its forecast
+     * of the optimal scale of the AdamW-direction step, averaged over the
+     * horizon and clipped to [0, 1.5] (0: this tensor does not move) */
+    int fh = horizon < h->dyn.HM ? horizon : h->dyn.HM;
+    float lrp[64];
+    for (int j = 0; j < fh && j < 64; j++) lrp[j] = hpt_lr_at(c, tr->step + j);
+    HPT_TRY(hpt_dyn_forecast(&h->dyn, fh, lrp, h->fc_mean, h->fc_std, NULL));
+    float fc_loss = expf(h->fc_mean[(size_t)(fh - 1) * (1 + h->K)]);
+    for (int ti = 0; ti < h->m->ntensors && ti < h->K; ti++) {
+        double sum = 0.0;
+        for (int j = 0; j < fh; j++) sum += h->fc_mean[(size_t)j * (1 + h->K) + 1 + ti];
+        float sc = (float)(sum / fh);
+        h->pred.tensor_scale[ti] = isfinite(sc) ? (sc < 0.0f ? 0.0f : sc > 1.5f ? 1.5f : sc) : 0.0f;
+    }
 
     int applied = 0, stopped = 0;
     for (int k = 1; k <= horizon; k++) {
@@ -340,10 +455,10 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     info->val_loss = info->val_accuracy = NAN;
     info->backward = 0;
     info->probes = h->P * (3 + (isfinite(astar) ? 1 : 0)) + h->P * ((applied - 1) / h->cfg.correction_interval);
-    /* what as many real steps as the phase applied would have reached on the probes */
-    info->predicted_loss = isfinite(per_step) ? L0 - per_step * applied : NAN;
+    /* the dynamics model's forecast of the training loss after the horizon */
+    info->predicted_loss = fc_loss;
     info->confidence = conf;
-    info->residual = best_L - info->predicted_loss;
+    info->residual = NAN;  /* probe and training losses are on different batches */
     info->predicted_steps = accepted ? advance : applied;
     info->accepted = accepted;
     info->alpha = accepted ? best_a : 0.0f;
@@ -363,6 +478,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     if (ph == HPT_PHASE_PREDICT) {
         HPT_TRY(predict_phase(h, info, horizon, conf));
     } else {
+        before_real_step(h);
         hpt_status st = hpt_trainer_step(tr, info);
         if (st == HPT_ERR_NUMERIC && h->snap.valid) {
             /* a non-finite loss or gradient after a kept jump: undo it */
@@ -374,6 +490,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
             snprintf(w, sizeof w, "rollback to step %d: %s; predicted step scale now %.3g", h->snap.step, hpt_errmsg(), h->scale);
             hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, w);
             h->snap.valid = 0;
+            before_real_step(h);
             HPT_TRY(hpt_trainer_step(tr, info));
         } else if (st != HPT_OK) {
             return st;
@@ -383,6 +500,8 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
         h->accept_ema = 1.0f - 0.995f * (1.0f - h->accept_ema);
         record_loss(h, info->train_loss);
         hpt_pred_observe(&h->pred, h->m->params, tr->updates);
+        float predicted = h->next_pred_loss;
+        HPT_TRY(after_real_step(h, info, ph));
         hpt_phase_step_done(&h->ph);
         const char *dwhy = NULL;
         hpt_div_level lv = hpt_div_observe(&h->div, tr->step, info->train_loss, info->grad_norm, &dwhy);
@@ -404,6 +523,8 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
         }
         info->backward = 1;
         info->confidence = conf;
+        info->predicted_loss = predicted;
+        info->residual = info->train_loss - predicted;
     }
     info->phase = hpt_phase_name(ph);
     h->phase_s[ph] += hpt_now() - t0;
@@ -424,6 +545,19 @@ static void hybrid_summary(void *hctx, FILE *f) {
             "\"mean_alpha\": %.3f},\n", h->phases_accepted, h->phases_rejected, h->predicted_steps_kept,
             h->predicted_steps_lost, h->phases_accepted ? h->alpha_sum / h->phases_accepted : 0.0);
     fprintf(f, "  \"divergence_rollbacks\": %d,\n  \"transitions\": %d,\n", h->div_rollbacks, h->ph.transitions);
+    /* how often the realised loss fell inside the forecast's mean +- 2 std,
+     * per horizon bucket (1, 2-3, 4-7, ...), and what the corrector changed */
+    fprintf(f, "  \"calibration\": [");
+    for (int b = 0; b < hpt_dyn_buckets(&h->dyn); b++) {
+        hpt_dyn_calib cb;
+        hpt_dyn_calibration(&h->dyn, b, 0, &cb);
+        fprintf(f, "%s{\"horizons\": [%d, %d], \"scored\": %.0f, \"coverage\": %.4f, \"rmse_log_loss\": %.4f}",
+                b ? ", " : "", cb.h_lo, cb.h_hi, cb.n, isfinite(cb.coverage_all) ? cb.coverage_all : -1.0, isfinite(cb.rmse) ? cb.rmse : -1.0);
+    }
+    float before, after;
+    hpt_dyn_corrector_effect(&h->dyn, 0, &before, &after);
+    fprintf(f, "],\n  \"corrector_loss_residual\": {\"raw\": %.5f, \"corrected\": %.5f},\n",
+            isfinite(before) ? before : -1.0f, isfinite(after) ? after : -1.0f);
 }
 
 static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
@@ -458,6 +592,26 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
     hpt_status st = hpt_pred_init(&h->pred, (hpt_pred_kind)hpt_pred_parse(hc->predictor), h->m, 4, 5);
     /* all memory before step 0: the snapshot, the direction and the probes */
     if (st == HPT_OK) st = hpt_snapshot_init(&h->snap, h->n);
+    h->K = h->m->ntensors;
+    if (st == HPT_OK) st = hpt_encoder_init(&h->enc, &h->nfeat);
+    if (st == HPT_OK) {
+        hpt_dyn_config dc2;
+        hpt_dyn_config_default(&dc2, h->nfeat, h->K);
+        dc2.ensemble = hc->ensemble;
+        dc2.hidden = hc->hidden;
+        dc2.bptt = hc->bptt;
+        if (dc2.max_horizon < hc->max_predict_steps) dc2.max_horizon = hc->max_predict_steps > 64 ? 64 : hc->max_predict_steps;
+        dc2.seed = tr->cfg.seed ^ 0xD1A6u;
+        st = hpt_dyn_init(&h->dyn, &dc2, &h->enc);
+    }
+    h->fc_mean = calloc((size_t)64 * (1 + h->K), sizeof(float));
+    h->fc_std = calloc((size_t)64 * (1 + h->K), sizeof(float));
+    h->theta_before = hpt_arena_alloc(h->n);
+    h->dpred = hpt_arena_alloc(h->n);
+    h->prev_upd = hpt_arena_alloc(h->n);
+    h->next_pred_loss = NAN;
+    if (st == HPT_OK && (!h->fc_mean || !h->fc_std || !h->theta_before || !h->dpred || !h->prev_upd))
+        st = hpt_fail(HPT_ERR_NOMEM, "hybrid: out of memory");
     h->dir = st == HPT_OK ? hpt_arena_alloc(h->n) : NULL;
     h->P = hc->probe_batches;
     h->maxB = tr->task_->batch_size;
@@ -473,7 +627,8 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
     if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || !h->phases_log))
         st = hpt_fail(h->phases_log ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
     if (st == HPT_OK) {
-        h->arena_bytes = 4 * h->n * sizeof(float) + h->pred.arena_bytes;
+        h->arena_bytes = 7 * h->n * sizeof(float) + h->pred.arena_bytes +
+                         (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
         hpt_run_hooks hooks = {.step = hybrid_step, .summary = hybrid_summary, .log_config = hybrid_log_config, .hctx = h};
         st = hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
     }
@@ -481,6 +636,10 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
     hpt_pred_free(&h->pred);
     hpt_snapshot_free(&h->snap);
     hpt_arena_free(h->dir);
+    hpt_dyn_free(&h->dyn);
+    hpt_encoder_free(&h->enc);
+    free(h->fc_mean); free(h->fc_std);
+    hpt_arena_free(h->theta_before); hpt_arena_free(h->dpred); hpt_arena_free(h->prev_upd);
     free(h->pB); free(h->ptok); free(h->ptgt); free(h->px);
     free(h);
     return st;

@@ -26,7 +26,7 @@ hpt_status hpt_pred_init(hpt_predictor *p, hpt_pred_kind kind, const hpt_model *
     p->n = m->nparams;
     p->snr_lo = 0.2f;
     p->snr_hi = 0.5f;
-    for (int i = 0; i < HPT_MAX_TENSORS; i++) p->tensor_gate[i] = 1.0f;
+    for (int i = 0; i < HPT_MAX_TENSORS; i++) p->tensor_gate[i] = p->tensor_scale[i] = 1.0f;
     if (kind == HPT_PRED_LINEAR) {
         if (ring_c < 2 || ring_s < 1) return hpt_fail(HPT_ERR_ARG, "linear predictor needs >= 2 snapshots, >= 1 step apart");
         p->ring_c = ring_c;
@@ -94,8 +94,14 @@ void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, cons
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *o, int t, float lr, int k, float scale) {
     if (p->kind == HPT_PRED_LINEAR) {
-        #pragma omp parallel for simd
-        for (size_t i = 0; i < p->n; i++) params[i] += scale * p->slope[i];
+        for (int ti = 0; ti < p->m->ntensors; ti++) {
+            const hpt_tensor_info *tt = &p->m->tensors[ti];
+            float s = scale * p->tensor_scale[ti];
+            float *pp = params + tt->offset;
+            const float *sl = p->slope + tt->offset;
+            #pragma omp parallel for simd
+            for (size_t i = 0; i < tt->numel; i++) pp[i] += s * sl[i];
+        }
         return;
     }
     /* AdamW's update from the stored moments: stale-adam re-applies it as is,
@@ -105,7 +111,7 @@ void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const fl
     float decay_m = p->kind == HPT_PRED_COAST ? powf(o->beta1, (float)k) : 1.0f;
     for (int ti = 0; ti < p->m->ntensors; ti++) {
         const hpt_tensor_info *tt = &p->m->tensors[ti];
-        float gate = p->kind == HPT_PRED_COAST ? p->tensor_gate[ti] : 1.0f;
+        float gate = (p->kind == HPT_PRED_COAST ? p->tensor_gate[ti] : 1.0f) * p->tensor_scale[ti];
         if (gate == 0.0f) continue;
         float step = scale * gate * lr * decay_m / bc1;
         float wd = tt->decay ? scale * gate * lr * o->weight_decay : 0.0f;

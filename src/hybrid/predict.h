@@ -33,7 +33,8 @@ typedef struct hpt_predictor {
     size_t n;                    /* parameters */
     const hpt_model *m;          /* for the tensor table */
     float snr_lo, snr_hi;        /* coast gate: scale 0 below lo, 1 above hi */
-    float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] */
+    float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast) */
+    float tensor_scale[HPT_MAX_TENSORS];  /* per-tensor scale from the dynamics model, all predictors (1: none) */
     /* linear: ring of c parameter snapshots, one every s real steps */
     float *ring;                 /* (c, n) */
     int ring_c, ring_s, ring_count, ring_head;
