@@ -3,7 +3,7 @@
 # Variants (combine freely):
 #   make BLAS=0          naive matmul instead of OpenBLAS (reference path)
 #   make OMP=0           no OpenMP (single-threaded kernels)
-#   make SANITIZE=address|undefined   sanitizer build in build-<san>/
+#   make SANITIZE=address,undefined test   tests under ASan+UBSan, in build-<san>/
 #   make DEBUG=1         -O0 -g
 # No -ffast-math, ever: it folds isnan/isinf away and blinds the divergence
 # checks (see ../shared/reference/style-anchors.md section 3.1).
@@ -66,7 +66,14 @@ $(BUILD)/libhpt.a: $(LIB_OBJ)
 
 lib: $(BUILD)/libhpt.a
 
-hpt: $(BUILD)/cli/main.o $(BUILD)/libhpt.a
+# The program: ./hpt for the normal build; a sanitizer build keeps its own
+# binary in its build directory, so it never replaces ./hpt.
+HPT_BIN := $(if $(SANITIZE),$(BUILD)/hpt,hpt)
+hpt: $(HPT_BIN)
+ifneq ($(HPT_BIN),hpt)
+.PHONY: hpt
+endif
+$(HPT_BIN): $(BUILD)/cli/main.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
@@ -80,8 +87,8 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Tests run single- and multi-threaded where it matters; see tests/run.sh.
-test check: hpt $(TESTS)
-	@BUILD=$(BUILD) sh tests/run.sh $(TESTS)
+test check: $(HPT_BIN) $(TESTS)
+	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) sh tests/run.sh $(TESTS)
 
 bench: $(BENCHES)
 

@@ -4,7 +4,7 @@
 # metrics and summary; a saved classifier reloads (sample refuses it: it has
 # no tokenizer). Uses Debian's dataset-fashion-mnist when installed.
 set -u
-HPT=./hpt
+HPT=${HPT:-./hpt}
 FM=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
