@@ -532,6 +532,11 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     return HPT_OK;
 }
 
+/* JSON has no NaN: a value not measured yet is null. */
+static void json_num_(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, "\"%s\": %.5g", key, v); else fprintf(f, "\"%s\": null", key);
+}
+
 static void hybrid_summary(void *hctx, FILE *f) {
     hybrid *h = hctx;
     fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
@@ -551,13 +556,19 @@ static void hybrid_summary(void *hctx, FILE *f) {
     for (int b = 0; b < hpt_dyn_buckets(&h->dyn); b++) {
         hpt_dyn_calib cb;
         hpt_dyn_calibration(&h->dyn, b, 0, &cb);
-        fprintf(f, "%s{\"horizons\": [%d, %d], \"scored\": %.0f, \"coverage\": %.4f, \"rmse_log_loss\": %.4f}",
-                b ? ", " : "", cb.h_lo, cb.h_hi, cb.n, isfinite(cb.coverage_all) ? cb.coverage_all : -1.0, isfinite(cb.rmse) ? cb.rmse : -1.0);
+        fprintf(f, "%s{\"horizons\": [%d, %d], \"scored\": %.0f, ", b ? ", " : "", cb.h_lo, cb.h_hi, cb.n);
+        json_num_(f, "coverage", cb.n > 0 ? cb.coverage_all : NAN);  /* nothing scored yet: null */
+        fputs(", ", f);
+        json_num_(f, "rmse_log_loss", cb.n > 0 ? cb.rmse : NAN);
+        fputc('}', f);
     }
     float before, after;
     hpt_dyn_corrector_effect(&h->dyn, 0, &before, &after);
-    fprintf(f, "],\n  \"corrector_loss_residual\": {\"raw\": %.5f, \"corrected\": %.5f},\n",
-            isfinite(before) ? before : -1.0f, isfinite(after) ? after : -1.0f);
+    fputs("],\n  \"corrector_loss_residual\": {", f);
+    json_num_(f, "raw", before);
+    fputs(", ", f);
+    json_num_(f, "corrected", after);
+    fputs("},\n", f);
 }
 
 static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
