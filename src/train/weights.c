@@ -7,11 +7,13 @@
  *   trailer  "END!" | u32 0 | u64 4 | u32 CRC-32 of every byte before it
  *
  * Version 1 defines CONF (model family and config words), TOKN (tokenizer,
- * text models only) and PARM (the parameter arena). Readers skip tags they do not know, so a later version
- * can add optimizer, RNG, data and hybrid sections (issue: whole-state
- * checkpoints) and still serve `hpt sample`. docs/format.md has the layout.
+ * text models only) and PARM (the parameter arena); checkpoint.c adds the
+ * training-state sections (TCFG, ADAM, TRST, DATA) to the same container.
+ * Readers skip tags they do not know, so `hpt sample` reads a checkpoint as
+ * a model. docs/format.md has the layout.
  */
 #include "../model/model.h"
+#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,51 +23,64 @@
 #define HEADER_SIZE 32u
 #define BYTE_ORDER_MARK 0x01020304u
 
-typedef struct save_ctx {
-    hpt_model *m;
-    const hpt_text *tok;   /* NULL: no TOKN section */
-} save_ctx;
-
-static void section(hpt_writer *w, const char *tag, uint64_t len) {
+void hpt_state_section(hpt_writer *w, const char *tag, uint64_t len) {
     hpt_w_bytes(w, tag, 4);
     hpt_w_u32(w, 0);
     hpt_w_u64(w, len);
 }
 
+void hpt_state_header(hpt_writer *w, uint64_t size) {
+    hpt_w_bytes(w, MAGIC, 8);
+    hpt_w_u32(w, VERSION);
+    hpt_w_u32(w, HEADER_SIZE);
+    hpt_w_u32(w, BYTE_ORDER_MARK);
+    hpt_w_u32(w, 0);
+    hpt_w_u64(w, size);
+}
+
+void hpt_state_trailer(hpt_writer *w) {
+    hpt_state_section(w, "END!", 4);
+    uint32_t crc = w->crc;
+    hpt_w_u32(w, crc);
+}
+
+static uint64_t tok_len(const hpt_text *tok) {
+    int is_char = tok && hpt_text_kind(tok) == HPT_TOK_CHAR;
+    return 8 + (is_char ? 4ull * hpt_text_vocab_size(tok) : 0);
+}
+
+uint64_t hpt_state_model_bytes(const hpt_model *m, const hpt_text *tok) {
+    uint64_t conf_len = 4 + 4ull * m->nconf, parm_len = 8 + m->nparams * sizeof(float);
+    return (16 + conf_len) + (tok ? 16 + tok_len(tok) : 0) + (16 + parm_len);
+}
+
+void hpt_state_write_model(hpt_writer *w, const hpt_model *m, const hpt_text *tok) {
+    hpt_state_section(w, "CONF", 4 + 4ull * m->nconf);
+    hpt_w_u32(w, (uint32_t)m->nconf);
+    hpt_w_bytes(w, m->conf, 4ull * m->nconf);
+    if (tok) {
+        int V = hpt_text_vocab_size(tok), is_char = hpt_text_kind(tok) == HPT_TOK_CHAR;
+        hpt_state_section(w, "TOKN", tok_len(tok));
+        hpt_w_u32(w, is_char ? 1 : 0);
+        hpt_w_u32(w, (uint32_t)V);
+        if (is_char) hpt_w_bytes(w, hpt_text_codepoints(tok), 4ull * V);
+    }
+    hpt_state_section(w, "PARM", 8 + m->nparams * sizeof(float));
+    hpt_w_u64(w, m->nparams);
+    hpt_w_bytes(w, m->params, m->nparams * sizeof(float));
+}
+
+typedef struct save_ctx {
+    hpt_model *m;
+    const hpt_text *tok;   /* NULL: no TOKN section */
+} save_ctx;
+
 static hpt_status write_weights(FILE *f, void *p) {
     save_ctx *s = p;
-    int V = s->tok ? hpt_text_vocab_size(s->tok) : 0;
-    int is_char = s->tok && hpt_text_kind(s->tok) == HPT_TOK_CHAR;
-    uint64_t conf_len = 4 + 4ull * s->m->nconf, tok_len = 8 + (is_char ? 4ull * V : 0);
-    uint64_t parm_len = 8 + s->m->nparams * sizeof(float);
-    uint64_t size = HEADER_SIZE + (16 + conf_len) + (s->tok ? 16 + tok_len : 0) + (16 + parm_len) + (16 + 4);
-
     hpt_writer w = {.f = f};
-    hpt_w_bytes(&w, MAGIC, 8);
-    hpt_w_u32(&w, VERSION);
-    hpt_w_u32(&w, HEADER_SIZE);
-    hpt_w_u32(&w, BYTE_ORDER_MARK);
-    hpt_w_u32(&w, 0);
-    hpt_w_u64(&w, size);
-
-    section(&w, "CONF", conf_len);
-    hpt_w_u32(&w, (uint32_t)s->m->nconf);
-    hpt_w_bytes(&w, s->m->conf, 4ull * s->m->nconf);
-
-    if (s->tok) {
-        section(&w, "TOKN", tok_len);
-        hpt_w_u32(&w, is_char ? 1 : 0);
-        hpt_w_u32(&w, (uint32_t)V);
-        if (is_char) hpt_w_bytes(&w, hpt_text_codepoints(s->tok), 4ull * V);
-    }
-
-    section(&w, "PARM", parm_len);
-    hpt_w_u64(&w, s->m->nparams);
-    hpt_w_bytes(&w, s->m->params, s->m->nparams * sizeof(float));
-
-    section(&w, "END!", 4);
-    uint32_t crc = w.crc;
-    hpt_w_u32(&w, crc);
+    hpt_state_header(&w, HEADER_SIZE + hpt_state_model_bytes(s->m, s->tok) + HPT_STATE_TRAILER_SIZE);
+    hpt_state_write_model(&w, s->m, s->tok);
+    hpt_state_trailer(&w);
     if (w.err) return hpt_fail(HPT_ERR_IO, "write failed: %s", strerror(w.err));
     return HPT_OK;
 }
@@ -77,14 +92,12 @@ hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok)
 
 #define BAD(...) do { st = hpt_fail(HPT_ERR_FORMAT, __VA_ARGS__); goto done; } while (0)
 
-hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hpt_text **tok) {
-    *mout = NULL; *tok = NULL;
+hpt_status hpt_state_read(const char *path, unsigned char **out, hpt_state_sec *secs, int *nsec) {
+    *out = NULL; *nsec = 0;
     unsigned char *buf;
     size_t len;
     HPT_TRY(hpt_read_file(path, &buf, &len));
     hpt_status st = HPT_OK;
-    hpt_model *m = NULL;
-    hpt_text *t = NULL;
     hpt_cursor c = {buf, len, 0};
     char magic[8];
     uint32_t version, hsize, bom, flags;
@@ -106,23 +119,49 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hp
     memcpy(&crc_stored, buf + len - 4, 4);
     if (hpt_crc32(0, buf, len - 4) != crc_stored) BAD("'%s' is corrupt (CRC-32 mismatch)", path);
     c.pos = hsize;
-
-    int have_conf = 0, have_parm = 0, have_end = 0;
-    uint32_t conf[16] = {0}, nconf = 0;
-    const unsigned char *parm = NULL;
-    uint64_t parm_n = 0;
-    while (!have_end) {
+    for (;;) {
         char tag[4];
         uint32_t rsv;
         uint64_t slen;
         if (!hpt_cur_bytes(&c, tag, 4) || !hpt_cur_u32(&c, &rsv) || !hpt_cur_u64(&c, &slen) || slen > len - c.pos)
             BAD("'%s' has a truncated section", path);
-        hpt_cursor s = {buf + c.pos, (size_t)slen, 0};
+        if (!memcmp(tag, "END!", 4)) break;
+        if (*nsec >= HPT_STATE_MAX_SECTIONS) BAD("'%s' has more than %d sections", path, HPT_STATE_MAX_SECTIONS);
+        hpt_state_sec *s = &secs[(*nsec)++];
+        memcpy(s->tag, tag, 4);
+        s->p = buf + c.pos;
+        s->n = slen;
         c.pos += slen;
+    }
+done:
+    if (st != HPT_OK) { free(buf); *nsec = 0; return st; }
+    *out = buf;
+    return HPT_OK;
+}
+
+const hpt_state_sec *hpt_state_find(const hpt_state_sec *secs, int nsec, const char *tag) {
+    for (int i = 0; i < nsec; i++) if (!memcmp(secs[i].tag, tag, 4)) return &secs[i];
+    return NULL;
+}
+
+hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int nsec, int B, int T,
+                                hpt_model **mout, hpt_text **tok) {
+    *mout = NULL; *tok = NULL;
+    hpt_status st = HPT_OK;
+    hpt_model *m = NULL;
+    hpt_text *t = NULL;
+    int have_conf = 0, have_parm = 0;
+    uint32_t conf[16] = {0}, nconf = 0;
+    const unsigned char *parm = NULL;
+    uint64_t parm_n = 0;
+    for (int i = 0; i < nsec; i++) {
+        const char *tag = secs[i].tag;
+        uint64_t slen = secs[i].n;
+        hpt_cursor s = {secs[i].p, (size_t)slen, 0};
         if (!memcmp(tag, "CONF", 4)) {
             if (have_conf || !hpt_cur_u32(&s, &nconf) || nconf < 1 || nconf > 16 || slen != 4 + 4ull * nconf)
                 BAD("'%s': bad CONF section", path);
-            for (uint32_t i = 0; i < nconf; i++) hpt_cur_u32(&s, &conf[i]);
+            for (uint32_t k = 0; k < nconf; k++) hpt_cur_u32(&s, &conf[k]);
             have_conf = 1;
         } else if (!memcmp(tag, "TOKN", 4)) {
             uint32_t kind, V;
@@ -140,12 +179,10 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hp
                 HPT_ASSERT(hpt_text_from_vocab(&t, HPT_TOK_BYTE, NULL, 256) == HPT_OK);
             }
         } else if (!memcmp(tag, "PARM", 4)) {
-            if (!hpt_cur_u64(&s, &parm_n) || parm_n * 4 != slen - 8) BAD("'%s': bad PARM section", path);
+            if (have_parm || !hpt_cur_u64(&s, &parm_n) || parm_n * 4 != slen - 8) BAD("'%s': bad PARM section", path);
             parm = s.p + 8;
             have_parm = 1;
-        } else if (!memcmp(tag, "END!", 4)) {
-            have_end = 1;
-        }  /* unknown tags: sections of later versions, skipped */
+        }  /* other tags: training state or sections of later versions */
     }
     if (!have_conf || !have_parm) BAD("'%s' lacks a CONF or PARM section", path);
     if (conf[0] == HPT_FAMILY_GPT2 && (!t || (uint32_t)hpt_text_vocab_size(t) != conf[1]))
@@ -156,8 +193,18 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **mout, hp
         BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, m->nparams);
     memcpy(m->params, parm, parm_n * sizeof(float));
 done:
-    free(buf);
     if (st != HPT_OK) { hpt_model_free(m); hpt_text_free(t); return st; }
     *mout = m; *tok = t;
     return HPT_OK;
+}
+
+hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok) {
+    *m = NULL; *tok = NULL;
+    unsigned char *buf;
+    hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
+    int nsec;
+    HPT_TRY(hpt_state_read(path, &buf, secs, &nsec));
+    hpt_status st = hpt_state_load_model(path, secs, nsec, B, T, m, tok);
+    free(buf);
+    return st;
 }
