@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,12 @@ static void usage(FILE *f) {
 "  --out DIR              output directory                                          [runs/latest]\n"
 "  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
 "  --mode baseline|hybrid plain training, or the hybrid predictive controller        [baseline]\n"
+"  --save-interval N      checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps,\n"
+"                         0 = only when stopped by Ctrl-C / SIGTERM (baseline mode)  [0]\n"
+"  --keep-last N          checkpoints kept; older ones are deleted                   [2]\n"
+"  --resume DIR           continue the run in DIR from its newest valid checkpoint,\n"
+"                         with its stored configuration (only --threads, equal to the\n"
+"                         stored one, and --log-interval may be given with it)\n"
 "\n"
 "hybrid options (with --mode hybrid; see docs/hybrid.md):\n"
 "  --warmup-steps N       full steps before any Predict phase                       [100]\n"
@@ -170,7 +177,7 @@ static void fmt_eta(char *buf, size_t n, double s) {
 
 static void on_step(void *ctx, const hpt_step_info *in) {
     progress *p = ctx;
-    p->ema_step_s = in->step == 1 ? in->step_s : 0.9 * p->ema_step_s + 0.1 * in->step_s;
+    p->ema_step_s = in->step == 1 || p->ema_step_s == 0 ? in->step_s : 0.9 * p->ema_step_s + 0.1 * in->step_s;
     char eta[32];
     fmt_eta(eta, sizeof eta, p->ema_step_s * (in->max_iters - in->step));
     double tps = in->tokens / in->time_s;
@@ -189,6 +196,54 @@ static void on_step(void *ctx, const hpt_step_info *in) {
         fprintf(stderr, "step %d: val loss %.4f (train clock %.1f s)\n", in->step, in->val_loss, in->time_s);
 }
 
+static void on_signal(int sig) {
+    (void)sig;
+    hpt_request_stop();  /* the run loop finishes the step, saves a checkpoint and returns */
+}
+
+static void install_stop_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Runs a built trainer to the end (hc: hybrid mode), prints and exits. An
+ * interrupted baseline run exits 0 after saying where its checkpoint is. */
+static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_interval) {
+    progress p = {.tty = isatty(2), .log_interval = log_interval};
+    const hpt_train_config *rc = hpt_trainer_config(tr);  /* max_iters resolved from --epochs */
+    if (!p.log_interval) p.log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
+    hpt_status st = hc ? hpt_trainer_run_hybrid(tr, hc, on_log, on_step, &p) : hpt_trainer_run(tr, on_log, on_step, &p);
+    if (st != HPT_OK && p.tty) fputc('\n', stderr);
+    if (st == HPT_ERR_INTERRUPTED) {
+        fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), rc->out_dir);
+        hpt_trainer_free(tr);
+        return 0;
+    }
+    hpt_trainer_free(tr);
+    if (st != HPT_OK) die_status(st);
+    return 0;
+}
+
+/* hpt train --resume DIR: the stored configuration, nothing else but
+ * --threads (checked against the stored count) and --log-interval. */
+static int resume_train(const char *dir, const char *train_flag, int hybrid, int threads, int log_interval) {
+    if (hybrid) die_usage("%s", "--resume: resuming --mode hybrid runs is not supported yet (checkpoints hold "
+                          "the baseline trainer's state only)");
+    if (train_flag)
+        die_usage("--resume DIR continues the run with its stored configuration: %s cannot be given with it "
+                  "(only --threads, equal to the stored count, and --log-interval can)", train_flag);
+    hpt_trainer *tr;
+    install_stop_handlers();
+    hpt_status st = hpt_trainer_resume(&tr, dir, threads, on_log, NULL);
+    if (st != HPT_OK) die_status(st);
+    return run_to_end(tr, NULL, log_interval);
+}
+
 static int cmd_train(int argc, char **argv) {
     /* --task and --model choose the defaults, so read them first */
     const char *task = "text", *model = NULL;
@@ -203,12 +258,19 @@ static int cmd_train(int argc, char **argv) {
     c.data_path = NULL;
     int log_interval = 0, set_iters = 0, set_epochs = 0, hybrid = 0;
     const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
+    const char *resume_dir = NULL;
+    char train_flag[128] = "";       /* the first flag --resume excludes */
+    int threads_flag = -1;
     hpt_hybrid_config hc;
     hpt_hybrid_config_default(&hc);
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         const char *n = a.name;
         if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
+        if (strcmp(n, "--resume") && strcmp(n, "--threads") && strcmp(n, "--log-interval") &&
+            strcmp(n, "--mode") && !train_flag[0])
+            snprintf(train_flag, sizeof train_flag, "%s", n);
+        if (!strcmp(n, "--resume")) resume_dir = flag_value(&a);
         else if (!strcmp(n, "--data")) c.data_path = flag_value(&a);
         else if (!strcmp(n, "--task")) c.task = flag_value(&a);
         else if (!strcmp(n, "--model")) c.model = flag_value(&a);
@@ -237,7 +299,9 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--eval-interval")) c.eval_interval = (int)parse_int(n, flag_value(&a), 0, 100000000);
         else if (!strcmp(n, "--eval-iters")) c.eval_iters = (int)parse_int(n, flag_value(&a), 1, 100000);
         else if (!strcmp(n, "--seed")) c.seed = (uint64_t)parse_int(n, flag_value(&a), 0, LONG_MAX);
-        else if (!strcmp(n, "--threads")) c.threads = (int)parse_int(n, flag_value(&a), 0, 1024);
+        else if (!strcmp(n, "--threads")) c.threads = threads_flag = (int)parse_int(n, flag_value(&a), 0, 1024);
+        else if (!strcmp(n, "--save-interval")) c.save_interval = (int)parse_int(n, flag_value(&a), 0, 100000000);
+        else if (!strcmp(n, "--keep-last")) c.keep_last = (int)parse_int(n, flag_value(&a), 1, 1000);
         else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else if (!strcmp(n, "--mode")) {
@@ -272,6 +336,9 @@ static int cmd_train(int argc, char **argv) {
 #undef HFLAG
         else die_usage("unknown option '%s' for 'hpt train'", n);
     }
+    if (resume_dir) return resume_train(resume_dir, train_flag[0] ? train_flag : NULL, hybrid, threads_flag, log_interval);
+    if (hybrid && c.save_interval > 0)
+        die_usage("%s", "--save-interval: checkpoints cover --mode baseline only for now (hybrid state is not saved)");
     if (set_iters && set_epochs && c.epochs > 0) die_usage("%s", "give --max-iters or --epochs, not both");
     if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */
     if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
@@ -282,16 +349,9 @@ static int cmd_train(int argc, char **argv) {
     hpt_trainer *tr;
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);
-    progress p = {.tty = isatty(2), .log_interval = log_interval};
-    const hpt_train_config *rc = hpt_trainer_config(tr);  /* max_iters resolved from --epochs */
-    if (!p.log_interval) p.log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
-    st = hybrid ? hpt_trainer_run_hybrid(tr, &hc, on_log, on_step, &p) : hpt_trainer_run(tr, on_log, on_step, &p);
-    hpt_trainer_free(tr);
-    if (st != HPT_OK) {
-        if (p.tty) fputc('\n', stderr);
-        die_status(st);
-    }
-    return 0;
+    /* hybrid runs keep the default signal behaviour: their state is not checkpointed */
+    if (!hybrid) install_stop_handlers();
+    return run_to_end(tr, hybrid ? &hc : NULL, log_interval);
 }
 
 /* ---------------------------------------------------------------- sample */

@@ -222,6 +222,9 @@ typedef struct hpt_train_config {
     uint64_t seed;
     int threads;            /* <= 0: all cores */
     const char *out_dir;    /* metrics.jsonl, summary.json, model.bin */
+    /* checkpoints (baseline mode): DIR/checkpoints/ckpt-<step, 8 digits>.bin */
+    int save_interval;      /* save every N steps; 0: only when interrupted */
+    int keep_last;          /* checkpoints kept, older ones deleted after a save (>= 1) */
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
@@ -279,8 +282,26 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info);
  * accuracy for classification tasks (NaN otherwise; accuracy may be NULL). */
 hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy);
 /* The whole run: the config and memory table through log, then steps with
- * evaluation, metrics.jsonl and summary.json in out_dir, and model.bin at the end. */
+ * evaluation, metrics.jsonl and summary.json in out_dir, and model.bin at the end.
+ * Checkpoints every save_interval steps; after hpt_request_stop, a checkpoint
+ * and HPT_ERR_INTERRUPTED. A resumed trainer (hpt_trainer_resume) cuts
+ * metrics.jsonl back to its step and appends. */
 hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
+/* Asks a running hpt_trainer_run to stop: it finishes the step in flight,
+ * saves a checkpoint and returns HPT_ERR_INTERRUPTED. Async-signal-safe (it
+ * only sets a flag): call it from a SIGINT/SIGTERM handler. */
+void hpt_request_stop(void);
+/* Path of the last checkpoint this trainer saved or resumed from ("" if none). */
+const char *hpt_trainer_checkpoint(const hpt_trainer *tr);
+/* Rebuilds a trainer from the newest valid checkpoint in DIR/checkpoints
+ * (config, parameters, AdamW moments, counters, clocks and data cursor), so
+ * that hpt_trainer_run continues the run in DIR bit for bit. A checkpoint
+ * that fails its checks is reported through log and the previous one tried
+ * (the bad one is renamed to *.corrupt once a good one is found). threads:
+ * -1 keeps the stored count; any other value must equal it (HPT_ERR_ARG). */
+hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
+                              hpt_log_fn log, void *ctx);
 
 /* ---------------------------------------------------------------- hybrid */
 

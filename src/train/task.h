@@ -11,6 +11,8 @@
 
 #include "../model/model.h"
 
+#define HPT_CURSOR_MAX 64
+
 typedef struct hpt_task hpt_task;
 struct hpt_task {
     const char *name;
@@ -32,6 +34,11 @@ struct hpt_task {
     /* Lines describing the data for the start-of-run log. */
     void (*describe)(const hpt_task *t, char *buf, size_t n);
     size_t (*data_bytes)(const hpt_task *t);
+    /* The data cursor, for checkpoints: cursor_save writes at most
+     * HPT_CURSOR_MAX bytes and returns the count; cursor_load restores it
+     * (same task, same config), returning 0 when the bytes do not fit. */
+    size_t (*cursor_save)(const hpt_task *t, unsigned char *buf);
+    int (*cursor_load)(hpt_task *t, const unsigned char *buf, size_t n);
     void (*free)(hpt_task *t);
 };
 

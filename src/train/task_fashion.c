@@ -33,6 +33,7 @@ typedef struct fashion_task {
     int pos;               /* next index into perm */
     int epoch;
     uint64_t rng;          /* state the next permutation is drawn from */
+    uint64_t rng_perm;     /* state this epoch's permutation was drawn from */
 } fashion_task;
 
 static uint32_t be32(const unsigned char *p) {
@@ -111,6 +112,7 @@ static void fill(fashion_task *ft, const split *s, const int *idx, int n, int st
 
 static void shuffle(fashion_task *ft) {
     hpt_rng r = {ft->rng};
+    ft->rng_perm = ft->rng;
     for (int i = 0; i < ft->train.n; i++) ft->perm[i] = i;
     for (int i = ft->train.n - 1; i > 0; i--) {
         int j = (int)hpt_rng_below(&r, (uint64_t)i + 1);
@@ -153,6 +155,33 @@ static size_t fashion_data_bytes(const hpt_task *t) {
     const fashion_task *ft = t->impl;
     return (size_t)(ft->train.n + ft->test.n) * (IMG + 1) + (size_t)ft->train.n * sizeof(int) +
            (size_t)ft->B * (IMG * sizeof(float) + sizeof(int));
+}
+
+/* cursor: u32 epoch, u32 pos, u64 the RNG state before this epoch's shuffle
+ * (loading redraws the same permutation from it) */
+static size_t fashion_cursor_save(const hpt_task *t, unsigned char *buf) {
+    const fashion_task *ft = t->impl;
+    uint32_t e = (uint32_t)ft->epoch, p = (uint32_t)ft->pos;
+    memcpy(buf, &e, 4);
+    memcpy(buf + 4, &p, 4);
+    memcpy(buf + 8, &ft->rng_perm, 8);
+    return 16;
+}
+
+static int fashion_cursor_load(hpt_task *t, const unsigned char *buf, size_t n) {
+    fashion_task *ft = t->impl;
+    uint32_t e, p;
+    uint64_t r;
+    if (n != 16) return 0;
+    memcpy(&e, buf, 4);
+    memcpy(&p, buf + 4, 4);
+    memcpy(&r, buf + 8, 8);
+    if (p > (uint32_t)ft->train.n || e > 100000000u || r == 0) return 0;
+    ft->rng = r;
+    shuffle(ft);
+    ft->pos = (int)p;
+    ft->epoch = (int)e;
+    return 1;
 }
 
 static void fashion_free(hpt_task *t) {
@@ -213,6 +242,8 @@ hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c) {
     t->val_batch = fashion_val_batch;
     t->describe = fashion_describe;
     t->data_bytes = fashion_data_bytes;
+    t->cursor_save = fashion_cursor_save;
+    t->cursor_load = fashion_cursor_load;
     *out = t;
     return HPT_OK;
 }

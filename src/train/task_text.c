@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct text_task {
     hpt_text *text;
@@ -40,6 +41,20 @@ static size_t text_data_bytes(const hpt_task *t) {
     const text_task *tt = t->impl;
     return (hpt_text_tokens(tt->text, 0) + hpt_text_tokens(tt->text, 1)) * sizeof(int) +
            2 * (size_t)tt->B * tt->T * sizeof(int);
+}
+
+/* cursor: the RNG's u64 state */
+static size_t text_cursor_save(const hpt_task *t, unsigned char *buf) {
+    const text_task *tt = t->impl;
+    memcpy(buf, &tt->rng, 8);
+    return 8;
+}
+
+static int text_cursor_load(hpt_task *t, const unsigned char *buf, size_t n) {
+    text_task *tt = t->impl;
+    if (n != 8) return 0;
+    memcpy(&tt->rng, buf, 8);
+    return tt->rng != 0;  /* xorshift never reaches 0 */
 }
 
 static void text_free(hpt_task *t) {
@@ -94,6 +109,8 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     t->val_batch = text_val_batch;
     t->describe = text_describe;
     t->data_bytes = text_data_bytes;
+    t->cursor_save = text_cursor_save;
+    t->cursor_load = text_cursor_load;
     *out = t;
     return HPT_OK;
 }

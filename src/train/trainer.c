@@ -2,7 +2,7 @@
  * trainer.c — plain training: AdamW with decoupled weight decay on matrices,
  * linear warmup then cosine decay, global-norm clipping, gradient
  * accumulation, evaluation on fixed validation windows, and the run loop that
- * writes metrics.jsonl, summary.json and model.bin.
+ * writes metrics.jsonl, summary.json, model.bin and checkpoints (checkpoint.c).
  *
  * Everything is allocated in hpt_trainer_init; a step allocates nothing.
  * Determinism: the data RNG, the model init and every kernel depend only on
@@ -16,8 +16,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void hpt_train_config_default(hpt_train_config *c) {
     memset(c, 0, sizeof *c);
@@ -31,6 +33,7 @@ void hpt_train_config_default(hpt_train_config *c) {
     c->eval_interval = 250; c->eval_iters = 20;
     c->seed = 1337; c->threads = 0;
     c->out_dir = "runs/latest";
+    c->save_interval = 0; c->keep_last = 2;
 }
 
 void hpt_train_config_default_for(hpt_train_config *c, const char *task, const char *model) {
@@ -85,6 +88,8 @@ hpt_status hpt_train_config_check(const hpt_train_config *c) {
     CHECK_RANGE(eval_interval, -1, 100000000, "eval-interval");
     CHECK_RANGE(eval_iters, 1, 100000, "eval-iters");
     CHECK_RANGE(threads, 0, 1024, "threads");
+    CHECK_RANGE(save_interval, 0, 100000000, "save-interval");
+    CHECK_RANGE(keep_last, 1, 1000, "keep-last");
     return HPT_OK;
 }
 
@@ -103,12 +108,17 @@ void hpt_trainer_free(hpt_trainer *tr) {
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
     hpt_arena_free(tr->opt_arena);
+    free(tr->keep_steps);
     free(tr);
 }
 
 hpt_model *hpt_trainer_model(hpt_trainer *tr) { return tr->model; }
 const hpt_text *hpt_trainer_text(const hpt_trainer *tr) { return tr->task_->text; }
 const hpt_train_config *hpt_trainer_config(const hpt_trainer *tr) { return &tr->cfg; }
+const char *hpt_trainer_checkpoint(const hpt_trainer *tr) { return tr->ckpt_path; }
+
+static volatile sig_atomic_t stop_requested;
+void hpt_request_stop(void) { stop_requested = 1; }
 
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     *out = NULL;
@@ -143,6 +153,12 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->m = tr->opt_arena;
     tr->v = tr->opt_arena + n;
+    tr->keep_steps = malloc((size_t)c->keep_last * sizeof(int));
+    if (!tr->keep_steps) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    tr->final_val = NAN;
+    tr->best_val = INFINITY;
+    tr->final_acc = NAN;
+    tr->next_eval = tr->cfg.eval_interval > 0 ? tr->cfg.eval_interval : tr->cfg.max_iters;
     *out = tr;
     return HPT_OK;
 }
@@ -260,6 +276,34 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* On resume: keep the lines of metrics.jsonl up to the checkpoint's step
+ * (a killed run may have logged steps past it), rewritten atomically. */
+typedef struct metrics_cut { const char *buf; size_t len; int step; } metrics_cut;
+
+static hpt_status write_metrics_cut(FILE *f, void *p) {
+    const metrics_cut *mc = p;
+    const char *s = mc->buf, *end = mc->buf + mc->len;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (!nl) break;  /* a torn last line: dropped */
+        int k;
+        if (sscanf(s, "{\"step\":%d", &k) == 1 && k <= mc->step && fwrite(s, 1, (size_t)(nl + 1 - s), f) != (size_t)(nl + 1 - s))
+            return hpt_fail(HPT_ERR_IO, "cannot write metrics.jsonl: %s", strerror(errno));
+        s = nl + 1;
+    }
+    return HPT_OK;
+}
+
+static hpt_status cut_metrics(const char *path, int step) {
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (access(path, F_OK) == 0) HPT_TRY(hpt_read_file(path, &buf, &len));
+    metrics_cut mc = {(const char *)buf, len, step};
+    hpt_status st = hpt_save_atomic(path, write_metrics_cut, &mc);
+    free(buf);
+    return st;
+}
+
 static hpt_status plain_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
     (void)hctx;
     return hpt_trainer_step(tr, info);
@@ -302,14 +346,16 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
 
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->out_dir);
-    FILE *mf = fopen(path, "w");
+    if (tr->resumed) HPT_TRY(cut_metrics(path, tr->step));
+    FILE *mf = fopen(path, tr->resumed ? "a" : "w");
     if (!mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
 
     /* one entry per step call (a whole Predict phase is one call) */
     double *step_times = malloc((size_t)c->max_iters * sizeof(double));
-    int calls = 0, next_eval = c->eval_interval > 0 ? c->eval_interval : c->max_iters;
+    int calls = 0, saved_at = -1;
     if (!step_times) { fclose(mf); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
-    float final_val = NAN, best_val = INFINITY, final_acc = NAN;
+    /* checkpoints hold the plain trainer's state only: hybrid runs have more */
+    int ckpt_ok = hooks->step == plain_step;
     hpt_status st = HPT_OK;
     while (tr->step < c->max_iters) {
         hpt_step_info info;
@@ -319,14 +365,14 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
         int last = tr->step >= c->max_iters;
         /* evaluate when the step counter reaches or jumps past a multiple of
          * the interval (a predicted phase can move it by several steps) */
-        if (last || tr->step >= next_eval) {
-            while (next_eval <= tr->step) next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
+        if (last || tr->step >= tr->next_eval) {
+            while (tr->next_eval <= tr->step) tr->next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
             st = hpt_trainer_eval(tr, &info.val_loss, &info.val_accuracy);
             if (st != HPT_OK) break;
             info.evaluated = 1;
-            final_val = info.val_loss;
-            final_acc = info.val_accuracy;
-            if (info.val_loss < best_val) best_val = info.val_loss;
+            tr->final_val = info.val_loss;
+            tr->final_acc = info.val_accuracy;
+            if (info.val_loss < tr->best_val) tr->best_val = info.val_loss;
         }
         fprintf(mf, "{\"step\":%d,", info.step);
         json_num(mf, "train_loss", info.train_loss); fputc(',', mf);
@@ -350,6 +396,21 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
         fputs("}\n", mf);
         fflush(mf);  /* a crash loses at most the step in flight */
         if (on_step) on_step(ctx, &info);
+        /* checkpoints after the step's metrics line, so a resume from one
+         * finds every line up to its step */
+        if (ckpt_ok && c->save_interval > 0 && tr->step % c->save_interval == 0) {
+            st = hpt_trainer_save_checkpoint(tr);
+            if (st != HPT_OK) break;
+            saved_at = tr->step;
+        }
+        if (ckpt_ok && stop_requested && tr->step < c->max_iters) {
+            stop_requested = 0;  /* consumed: a later run in this process starts afresh */
+            if (saved_at != tr->step) st = hpt_trainer_save_checkpoint(tr);
+            if (st == HPT_OK)
+                st = hpt_fail(HPT_ERR_INTERRUPTED, "interrupted after step %d of %d; checkpoint saved to '%s'",
+                              tr->step, c->max_iters, tr->ckpt_path);
+            break;
+        }
     }
     fclose(mf);
     if (st != HPT_OK) { free(step_times); return st; }
@@ -359,7 +420,7 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     if (st != HPT_OK) { free(step_times); return st; }
 
     qsort(step_times, (size_t)calls, sizeof(double), cmp_double);
-    double med = step_times[calls / 2];
+    double med = calls ? step_times[calls / 2] : NAN;  /* NaN: resumed at the last step */
     free(step_times);
     double flops = hpt_model_train_flops(m, c->batch_size * c->grad_accum, tr->task_->tokens_per_sample);
     uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
@@ -370,9 +431,9 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     if (!sf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
     fprintf(sf, "{\n  \"task\": \"%s\",\n  \"model\": \"%s\",\n  \"params\": %zu,\n  \"steps\": %d,\n",
             c->task, hpt_model_describe(m), m->nparams, tr->step);
-    fprintf(sf, "  "); json_num(sf, "final_val_loss", final_val); fprintf(sf, ",\n  ");
-    if (tr->task_->classify) { json_num(sf, "test_accuracy", final_acc); fprintf(sf, ",\n  "); }
-    json_num(sf, "best_val_loss", best_val); fprintf(sf, ",\n  ");
+    fprintf(sf, "  "); json_num(sf, "final_val_loss", tr->final_val); fprintf(sf, ",\n  ");
+    if (tr->task_->classify) { json_num(sf, "test_accuracy", tr->final_acc); fprintf(sf, ",\n  "); }
+    json_num(sf, "best_val_loss", tr->best_val); fprintf(sf, ",\n  ");
     json_num(sf, "train_s", tr->train_s); fprintf(sf, ",\n  ");
     json_num(sf, "wall_s", wall); fprintf(sf, ",\n  ");
     json_num(sf, "eval_s", tr->eval_s); fprintf(sf, ",\n  ");
@@ -391,6 +452,6 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
 
     logf_(log, ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
           "%.1f GFLOP/s, final val %.4f, best val %.4f, param_crc32 %08x",
-          tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, final_val, best_val, crc);
+          tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, tr->final_val, tr->best_val, crc);
     return HPT_OK;
 }

@@ -22,7 +22,17 @@ struct hpt_trainer {
     int step;              /* completed steps (real or predicted): the schedule position */
     int updates;           /* AdamW updates applied (real steps) */
     double train_s, eval_s, tokens;
+    /* the run loop's own state, kept here so that checkpoints carry it */
+    float final_val, best_val, final_acc;
+    int next_eval;
+    int resumed;           /* 1: state restored from a checkpoint */
+    int *keep_steps;       /* (keep_last) scratch for pruning old checkpoints */
+    char ckpt_path[4400];  /* last checkpoint saved or resumed from */
 };
+
+/* Writes DIR/checkpoints/ckpt-<step>.bin atomically and deletes all but the
+ * keep_last newest (checkpoint.c). */
+hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr);
 
 /* The AdamW settings of step `it` (0-based), learning rate from the schedule. */
 hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it);

@@ -1,0 +1,358 @@
+/*
+ * checkpoint.c — whole-training-state checkpoints and resume (baseline mode).
+ *
+ * A checkpoint is a model.bin (CONF, TOKN, PARM: `hpt sample` reads it as a
+ * model) plus four sections in the same container (docs/format.md):
+ *   TCFG  the resolved training config (strings length-prefixed)
+ *   TRST  step counters, clocks, the run loop's evaluation state
+ *   ADAM  the AdamW moments, m then v
+ *   DATA  the task's data cursor (opaque bytes, see task.h)
+ * Files: DIR/checkpoints/ckpt-<step, 8 digits>.bin, written atomically; the
+ * keep_last newest are kept. Resume picks the newest that passes every check
+ * and falls back to older ones, so a torn or flipped file costs progress,
+ * never the run.
+ */
+#include "../model/model.h"
+#include "state.h"
+#include "trainer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TCFG_VERSION 1u
+#define TCFG_MAX 4 * (4 + 4096) + 256
+#define TRST_SIZE 56u
+
+/* ---------------------------------------------------------------- encoding */
+
+typedef struct membuf { unsigned char *p; size_t n, cap; } membuf;
+
+static void put(membuf *b, const void *p, size_t n) {
+    HPT_ASSERT(b->n + n <= b->cap);
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+static void put_u32(membuf *b, uint32_t v) { put(b, &v, 4); }
+static void put_i32(membuf *b, int v) { int32_t x = v; put(b, &x, 4); }
+static void put_f32(membuf *b, float v) { put(b, &v, 4); }
+static void put_str(membuf *b, const char *s) {
+    uint32_t n = (uint32_t)strlen(s);
+    put_u32(b, n);
+    put(b, s, n);
+}
+
+static size_t encode_tcfg(const hpt_train_config *c, unsigned char *buf, size_t cap) {
+    membuf b = {buf, 0, cap};
+    put_u32(&b, TCFG_VERSION);
+    put_u32(&b, 0);  /* mode: 0 baseline (hybrid state is not checkpointed yet) */
+    put_str(&b, c->task);
+    put_str(&b, c->model);
+    put_str(&b, c->data_path ? c->data_path : "");
+    put_str(&b, c->out_dir);
+    put_u32(&b, (uint32_t)c->tokenizer);
+    put_i32(&b, c->n_layer); put_i32(&b, c->n_head); put_i32(&b, c->n_embd); put_i32(&b, c->block_size);
+    put_i32(&b, c->batch_size); put_i32(&b, c->grad_accum); put_i32(&b, c->max_iters);
+    put_i32(&b, c->warmup_iters); put_i32(&b, c->epochs);
+    put_f32(&b, c->lr); put_f32(&b, c->min_lr); put_f32(&b, c->weight_decay); put_f32(&b, c->grad_clip);
+    put_f32(&b, c->beta1); put_f32(&b, c->beta2); put_f32(&b, c->eps);
+    put_i32(&b, c->eval_interval); put_i32(&b, c->eval_iters);
+    put(&b, &c->seed, 8);
+    put_i32(&b, c->threads); put_i32(&b, c->save_interval); put_i32(&b, c->keep_last);
+    return b.n;
+}
+
+static int get_i32(hpt_cursor *c, int *v) {
+    int32_t x;
+    if (!hpt_cur_bytes(c, &x, 4)) return 0;
+    *v = x;
+    return 1;
+}
+static int get_f32(hpt_cursor *c, float *v) { return hpt_cur_bytes(c, v, 4); }
+static int get_str(hpt_cursor *c, char *dst, size_t cap) {
+    uint32_t n;
+    if (!hpt_cur_u32(c, &n) || n >= cap || !hpt_cur_bytes(c, dst, n)) return 0;
+    dst[n] = 0;
+    return 1;
+}
+
+/* Strings of a decoded config (the config points into it). */
+typedef struct tcfg_strings { char task[32], model[32], data[4096], out[4096]; } tcfg_strings;
+
+static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings *str, uint32_t *mode) {
+    hpt_cursor k = {s->p, (size_t)s->n, 0};
+    uint32_t version, tok;
+    memset(c, 0, sizeof *c);
+    if (!hpt_cur_u32(&k, &version) || version != TCFG_VERSION || !hpt_cur_u32(&k, mode)) return 0;
+    if (!get_str(&k, str->task, sizeof str->task) || !get_str(&k, str->model, sizeof str->model) ||
+        !get_str(&k, str->data, sizeof str->data) || !get_str(&k, str->out, sizeof str->out))
+        return 0;
+    c->task = str->task; c->model = str->model; c->data_path = str->data; c->out_dir = str->out;
+    if (!hpt_cur_u32(&k, &tok) || tok > 1) return 0;
+    c->tokenizer = (hpt_tokenizer_kind)tok;
+    int ok = get_i32(&k, &c->n_layer) && get_i32(&k, &c->n_head) && get_i32(&k, &c->n_embd) &&
+             get_i32(&k, &c->block_size) && get_i32(&k, &c->batch_size) && get_i32(&k, &c->grad_accum) &&
+             get_i32(&k, &c->max_iters) && get_i32(&k, &c->warmup_iters) && get_i32(&k, &c->epochs) &&
+             get_f32(&k, &c->lr) && get_f32(&k, &c->min_lr) && get_f32(&k, &c->weight_decay) &&
+             get_f32(&k, &c->grad_clip) && get_f32(&k, &c->beta1) && get_f32(&k, &c->beta2) &&
+             get_f32(&k, &c->eps) && get_i32(&k, &c->eval_interval) && get_i32(&k, &c->eval_iters) &&
+             hpt_cur_u64(&k, &c->seed) && get_i32(&k, &c->threads) && get_i32(&k, &c->save_interval) &&
+             get_i32(&k, &c->keep_last);
+    return ok && k.pos == k.n;
+}
+
+/* ---------------------------------------------------------------- saving */
+
+typedef struct ckpt_ctx {
+    hpt_trainer *tr;
+    const unsigned char *tcfg; size_t tcfg_n;
+    const unsigned char *cur; size_t cur_n;
+} ckpt_ctx;
+
+static hpt_status write_ckpt(FILE *f, void *p) {
+    ckpt_ctx *k = p;
+    hpt_trainer *tr = k->tr;
+    hpt_model *m = tr->model;
+    const hpt_text *tok = tr->task_->text;
+    uint64_t n = m->nparams, adam_len = 8 + 2 * n * sizeof(float);
+    uint64_t size = HPT_STATE_HEADER_SIZE + hpt_state_model_bytes(m, tok) + (16 + k->tcfg_n) +
+                    (16 + TRST_SIZE) + (16 + adam_len) + (16 + k->cur_n) + HPT_STATE_TRAILER_SIZE;
+    hpt_writer w = {.f = f};
+    hpt_state_header(&w, size);
+    hpt_state_write_model(&w, m, tok);
+    hpt_state_section(&w, "TCFG", k->tcfg_n);
+    hpt_w_bytes(&w, k->tcfg, k->tcfg_n);
+    hpt_state_section(&w, "TRST", TRST_SIZE);
+    hpt_w_u32(&w, (uint32_t)tr->step);
+    hpt_w_u32(&w, (uint32_t)tr->updates);
+    hpt_w_bytes(&w, &tr->train_s, 8);
+    hpt_w_bytes(&w, &tr->eval_s, 8);
+    hpt_w_bytes(&w, &tr->tokens, 8);
+    hpt_w_bytes(&w, &tr->final_val, 4);
+    hpt_w_bytes(&w, &tr->best_val, 4);
+    hpt_w_bytes(&w, &tr->final_acc, 4);
+    hpt_w_u32(&w, (uint32_t)tr->next_eval);
+    hpt_w_u64(&w, (uint64_t)m->backward_calls);
+    hpt_state_section(&w, "ADAM", adam_len);
+    hpt_w_u64(&w, n);
+    hpt_w_bytes(&w, tr->m, n * sizeof(float));
+    hpt_w_bytes(&w, tr->v, n * sizeof(float));
+    hpt_state_section(&w, "DATA", k->cur_n);
+    hpt_w_bytes(&w, k->cur, k->cur_n);
+    hpt_state_trailer(&w);
+    if (w.err) return hpt_fail(HPT_ERR_IO, "write failed: %s", strerror(w.err));
+    return HPT_OK;
+}
+
+/* Step of a checkpoint file name "ckpt-NNNNNNNN.bin", or -1. */
+static int ckpt_step(const char *name) {
+    if (strlen(name) != 17 || strncmp(name, "ckpt-", 5) || strcmp(name + 13, ".bin")) return -1;
+    int s = 0;
+    for (int i = 5; i < 13; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        s = s * 10 + (name[i] - '0');
+    }
+    return s;
+}
+
+/* Deletes the checkpoints older than the keep_last newest up to step `upto`
+ * (newer files, which a fallback resume renames away, are left alone). */
+static void prune(hpt_trainer *tr, const char *dir, int upto) {
+    int K = tr->cfg.keep_last, have = 0;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int s = ckpt_step(e->d_name);
+        if (s < 0 || s > upto) continue;
+        /* insert into the descending top-K */
+        int i = have < K ? have++ : K;
+        if (i == K && s <= tr->keep_steps[K - 1]) continue;
+        if (i == K) i = K - 1;
+        while (i > 0 && tr->keep_steps[i - 1] < s) { tr->keep_steps[i] = tr->keep_steps[i - 1]; i--; }
+        tr->keep_steps[i] = s;
+    }
+    if (have == K) {
+        int oldest_kept = tr->keep_steps[K - 1];
+        rewinddir(d);
+        char path[4500];
+        while ((e = readdir(d))) {
+            int s = ckpt_step(e->d_name);
+            if (s < 0 || s >= oldest_kept) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoints", tr->cfg.out_dir);
+    HPT_TRY(hpt_mkdir_p(dir));
+    unsigned char tcfg[TCFG_MAX], cur[HPT_CURSOR_MAX];
+    ckpt_ctx k = {.tr = tr, .tcfg = tcfg, .cur = cur};
+    k.tcfg_n = encode_tcfg(&tr->cfg, tcfg, sizeof tcfg);
+    k.cur_n = tr->task_->cursor_save(tr->task_, cur);
+    HPT_ASSERT(k.cur_n <= HPT_CURSOR_MAX);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/ckpt-%08d.bin", dir, tr->step);
+    HPT_TRY(hpt_save_atomic(path, write_ckpt, &k));
+    snprintf(tr->ckpt_path, sizeof tr->ckpt_path, "%s", path);
+    prune(tr, dir, tr->step);
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- resume */
+
+static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) {
+    if (!log) return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log(ctx, line);
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return x > y ? -1 : x < y;
+}
+
+/* A checkpoint whose container passed its checks: are the training-state
+ * sections there and well-formed? Returns a reason, or NULL. */
+static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train_config *c,
+                                  tcfg_strings *str, uint32_t *mode) {
+    const hpt_state_sec *t = hpt_state_find(secs, nsec, "TCFG"), *r = hpt_state_find(secs, nsec, "TRST"),
+                        *a = hpt_state_find(secs, nsec, "ADAM"), *d = hpt_state_find(secs, nsec, "DATA");
+    if (!t || !r || !a || !d) return "a model file, not a checkpoint (no TCFG/TRST/ADAM/DATA section)";
+    if (!decode_tcfg(t, c, str, mode)) return "bad TCFG section";
+    if (r->n != TRST_SIZE) return "bad TRST section";
+    uint64_t n = 0;
+    memcpy(&n, a->p, a->n >= 8 ? 8 : 0);
+    if (a->n < 8 || a->n != 8 + 2 * n * sizeof(float)) return "bad ADAM section";
+    if (d->n > HPT_CURSOR_MAX) return "bad DATA section";
+    return NULL;
+}
+
+static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec *secs, int nsec) {
+    hpt_model *m = tr->model;
+    const hpt_state_sec *conf = hpt_state_find(secs, nsec, "CONF"), *parm = hpt_state_find(secs, nsec, "PARM"),
+                        *r = hpt_state_find(secs, nsec, "TRST"), *a = hpt_state_find(secs, nsec, "ADAM"),
+                        *d = hpt_state_find(secs, nsec, "DATA");
+    if (!conf || !parm || conf->n != 4 + 4ull * m->nconf || memcmp(conf->p + 4, m->conf, 4ull * m->nconf))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': its model (CONF) does not match its training config (TCFG)", path);
+    size_t n = m->nparams;
+    if (parm->n != 8 + n * sizeof(float) || a->n != 8 + 2 * n * sizeof(float))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': parameter or moment count does not match the model (%zu)", path, n);
+    memcpy(m->params, parm->p + 8, n * sizeof(float));
+    memcpy(tr->m, a->p + 8, n * sizeof(float));
+    memcpy(tr->v, a->p + 8 + n * sizeof(float), n * sizeof(float));
+    hpt_cursor k = {r->p, (size_t)r->n, 0};
+    uint32_t step, updates, next_eval;
+    uint64_t bwd;
+    hpt_cur_u32(&k, &step); hpt_cur_u32(&k, &updates);
+    hpt_cur_bytes(&k, &tr->train_s, 8); hpt_cur_bytes(&k, &tr->eval_s, 8); hpt_cur_bytes(&k, &tr->tokens, 8);
+    hpt_cur_bytes(&k, &tr->final_val, 4); hpt_cur_bytes(&k, &tr->best_val, 4); hpt_cur_bytes(&k, &tr->final_acc, 4);
+    hpt_cur_u32(&k, &next_eval); hpt_cur_u64(&k, &bwd);
+    if (step > (uint32_t)tr->cfg.max_iters || updates > step || next_eval < 1 || next_eval > INT32_MAX)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad step counters (step %u, updates %u, of %d)", path, step, updates,
+                        tr->cfg.max_iters);
+    tr->step = (int)step;
+    tr->updates = (int)updates;
+    tr->next_eval = (int)next_eval;
+    m->backward_calls = (size_t)bwd;
+    if (!tr->task_->cursor_load(tr->task_, d->p, (size_t)d->n))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': the data cursor does not fit this data set", path);
+    tr->resumed = 1;
+    snprintf(tr->ckpt_path, sizeof tr->ckpt_path, "%s", path);
+    return HPT_OK;
+}
+
+hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, hpt_log_fn log, void *ctx) {
+    *out = NULL;
+    char cdir[4200], path[4400];
+    snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);
+    /* the file names, newest first */
+    int *steps = NULL, ns = 0, cap = 0;
+    DIR *d = opendir(cdir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            int s = ckpt_step(e->d_name);
+            if (s < 0) continue;
+            if (ns == cap) {
+                int *p = realloc(steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(int));
+                if (!p) { free(steps); closedir(d); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+                steps = p;
+            }
+            steps[ns++] = s;
+        }
+        closedir(d);
+    }
+    if (ns == 0) {
+        free(steps);
+        snprintf(path, sizeof path, "%s/phases.jsonl", dir);
+        if (access(path, F_OK) == 0)
+            return hpt_fail(HPT_ERR_ARG, "'%s' is a --mode hybrid run: resuming hybrid runs is not supported yet "
+                            "(checkpoints hold the baseline trainer's state only)", dir);
+        return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s' (train with --save-interval N, or stop a run with "
+                        "Ctrl-C / SIGTERM, to write them)", cdir);
+    }
+    qsort(steps, (size_t)ns, sizeof(int), cmp_desc);
+
+    unsigned char *buf = NULL;
+    hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
+    int nsec = 0, found = -1;
+    hpt_train_config c;
+    tcfg_strings str;
+    uint32_t mode = 0;
+    char first_err[1024] = "";
+    for (int i = 0; i < ns && found < 0; i++) {
+        snprintf(path, sizeof path, "%s/ckpt-%08d.bin", cdir, steps[i]);
+        const char *why = NULL;
+        if (hpt_state_read(path, &buf, secs, &nsec) != HPT_OK) why = hpt_errmsg();
+        else if ((why = check_sections(secs, nsec, &c, &str, &mode))) { free(buf); buf = NULL; }
+        if (!why) { found = i; break; }
+        if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", why);
+        logf_(log, ctx, "checkpoint '%s' is unusable: %s%s", path, why,
+              i + 1 < ns ? "; falling back to the previous one" : "");
+    }
+    if (found < 0) {
+        hpt_status st = hpt_fail(HPT_ERR_FORMAT, "no valid checkpoint in '%s' (%d tried; the newest: %s)",
+                                 cdir, ns, first_err);
+        free(steps);
+        return st;
+    }
+    hpt_status st = HPT_OK;
+    hpt_trainer *tr = NULL;
+    if (mode != 0)
+        st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode hybrid run: resuming hybrid runs is not supported yet", path);
+    else if (threads >= 0 && threads != c.threads)
+        st = hpt_fail(HPT_ERR_ARG, "--threads %d differs from the run's --threads %d: resume with the same "
+                      "thread count (or without --threads)", threads, c.threads);
+    if (st == HPT_OK) {
+        c.out_dir = dir;  /* the directory named on the command line, wherever it was first written */
+        st = hpt_trainer_init(&tr, &c);
+    }
+    if (st == HPT_OK) st = restore(tr, path, secs, nsec);
+    free(buf);
+    if (st != HPT_OK) { hpt_trainer_free(tr); free(steps); return st; }
+    /* the newer, unusable files: out of the way of pruning and later resumes */
+    for (int i = 0; i < found; i++) {
+        char bad[4400], to[4500];
+        snprintf(bad, sizeof bad, "%s/ckpt-%08d.bin", cdir, steps[i]);
+        snprintf(to, sizeof to, "%s.corrupt", bad);
+        if (rename(bad, to) == 0) logf_(log, ctx, "renamed the unusable '%s' to '%s'", bad, to);
+    }
+    free(steps);
+    logf_(log, ctx, "resume     from '%s': step %d of %d", tr->ckpt_path, tr->step, tr->cfg.max_iters);
+    *out = tr;
+    return HPT_OK;
+}

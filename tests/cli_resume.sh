@@ -1,0 +1,219 @@
+#!/bin/sh
+# cli_resume.sh — checkpoints and bit-exact resume of `hpt train` (baseline
+# mode). Run by tests/run.sh from the repository root after `make`.
+#
+#   (a) an uninterrupted 200-step run with --save-interval 20: param_crc32 X,
+#       only the --keep-last newest checkpoints left
+#   (b) the same run killed with SIGKILL after its 3rd and its 6th checkpoint
+#       appeared, then `hpt train --resume DIR`: X again, and metrics.jsonl
+#       equal to (a)'s in every field but the wall-clock ones; a kill that
+#       comes too late (the run already finished) is replayed by deleting the
+#       newer checkpoints, which leaves what a kill there leaves
+#   (c) SIGTERM: exit 0 naming the checkpoint, resume reaches X
+#   (d) a corrupted newest checkpoint: resume says so, falls back, reaches X;
+#       every checkpoint corrupt: non-zero exit with a message
+#   (e) --resume with other training flags, another --threads, --mode hybrid,
+#       or on a hybrid run: exit 2; --save-interval with --mode hybrid: exit 2
+#   (f) Fashion-MNIST MLP resumed mid-epoch and at an epoch boundary: the
+#       uninterrupted run's parameters (when the dataset is installed)
+#   and `hpt sample` reads a checkpoint as a model.
+set -u
+HPT=${HPT:-./hpt}
+tmp=$(mktemp -d /tmp/hpt_resume.XXXXXX) || exit 1
+pids=""
+trap 'for p in $pids; do kill -9 $p 2>/dev/null; done; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+failures=0
+
+pass() { echo "ok   $1"; }
+fail() {
+    echo "FAIL $1"
+    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 5
+    failures=$((failures + 1))
+}
+run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
+
+if [ ! -x "$HPT" ]; then echo "FAIL $HPT not built (run make)"; exit 1; fi
+
+# ~20 KB of generated text (as cli_train.sh)
+awk 'BEGIN {
+    n = split("the of and a to in is you that it he was for on are as with his they at be " \
+              "this have from or one had by word but not what all were we when your can said", w, " ")
+    s = 12345; bytes = 0; line = ""
+    while (bytes < 20000) {
+        s = (s * 69069 + 1) % 4294967296
+        word = w[1 + int(s / 65536) % n]
+        if (length(line) + length(word) > 70) { print line "."; bytes += length(line) + 2; line = word }
+        else line = line (line == "" ? "" : " ") word
+    }
+    print line
+}' >"$tmp/data.txt"
+
+# Two layers at C 32 make a step take about a millisecond: slow enough to
+# be killed mid-run, 200 steps still well under a second.
+CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 \
+     --max-iters 200 --eval-interval 50 --eval-iters 2 --save-interval 20 --threads 1"
+
+crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$1/summary.json" 2>/dev/null; }
+# same_metrics A B: every line equal but time_s and rss_bytes
+same_metrics() {
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
+import json, sys
+def load(p):
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "rss_bytes", "step_ms")}
+            for l in open(p)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    print("     metrics differ: %d vs %d lines" % (len(a), len(b)))
+    for x, y in zip(a, b):
+        if x != y:
+            print("     first difference: %r vs %r" % (x, y)); break
+    sys.exit(1)
+EOF
+}
+ckpts() { ls "$1/checkpoints" 2>/dev/null | grep -c '^ckpt-[0-9]*\.bin$'; }
+
+# ---------------------------------------------------------------- (a)
+
+run "$HPT" train $CFG --out "$tmp/a"
+X=$(crc_of "$tmp/a")
+if [ $rc -eq 0 ] && [ -n "$X" ]; then pass "(a) uninterrupted run: param_crc32 $X"
+else fail "(a) uninterrupted run: status $rc"; fi
+if [ "$(ckpts "$tmp/a")" -eq 2 ] && [ -f "$tmp/a/checkpoints/ckpt-00000200.bin" ] &&
+   [ -f "$tmp/a/checkpoints/ckpt-00000180.bin" ]; then pass "(a) --keep-last 2 (default): ckpt 180 and 200 left"
+else fail "(a) checkpoints left: $(ls "$tmp/a/checkpoints" 2>/dev/null | tr '\n' ' ')"; fi
+
+# a checkpoint is a model file too
+run "$HPT" sample --model "$tmp/a/checkpoints/ckpt-00000200.bin" --tokens 20 --seed 1 --threads 1
+cp "$tmp/out" "$tmp/s1"
+run "$HPT" sample --model "$tmp/a/model.bin" --tokens 20 --seed 1 --threads 1
+if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$tmp/s1"; then pass "sample reads the last checkpoint as the final model"
+else fail "sample from a checkpoint: status $rc, or other text than from model.bin"; fi
+
+# ---------------------------------------------------------------- (b)
+
+# kill9_at NAME K L: start the run in $tmp/NAME, SIGKILL it once ckpt K
+# exists and metrics.jsonl has L lines (L > K: lines past the checkpoint,
+# which the resume must drop)
+kill9_at() {
+    d="$tmp/$1"; f=$(printf '%s/checkpoints/ckpt-%08d.bin' "$d" "$2")
+    "$HPT" train $CFG --out "$d" >/dev/null 2>&1 &
+    pid=$!; pids="$pids $pid"
+    while [ ! -e "$f" ] && kill -0 $pid 2>/dev/null; do :; done
+    while [ "$(wc -l <"$d/metrics.jsonl")" -lt "$3" ] && kill -0 $pid 2>/dev/null; do :; done
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    if [ -e "$d/summary.json" ]; then
+        # finished before the kill: replay the kill (the newer checkpoints go)
+        how="replayed"
+        for c in "$d"/checkpoints/ckpt-*.bin; do
+            s=$(basename "$c" .bin); s=${s#ckpt-}; s=$(expr "$s" + 0)
+            [ "$s" -gt "$2" ] && rm -f "$c"
+        done
+        rm -f "$d/summary.json" "$d/model.bin"
+    else how="killed"; fi
+}
+
+for k in 60 120; do
+    kill9_at "b$k" $k $((k + k / 12))
+    n=$(wc -l <"$tmp/b$k/metrics.jsonl")
+    run "$HPT" train --resume "$tmp/b$k"
+    c=$(crc_of "$tmp/b$k")
+    if [ $rc -eq 0 ] && [ "$c" = "$X" ] && grep -q 'resume .*step' "$tmp/err"; then
+        pass "(b) SIGKILL after ckpt $k ($how, $n metrics lines), resume: param_crc32 $c"
+    else fail "(b) SIGKILL after ckpt $k ($how): status $rc, param_crc32 $c, want $X"; fi
+    if same_metrics "$tmp/a" "$tmp/b$k"; then pass "(b) metrics.jsonl after resume equals the uninterrupted run's"
+    else fail "(b) metrics.jsonl after the resume from ckpt $k"; fi
+done
+
+# ---------------------------------------------------------------- (c)
+
+d="$tmp/c"
+"$HPT" train $CFG --out "$d" >"$tmp/out" 2>"$tmp/err" &
+pid=$!; pids="$pids $pid"
+while [ ! -e "$d/metrics.jsonl" ] && kill -0 $pid 2>/dev/null; do :; done
+kill -TERM $pid 2>/dev/null
+wait $pid; rc=$?
+if [ -e "$d/summary.json" ]; then
+    echo "skip (c) the run finished before SIGTERM reached it"
+elif [ $rc -eq 0 ] && grep -q 'checkpoint saved to' "$tmp/err" && [ "$(ckpts "$d")" -ge 1 ]; then
+    pass "(c) SIGTERM: exit 0, $(grep -o "ckpt-[0-9]*.bin" "$tmp/err" | head -1) saved"
+    run "$HPT" train --resume "$d"
+    c=$(crc_of "$d")
+    if [ $rc -eq 0 ] && [ "$c" = "$X" ] && same_metrics "$tmp/a" "$d"; then pass "(c) resume after SIGTERM: param_crc32 $c, same metrics"
+    else fail "(c) resume after SIGTERM: status $rc, param_crc32 $c, want $X"; fi
+else fail "(c) SIGTERM: status $rc (want 0), or no checkpoint"; fi
+
+# ---------------------------------------------------------------- (d)
+
+flip() {  # flip the byte in the middle of file $1
+    mid=$(( $(wc -c <"$1") / 2 ))
+    b=$(od -An -tu1 -j $mid -N1 "$1" | tr -d ' ')
+    printf "\\$(printf '%03o' $(( (b + 1) % 256 )))" | dd of="$1" bs=1 seek=$mid conv=notrunc 2>/dev/null
+}
+# a copy of (a) whose run was killed between ckpt 180 and the end
+cp -r "$tmp/a" "$tmp/d1"; rm -f "$tmp/d1/summary.json" "$tmp/d1/model.bin"
+flip "$tmp/d1/checkpoints/ckpt-00000200.bin"
+cp -r "$tmp/d1" "$tmp/d2"
+run "$HPT" train --resume "$tmp/d1"
+c=$(crc_of "$tmp/d1")
+if [ $rc -eq 0 ] && [ "$c" = "$X" ] && grep -q 'ckpt-00000200.bin.*CRC.*falling back' "$tmp/err" &&
+   grep -q "from '.*ckpt-00000180.bin'" "$tmp/err" && [ -f "$tmp/d1/checkpoints/ckpt-00000200.bin.corrupt" ] &&
+   same_metrics "$tmp/a" "$tmp/d1"; then
+    pass "(d) corrupt newest checkpoint: says so, renames it *.corrupt, resumes from ckpt 180, param_crc32 $c"
+else fail "(d) corrupt newest checkpoint: status $rc, param_crc32 $c, want $X"; fi
+# truncate the older one too: nothing valid is left
+head -c 1000 "$tmp/d2/checkpoints/ckpt-00000180.bin" >"$tmp/t" && mv "$tmp/t" "$tmp/d2/checkpoints/ckpt-00000180.bin"
+run "$HPT" train --resume "$tmp/d2"
+if [ $rc -ne 0 ] && grep -q 'no valid checkpoint' "$tmp/err" && [ ! -e "$tmp/d2/summary.json" ]; then
+    pass "(d) every checkpoint corrupt: exit $rc, 'no valid checkpoint'"
+else fail "(d) every checkpoint corrupt: status $rc"; fi
+run "$HPT" train --resume "$tmp/no-such-run"
+if [ $rc -ne 0 ] && grep -q 'no checkpoints' "$tmp/err"; then pass "--resume of a directory without checkpoints: exit $rc"
+else fail "--resume of a directory without checkpoints: status $rc"; fi
+
+# ---------------------------------------------------------------- (e)
+
+run "$HPT" train --resume "$tmp/a" --lr 0.1
+if [ $rc -eq 2 ] && grep -q -- '--lr' "$tmp/err"; then pass "(e) --resume with --lr: exit 2 naming it"
+else fail "(e) --resume with --lr: status $rc (want 2)"; fi
+run "$HPT" train --resume "$tmp/a" --threads 2
+if [ $rc -eq 2 ] && grep -q -- '--threads' "$tmp/err"; then pass "(e) --resume with another --threads: exit 2"
+else fail "(e) --resume --threads 2 (stored 1): status $rc (want 2)"; fi
+run "$HPT" train --resume "$tmp/a" --mode hybrid
+if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume --mode hybrid: exit 2"
+else fail "(e) --resume --mode hybrid: status $rc (want 2)"; fi
+mkdir -p "$tmp/h" && : >"$tmp/h/phases.jsonl" && : >"$tmp/h/metrics.jsonl"
+run "$HPT" train --resume "$tmp/h"
+if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume of a hybrid run: exit 2, not supported"
+else fail "(e) --resume of a hybrid run: status $rc (want 2)"; fi
+run "$HPT" train $CFG --mode hybrid --out "$tmp/never"
+if [ $rc -eq 2 ] && grep -q 'baseline' "$tmp/err"; then pass "(e) --save-interval with --mode hybrid: exit 2"
+else fail "(e) --save-interval --mode hybrid: status $rc (want 2)"; fi
+run "$HPT" train --resume "$tmp/a" --threads 1
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/a")" = "$X" ]; then pass "--resume of a finished run with its own --threads: exit 0, same parameters"
+else fail "--resume of a finished run: status $rc"; fi
+
+# ---------------------------------------------------------------- (f)
+
+FM=/usr/share/datasets/fashion-mnist
+if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
+    # 60 steps of 1000 images per epoch: ckpt 75 is mid-way through the
+    # second epoch, ckpt 60 exactly at the boundary
+    F="--task fashion-mnist --model mlp --batch-size 1000 --max-iters 90 --save-interval 15 --keep-last 10 --threads 1"
+    run "$HPT" train $F --out "$tmp/fu"
+    FX=$(crc_of "$tmp/fu")
+    [ $rc -eq 0 ] && [ -n "$FX" ] || fail "(f) uninterrupted fashion run: status $rc"
+    for k in 75 60 30; do
+        d="$tmp/f$k"; cp -r "$tmp/fu" "$d"; rm -f "$d/summary.json" "$d/model.bin"
+        for s in 90 75 60 45; do [ $s -gt $k ] && rm -f "$d/checkpoints/ckpt-000000$s.bin"; done
+        run "$HPT" train --resume "$d"
+        c=$(crc_of "$d")
+        if [ $rc -eq 0 ] && [ "$c" = "$FX" ] && same_metrics "$tmp/fu" "$d"; then
+            pass "(f) fashion MLP resumed from step $k: param_crc32 $c, same metrics"
+        else fail "(f) fashion MLP resumed from step $k: status $rc, param_crc32 $c, want $FX"; fi
+    done
+else echo "skip (f) no Fashion-MNIST in $FM"; fi
+
+echo "cli_resume: $failures failed"
+[ $failures -eq 0 ]

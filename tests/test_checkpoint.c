@@ -1,0 +1,202 @@
+/*
+ * test_checkpoint.c — whole-training-state checkpoints (src/train/checkpoint.c):
+ * the section layout, a save/resume round trip that restores every piece of
+ * state (config, parameters, AdamW moments, counters, clocks, data cursor)
+ * and continues bit for bit, pruning to --keep-last, the fallback past a
+ * corrupt newest file, and the Fashion-MNIST cursor (when installed).
+ *
+ * Files live in a mkdtemp directory under /tmp, removed at the end.
+ */
+#include "../src/train/state.h"
+#include "../src/train/trainer.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[64];
+
+static const char *tmp_path(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 512, "%s/%s", g_dir, name);
+    return p;
+}
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static char g_log[4096];
+static void capture(void *ctx, const char *line) {
+    (void)ctx;
+    size_t n = strlen(g_log);
+    snprintf(g_log + n, sizeof g_log - n, "%s\n", line);
+}
+
+static void tiny_config(hpt_train_config *c, const char *data, const char *out) {
+    hpt_train_config_default(c);
+    c->data_path = data;
+    c->out_dir = out;
+    c->n_layer = 1; c->n_head = 2; c->n_embd = 16; c->block_size = 16; c->batch_size = 4;
+    c->max_iters = 40; c->warmup_iters = 5; c->eval_interval = 10; c->eval_iters = 2;
+    c->threads = 1; c->keep_last = 2;
+}
+
+static int same_floats(const float *a, const float *b, size_t n) { return !memcmp(a, b, n * sizeof(float)); }
+
+static void test_round_trip(const char *data) {
+    const char *out = tmp_path("run");
+    hpt_train_config c;
+    tiny_config(&c, data, out);
+    hpt_trainer *a = NULL, *b = NULL;
+    CHECK(hpt_trainer_init(&a, &c) == HPT_OK, "init: %s", hpt_errmsg());
+    if (!a) return;
+    for (int i = 0; i < 7; i++) CHECK(hpt_trainer_step(a, NULL) == HPT_OK, "step: %s", hpt_errmsg());
+    a->final_val = 2.5f; a->best_val = 2.25f; a->next_eval = 10; a->eval_s = 0.125;
+    CHECK(hpt_trainer_save_checkpoint(a) == HPT_OK, "save: %s", hpt_errmsg());
+    const char *ck = tmp_path("run/checkpoints/ckpt-00000007.bin");
+    CHECK(exists(ck) && !strcmp(hpt_trainer_checkpoint(a), ck), "checkpoint path '%s'", hpt_trainer_checkpoint(a));
+
+    /* the sections, in order; the model sections come first, as in model.bin */
+    unsigned char *buf = NULL;
+    hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
+    int nsec = 0;
+    CHECK(hpt_state_read(ck, &buf, secs, &nsec) == HPT_OK, "read: %s", hpt_errmsg());
+    const char *want[] = {"CONF", "TOKN", "PARM", "TCFG", "TRST", "ADAM", "DATA"};
+    CHECK(nsec == 7, "%d sections, want 7", nsec);
+    for (int i = 0; i < nsec && i < 7; i++)
+        CHECK(!memcmp(secs[i].tag, want[i], 4), "section %d is %.4s, want %s", i, secs[i].tag, want[i]);
+    free(buf);
+
+    /* a checkpoint is a model file */
+    hpt_model *m = NULL;
+    hpt_text *tok = NULL;
+    CHECK(hpt_weights_load(ck, 1, 0, &m, &tok) == HPT_OK, "weights_load(checkpoint): %s", hpt_errmsg());
+    if (m) CHECK(same_floats(m->params, a->model->params, a->model->nparams), "checkpoint parameters differ");
+    hpt_model_free(m);
+    hpt_text_free(tok);
+
+    g_log[0] = 0;
+    CHECK(hpt_trainer_resume(&b, out, -1, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
+    if (!b) { hpt_trainer_free(a); return; }
+    CHECK(strstr(g_log, "step 7 of 40") != NULL, "resume log: %s", g_log);
+    size_t n = a->model->nparams;
+    CHECK(b->model->nparams == n && same_floats(a->model->params, b->model->params, n), "parameters differ");
+    CHECK(same_floats(a->m, b->m, n) && same_floats(a->v, b->v, n), "AdamW moments differ");
+    CHECK(b->step == 7 && b->updates == 7 && b->tokens == a->tokens && b->train_s == a->train_s &&
+          b->eval_s == a->eval_s, "counters: step %d updates %d tokens %g", b->step, b->updates, b->tokens);
+    CHECK(b->final_val == 2.5f && b->best_val == 2.25f && b->next_eval == 10 && isnan(b->final_acc),
+          "run-loop state: final %g best %g next_eval %d", b->final_val, b->best_val, b->next_eval);
+    CHECK(b->model->backward_calls == a->model->backward_calls, "backward calls %zu vs %zu",
+          b->model->backward_calls, a->model->backward_calls);
+    const hpt_train_config *ca = &a->cfg, *cb = &b->cfg;
+    CHECK(!strcmp(ca->task, cb->task) && !strcmp(ca->model, cb->model) && !strcmp(ca->data_path, cb->data_path) &&
+          !strcmp(ca->out_dir, cb->out_dir) && ca->tokenizer == cb->tokenizer && ca->n_layer == cb->n_layer &&
+          ca->n_head == cb->n_head && ca->n_embd == cb->n_embd && ca->block_size == cb->block_size &&
+          ca->batch_size == cb->batch_size && ca->grad_accum == cb->grad_accum && ca->max_iters == cb->max_iters &&
+          ca->warmup_iters == cb->warmup_iters && ca->epochs == cb->epochs && ca->lr == cb->lr &&
+          ca->min_lr == cb->min_lr && ca->weight_decay == cb->weight_decay && ca->grad_clip == cb->grad_clip &&
+          ca->beta1 == cb->beta1 && ca->beta2 == cb->beta2 && ca->eps == cb->eps &&
+          ca->eval_interval == cb->eval_interval && ca->eval_iters == cb->eval_iters && ca->seed == cb->seed &&
+          ca->threads == cb->threads && ca->save_interval == cb->save_interval && ca->keep_last == cb->keep_last,
+          "the restored config differs");
+    /* the same steps from here on: data cursor and optimizer state */
+    for (int i = 0; i < 5; i++) {
+        hpt_step_info ia, ib;
+        CHECK(hpt_trainer_step(a, &ia) == HPT_OK && hpt_trainer_step(b, &ib) == HPT_OK, "step: %s", hpt_errmsg());
+        CHECK(ia.train_loss == ib.train_loss && ia.grad_norm == ib.grad_norm && ia.lr == ib.lr,
+              "step %d: loss %.9g vs %.9g", ia.step, ia.train_loss, ib.train_loss);
+    }
+    CHECK(same_floats(a->model->params, b->model->params, n), "parameters differ 5 steps after the resume");
+
+    /* --threads must match the stored count */
+    hpt_trainer *t2 = NULL;
+    CHECK(hpt_trainer_resume(&t2, out, 2, NULL, NULL) == HPT_ERR_ARG && !t2, "resume with threads 2 not refused");
+    CHECK(strstr(hpt_errmsg(), "--threads") != NULL, "message: %s", hpt_errmsg());
+
+    /* keep_last 2: saving at 12, 13 leaves 12 and 13; a newer file is left alone */
+    FILE *f = fopen(tmp_path("run/checkpoints/ckpt-00000099.bin"), "wb");
+    if (f) { fputs("not a checkpoint", f); fclose(f); }
+    CHECK(hpt_trainer_save_checkpoint(a) == HPT_OK, "save: %s", hpt_errmsg());
+    CHECK(hpt_trainer_step(a, NULL) == HPT_OK, "step");
+    CHECK(hpt_trainer_save_checkpoint(a) == HPT_OK, "save: %s", hpt_errmsg());
+    CHECK(!exists(ck) && exists(tmp_path("run/checkpoints/ckpt-00000012.bin")) &&
+          exists(tmp_path("run/checkpoints/ckpt-00000013.bin")) && exists(tmp_path("run/checkpoints/ckpt-00000099.bin")),
+          "pruning to keep_last 2 left the wrong files");
+
+    /* the newest (99) is garbage: resume says so and takes 13; the bad one is renamed */
+    hpt_trainer_free(b);
+    b = NULL;
+    g_log[0] = 0;
+    CHECK(hpt_trainer_resume(&b, out, 1, capture, NULL) == HPT_OK, "resume past a bad file: %s", hpt_errmsg());
+    CHECK(strstr(g_log, "ckpt-00000099.bin") && strstr(g_log, "falling back") && strstr(g_log, "step 13 of 40"),
+          "fallback log: %s", g_log);
+    CHECK(!exists(tmp_path("run/checkpoints/ckpt-00000099.bin")) &&
+          exists(tmp_path("run/checkpoints/ckpt-00000099.bin.corrupt")), "the bad checkpoint was not renamed");
+    if (b) CHECK(same_floats(a->model->params, b->model->params, n) && same_floats(a->v, b->v, n),
+                 "state differs after resuming from step 13");
+    hpt_trainer_free(a);
+    hpt_trainer_free(b);
+}
+
+static void test_fashion_cursor(void) {
+    if (!exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+        printf("  fashion-mnist not installed: cursor test skipped\n");
+        return;
+    }
+    hpt_train_config c;
+    hpt_train_config_default_for(&c, "fashion-mnist", "mlp");
+    c.batch_size = 4000;  /* 15 batches an epoch */
+    c.out_dir = tmp_path("fm");
+    c.threads = 1;
+    hpt_task *a = NULL, *b = NULL;
+    CHECK(hpt_task_fashion_init(&a, &c) == HPT_OK && hpt_task_fashion_init(&b, &c) == HPT_OK, "init: %s", hpt_errmsg());
+    if (!a || !b) { if (a) { hpt_model_free(a->model); a->free(a); } if (b) { hpt_model_free(b->model); b->free(b); } return; }
+    hpt_batch x, y;
+    /* into the second epoch: 20 batches, then compare the next 15 (across the boundary) */
+    for (int i = 0; i < 20; i++) a->train_batch(a, &x);
+    unsigned char cur[HPT_CURSOR_MAX];
+    size_t n = a->cursor_save(a, cur);
+    CHECK(n > 0 && n <= HPT_CURSOR_MAX && b->cursor_load(b, cur, n), "cursor save/load (%zu bytes)", n);
+    int same = 1;
+    for (int i = 0; i < 15; i++) {
+        a->train_batch(a, &x);
+        b->train_batch(b, &y);
+        same &= x.B == y.B && !memcmp(x.x, y.x, (size_t)x.B * 784 * sizeof(float)) &&
+                !memcmp(x.targets, y.targets, (size_t)x.B * sizeof(int));
+    }
+    CHECK(same, "batches after a restored cursor differ");
+    CHECK(!b->cursor_load(b, cur, n - 1), "a short cursor was accepted");
+    hpt_model_free(a->model); a->free(a);
+    hpt_model_free(b->model); b->free(b);
+}
+
+static void remove_tree(const char *dir) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/hpt_ckpt.XXXXXX");
+    if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
+    /* a text file: words from an LCG */
+    const char *data = tmp_path("data.txt");
+    FILE *f = fopen(data, "w");
+    if (!f) { perror(data); return 2; }
+    const char *w[] = {"the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was"};
+    uint32_t s = 12345;
+    for (int i = 0; i < 4000; i++) {
+        s = s * 69069u + 1u;
+        fprintf(f, "%s%s", w[(s >> 16) % 12], i % 12 == 11 ? ".\n" : " ");
+    }
+    fclose(f);
+    printf("round trip\n");
+    test_round_trip(data);
+    printf("fashion cursor\n");
+    test_fashion_cursor();
+    remove_tree(g_dir);
+    return TEST_REPORT("test_checkpoint");
+}
