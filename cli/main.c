@@ -123,7 +123,7 @@ static void usage(FILE *f) {
 "  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
 "  --mode baseline|hybrid plain training, or the hybrid predictive controller        [baseline]\n"
 "  --save-interval N      checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps,\n"
-"                         0 = only when stopped by Ctrl-C / SIGTERM (baseline mode)  [0]\n"
+"                         0 = only when stopped by Ctrl-C / SIGTERM                  [0]\n"
 "  --keep-last N          checkpoints kept; older ones are deleted                   [2]\n"
 "  --resume DIR           continue the run in DIR from its newest valid checkpoint,\n"
 "                         with its stored configuration (only --threads, equal to the\n"
@@ -143,7 +143,8 @@ static void usage(FILE *f) {
 "  --correction-interval N   predicted steps between probe-loss checks              [4]\n"
 "  --probe-batches N      training batches per verification                         [2]\n"
 "  --whole-phase          apply a Predict phase's steps as one jump, then verify\n"
-"  --ensemble N, --hidden N, --bptt N   dynamics model size                         [3, 32, 16]\n"
+"  --count-cost           value a Predict phase's cost by counted passes, not wall\n"
+"                         time: the run is reproducible (and resumable) bit for bit\n""  --ensemble N, --hidden N, --bptt N   dynamics model size                         [3, 32, 16]\n"
 "  --div-window N, --div-loss-z X, --div-grad-explode X, --div-grad-vanish X   divergence thresholds\n"
 "\n"
 "sample options:\n"
@@ -232,8 +233,6 @@ static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_inte
 /* hpt train --resume DIR: the stored configuration, nothing else but
  * --threads (checked against the stored count) and --log-interval. */
 static int resume_train(const char *dir, const char *train_flag, int hybrid, int threads, int log_interval) {
-    if (hybrid) die_usage("%s", "--resume: resuming --mode hybrid runs is not supported yet (checkpoints hold "
-                          "the baseline trainer's state only)");
     if (train_flag)
         die_usage("--resume DIR continues the run with its stored configuration: %s cannot be given with it "
                   "(only --threads, equal to the stored count, and --log-interval can)", train_flag);
@@ -241,7 +240,18 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
     install_stop_handlers();
     hpt_status st = hpt_trainer_resume(&tr, dir, threads, on_log, NULL);
     if (st != HPT_OK) die_status(st);
-    return run_to_end(tr, NULL, log_interval);
+    if (hybrid >= 0 && hybrid != hpt_trainer_resumed_hybrid(tr)) {
+        hpt_trainer_free(tr);
+        die_usage("%s", hybrid ? "--resume: --mode hybrid, but the run is a --mode baseline run (the mode comes "
+                                 "from the checkpoint)"
+                               : "--resume: --mode baseline, but the run is a --mode hybrid run (the mode comes "
+                                 "from the checkpoint)");
+    }
+    if (!hpt_trainer_resumed_hybrid(tr)) return run_to_end(tr, NULL, log_interval);
+    /* a hybrid run: its hybrid config comes from the checkpoint too */
+    hpt_hybrid_config hc;
+    if ((st = hpt_hybrid_config_resumed(tr, &hc)) != HPT_OK) { hpt_trainer_free(tr); die_status(st); }
+    return run_to_end(tr, &hc, log_interval);
 }
 
 static int cmd_train(int argc, char **argv) {
@@ -258,6 +268,7 @@ static int cmd_train(int argc, char **argv) {
     c.data_path = NULL;
     int log_interval = 0, set_iters = 0, set_epochs = 0, hybrid = 0;
     const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
+    int mode_given = 0;
     const char *resume_dir = NULL;
     char train_flag[128] = "";       /* the first flag --resume excludes */
     int threads_flag = -1;
@@ -306,6 +317,7 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else if (!strcmp(n, "--mode")) {
             const char *v = flag_value(&a);
+            mode_given = 1;
             if (!strcmp(v, "hybrid")) hybrid = 1;
             else if (!strcmp(v, "baseline")) hybrid = 0;
             else die_usage("--mode must be 'baseline' or 'hybrid', got '%s'", v);
@@ -326,6 +338,7 @@ static int cmd_train(int argc, char **argv) {
         else if (HFLAG("--correction-interval")) hc.correction_interval = (int)parse_int(n, flag_value(&a), 1, 100000);
         else if (HFLAG("--probe-batches")) hc.probe_batches = (int)parse_int(n, flag_value(&a), 1, 64);
         else if (HFLAG("--whole-phase")) hc.whole_phase = 1;
+        else if (HFLAG("--count-cost")) hc.count_cost = 1;
         else if (HFLAG("--ensemble")) hc.ensemble = (int)parse_int(n, flag_value(&a), 1, 16);
         else if (HFLAG("--hidden")) hc.hidden = (int)parse_int(n, flag_value(&a), 2, 1024);
         else if (HFLAG("--bptt")) hc.bptt = (int)parse_int(n, flag_value(&a), 1, 256);
@@ -336,9 +349,8 @@ static int cmd_train(int argc, char **argv) {
 #undef HFLAG
         else die_usage("unknown option '%s' for 'hpt train'", n);
     }
-    if (resume_dir) return resume_train(resume_dir, train_flag[0] ? train_flag : NULL, hybrid, threads_flag, log_interval);
-    if (hybrid && c.save_interval > 0)
-        die_usage("%s", "--save-interval: checkpoints cover --mode baseline only for now (hybrid state is not saved)");
+    if (resume_dir) return resume_train(resume_dir, train_flag[0] ? train_flag : NULL, mode_given ? hybrid : -1,
+                                    threads_flag, log_interval);
     if (set_iters && set_epochs && c.epochs > 0) die_usage("%s", "give --max-iters or --epochs, not both");
     if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */
     if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
@@ -349,8 +361,7 @@ static int cmd_train(int argc, char **argv) {
     hpt_trainer *tr;
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);
-    /* hybrid runs keep the default signal behaviour: their state is not checkpointed */
-    if (!hybrid) install_stop_handlers();
+    install_stop_handlers();
     return run_to_end(tr, hybrid ? &hc : NULL, log_interval);
 }
 

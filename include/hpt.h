@@ -222,7 +222,7 @@ typedef struct hpt_train_config {
     uint64_t seed;
     int threads;            /* <= 0: all cores */
     const char *out_dir;    /* metrics.jsonl, summary.json, model.bin */
-    /* checkpoints (baseline mode): DIR/checkpoints/ckpt-<step, 8 digits>.bin */
+    /* checkpoints (both modes): DIR/checkpoints/ckpt-<step, 8 digits>.bin */
     int save_interval;      /* save every N steps; 0: only when interrupted */
     int keep_last;          /* checkpoints kept, older ones deleted after a save (>= 1) */
 } hpt_train_config;
@@ -285,7 +285,7 @@ hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy);
  * evaluation, metrics.jsonl and summary.json in out_dir, and model.bin at the end.
  * Checkpoints every save_interval steps; after hpt_request_stop, a checkpoint
  * and HPT_ERR_INTERRUPTED. A resumed trainer (hpt_trainer_resume) cuts
- * metrics.jsonl back to its step and appends. */
+ * metrics.jsonl back to its length at the checkpoint and appends. */
 hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
 /* Asks a running hpt_trainer_run to stop: it finishes the step in flight,
@@ -299,7 +299,9 @@ const char *hpt_trainer_checkpoint(const hpt_trainer *tr);
  * that hpt_trainer_run continues the run in DIR bit for bit. A checkpoint
  * that fails its checks is reported through log and the previous one tried
  * (the bad one is renamed to *.corrupt once a good one is found). threads:
- * -1 keeps the stored count; any other value must equal it (HPT_ERR_ARG). */
+ * -1 keeps the stored count; any other value must equal it (HPT_ERR_ARG).
+ * A hybrid run's checkpoint (hpt_trainer_resumed_hybrid) is continued with
+ * hpt_trainer_run_hybrid and hpt_hybrid_config_resumed's config. */
 hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
                               hpt_log_fn log, void *ctx);
 
@@ -332,6 +334,10 @@ typedef struct hpt_hybrid_config {
     float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
     float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
     float div_grad_vanish;       /* [--div-grad-vanish] */
+    /* [--count-cost] value a Predict phase's cost by counted passes (a probe
+     * forward = 1/3 real step) instead of wall time: runs reproducible bit for
+     * bit (and resumable to the same bits), at the price of a cruder charge */
+    int count_cost;
 } hpt_hybrid_config;
 
 void hpt_hybrid_config_default(hpt_hybrid_config *c);
@@ -342,6 +348,12 @@ hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c);
  * predictor overhead, acceptance, calibration). */
 hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
                                   hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+/* A trainer from hpt_trainer_resume: 1 if its checkpoint came from a
+ * --mode hybrid run (continue it with hpt_trainer_run_hybrid and the config
+ * from hpt_hybrid_config_resumed), else 0. */
+int hpt_trainer_resumed_hybrid(const hpt_trainer *tr);
+/* The hybrid config stored in a resumed trainer's checkpoint (HYBR). */
+hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc);
 
 /* ---------------------------------------------------------------- weights */
 

@@ -12,8 +12,8 @@
 #   (c) SIGTERM: exit 0 naming the checkpoint, resume reaches X
 #   (d) a corrupted newest checkpoint: resume says so, falls back, reaches X;
 #       every checkpoint corrupt: non-zero exit with a message
-#   (e) --resume with other training flags, another --threads, --mode hybrid,
-#       or on a hybrid run: exit 2; --save-interval with --mode hybrid: exit 2
+#   (e) --resume with other training flags, another --threads, or --mode
+#       hybrid on a baseline run: exit 2 (hybrid runs: tests/cli_resume_hybrid.sh)
 #   (f) Fashion-MNIST MLP resumed mid-epoch and at an epoch boundary: the
 #       uninterrupted run's parameters (when the dataset is installed)
 #   and `hpt sample` reads a checkpoint as a model.
@@ -183,13 +183,6 @@ else fail "(e) --resume --threads 2 (stored 1): status $rc (want 2)"; fi
 run "$HPT" train --resume "$tmp/a" --mode hybrid
 if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume --mode hybrid: exit 2"
 else fail "(e) --resume --mode hybrid: status $rc (want 2)"; fi
-mkdir -p "$tmp/h" && : >"$tmp/h/phases.jsonl" && : >"$tmp/h/metrics.jsonl"
-run "$HPT" train --resume "$tmp/h"
-if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume of a hybrid run: exit 2, not supported"
-else fail "(e) --resume of a hybrid run: status $rc (want 2)"; fi
-run "$HPT" train $CFG --mode hybrid --out "$tmp/never"
-if [ $rc -eq 2 ] && grep -q 'baseline' "$tmp/err"; then pass "(e) --save-interval with --mode hybrid: exit 2"
-else fail "(e) --save-interval --mode hybrid: status $rc (want 2)"; fi
 run "$HPT" train --resume "$tmp/a" --threads 1
 if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/a")" = "$X" ]; then pass "--resume of a finished run with its own --threads: exit 0, same parameters"
 else fail "--resume of a finished run: status $rc"; fi

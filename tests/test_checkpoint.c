@@ -64,9 +64,9 @@ static void test_round_trip(const char *data) {
     hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
     int nsec = 0;
     CHECK(hpt_state_read(ck, &buf, secs, &nsec) == HPT_OK, "read: %s", hpt_errmsg());
-    const char *want[] = {"CONF", "TOKN", "PARM", "TCFG", "TRST", "ADAM", "DATA"};
-    CHECK(nsec == 7, "%d sections, want 7", nsec);
-    for (int i = 0; i < nsec && i < 7; i++)
+    const char *want[] = {"CONF", "TOKN", "PARM", "TCFG", "TRST", "ADAM", "DATA", "LOGS"};
+    CHECK(nsec == 8, "%d sections, want 8", nsec);
+    for (int i = 0; i < nsec && i < 8; i++)
         CHECK(!memcmp(secs[i].tag, want[i], 4), "section %d is %.4s, want %s", i, secs[i].tag, want[i]);
     free(buf);
 
@@ -173,6 +173,63 @@ static void test_fashion_cursor(void) {
     hpt_model_free(b->model); b->free(b);
 }
 
+
+/* A hybrid run's checkpoint: its HYBR section loads into a fresh driver and
+ * saves again to the same bytes; a damaged section is refused. */
+static void test_hybrid_state(const char *data) {
+    const char *out = tmp_path("hyb");
+    hpt_train_config c;
+    tiny_config(&c, data, out);
+    c.max_iters = 60; c.save_interval = 30; c.keep_last = 5;
+    hpt_hybrid_config hc;
+    hpt_hybrid_config_default(&hc);
+    hc.warmup_steps = 10; hc.full_steps = 3; hc.min_predict_steps = 2; hc.max_predict_steps = 4;
+    hc.correct_steps = 2; hc.confidence_threshold = 0.0f; hc.predictor = "linear"; hc.waste_budget = 0.5f;
+    hc.count_cost = 1;
+    hpt_trainer *a = NULL, *b = NULL;
+    CHECK(hpt_trainer_init(&a, &c) == HPT_OK, "init: %s", hpt_errmsg());
+    if (!a) return;
+    CHECK(hpt_trainer_run_hybrid(a, &hc, NULL, NULL, NULL) == HPT_OK, "hybrid run: %s", hpt_errmsg());
+    size_t n = a->model->nparams;
+    hpt_trainer_free(a);
+
+    const char *ck = tmp_path("hyb/checkpoints/ckpt-00000060.bin");
+    unsigned char *buf = NULL;
+    hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
+    int nsec = 0;
+    CHECK(hpt_state_read(ck, &buf, secs, &nsec) == HPT_OK, "read %s: %s", ck, hpt_errmsg());
+    if (!buf) return;
+    const hpt_state_sec *hy = hpt_state_find(secs, nsec, "HYBR"), *t = hpt_state_find(secs, nsec, "TCFG");
+    CHECK(hy && hy->n > 3 * n * sizeof(float), "HYBR section with the snapshot arena (%llu bytes)",
+          hy ? (unsigned long long)hy->n : 0ull);
+    uint32_t mode = 9;
+    if (t) memcpy(&mode, t->p + 4, 4);
+    CHECK(mode == 1, "TCFG mode %u (want 1: hybrid)", mode);
+
+    g_log[0] = 0;
+    CHECK(hpt_trainer_resume(&b, out, -1, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
+    if (b && hy) {
+        CHECK(hpt_trainer_resumed_hybrid(b), "resumed as a hybrid run");
+        hpt_hybrid_config rc;
+        CHECK(hpt_hybrid_config_resumed(b, &rc) == HPT_OK, "config: %s", hpt_errmsg());
+        CHECK(rc.warmup_steps == 10 && rc.full_steps == 3 && rc.max_predict_steps == 4 && rc.count_cost == 1 &&
+              rc.confidence_threshold == 0.0f && rc.waste_budget == 0.5f && !strcmp(rc.predictor, "linear"),
+              "the hybrid config comes back");
+        unsigned char *again = NULL;
+        size_t again_n = 0;
+        CHECK(hpt_hybrid_state_roundtrip(b, &again, &again_n) == HPT_OK, "round trip: %s", hpt_errmsg());
+        CHECK(again && again_n == hy->n && !memcmp(again, hy->p, again_n),
+              "HYBR saved again: %zu bytes, equal: %d", again_n, again && again_n == hy->n && !memcmp(again, hy->p, again_n));
+        free(again);
+        /* a damaged payload (a block length) is refused, not half-loaded */
+        b->resume_state[4 + 88 + 8] ^= 0x40;
+        CHECK(hpt_hybrid_state_roundtrip(b, &again, &again_n) != HPT_OK, "a damaged HYBR is refused");
+        free(again);
+    }
+    hpt_trainer_free(b);
+    free(buf);
+}
+
 static void remove_tree(const char *dir) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -183,7 +240,8 @@ int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/hpt_ckpt.XXXXXX");
     if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
     /* a text file: words from an LCG */
-    const char *data = tmp_path("data.txt");
+    static char data[512];  /* its own copy: tmp_path's buffers rotate */
+    snprintf(data, sizeof data, "%s", tmp_path("data.txt"));
     FILE *f = fopen(data, "w");
     if (!f) { perror(data); return 2; }
     const char *w[] = {"the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was"};
@@ -195,6 +253,8 @@ int main(void) {
     fclose(f);
     printf("round trip\n");
     test_round_trip(data);
+    printf("hybrid state\n");
+    test_hybrid_state(data);
     printf("fashion cursor\n");
     test_fashion_cursor();
     remove_tree(g_dir);

@@ -30,6 +30,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct hybrid {
     hpt_hybrid_config cfg;
@@ -70,6 +72,8 @@ typedef struct hybrid {
     float accept_ema;        /* acceptance history in [0, 1] */
     double real_step_s;      /* EMA of a real step's time: the unit a failed phase is charged in */
     FILE *phases_log;
+    char phases_path[4200];
+    uint64_t phases_bytes;   /* its length in a checkpoint being loaded */
 
     /* accounting */
     int backward_passes, probe_passes, rollbacks, div_rollbacks;
@@ -145,6 +149,7 @@ hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
     if (c->ensemble < 1 || c->ensemble > 16) return hpt_fail(HPT_ERR_ARG, "--ensemble must be in [1, 16] (got %d)", c->ensemble);
     if (c->hidden < 2 || c->hidden > 1024) return hpt_fail(HPT_ERR_ARG, "--hidden must be in [2, 1024] (got %d)", c->hidden);
     if (c->bptt < 1 || c->bptt > 256) return hpt_fail(HPT_ERR_ARG, "--bptt must be in [1, 256] (got %d)", c->bptt);
+    if (c->count_cost != 0 && c->count_cost != 1) return hpt_fail(HPT_ERR_ARG, "count_cost must be 0 or 1 (got %d)", c->count_cost);
     return HPT_OK;
 }
 
@@ -332,10 +337,19 @@ static float confidence_now(hybrid *h) {
     return dc < h->accept_ema ? dc : h->accept_ema;
 }
 
+/* What a Predict phase has cost so far, in real steps: its wall time over a
+ * real step's, or with count_cost its passes (a probe forward a third of a
+ * real step, a predicted step a fiftieth), which no clock can change. */
+static double phase_cost(const hybrid *h, double t0, int probes0, int applied) {
+    if (h->cfg.count_cost) return (h->probe_passes - probes0) / 3.0 + applied / 50.0;
+    return h->real_step_s > 0.0 ? (hpt_now() - t0) / h->real_step_s : 1.0;
+}
+
 static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
     hpt_trainer *tr = h->tr;
     const hpt_train_config *c = &tr->cfg;
     double t0 = hpt_now();
+    int probes0 = h->probe_passes;
     if (horizon > c->max_iters - tr->step) horizon = c->max_iters - tr->step;
     if (horizon < 1) horizon = 1;
 
@@ -407,7 +421,7 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
      * by what it was worth, at most the steps applied: a jump worth one step
      * must not skip forty steps of the schedule. */
     float per_step = progress_per_step(h);
-    double spent = h->real_step_s > 0.0 ? (hpt_now() - t0) / h->real_step_s : 1.0;
+    double spent = phase_cost(h, t0, probes0, applied);
     float gain = L0 - best_L;
     float worth = isfinite(per_step) && per_step > 0.0f ? gain / per_step : 0.0f;
     if (worth > (float)applied) worth = (float)applied;
@@ -436,8 +450,8 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     if (h->ph.pred_open) {
         hpt_phase_end_predict(&h->ph, accepted, why);
         /* charge the waste budget what the phase really cost, in real steps */
-        if (!accepted && h->real_step_s > 0.0)
-            hpt_phase_charge(&h->ph, (int)ceil((hpt_now() - t0) / h->real_step_s));
+        if (!accepted && (h->cfg.count_cost || h->real_step_s > 0.0))
+            hpt_phase_charge(&h->ph, (int)ceil(phase_cost(h, t0, probes0, applied)));
     }
     log_transition(h, HPT_PHASE_PREDICT, why);
 
@@ -583,8 +597,194 @@ static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
     if (log) log(ctx, line);
 }
 
-hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
-                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+
+/* ---------------------------------------------------------------- checkpoints
+ * The HYBR section (docs/format.md): everything the next step reads, as
+ * fixed-width fields and raw little-endian bytes. One walker serves the
+ * three uses (count, write, read), so the layout cannot drift between them:
+ *   u32 version, the config (HYBR_CFG_BYTES), u64 phases.jsonl length, then
+ *   blocks (u64 length + bytes): the phase controller, the divergence
+ *   monitor, the encoder region, the 4 dynamics regions, the predictor's
+ *   gates, scales, ring counters and arena, the snapshot's valid, step and
+ *   arena, the driver's scalars and loss ring, its counters, prev_upd. */
+#define HYBR_VERSION 1u
+#define HYBR_CFG_WORDS 22
+#define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
+
+static void encode_cfg(const hpt_hybrid_config *c, unsigned char *out) {
+    uint32_t w[HYBR_CFG_WORDS];
+    int k = 0;
+#define I_(x) w[k++] = (uint32_t)(int32_t)(x)
+#define F_(x) do { float f_ = (x); memcpy(&w[k++], &f_, 4); } while (0)
+    I_(c->warmup_steps); I_(c->full_steps); I_(c->min_predict_steps); I_(c->max_predict_steps);
+    I_(c->correct_steps); I_(c->max_consecutive_predict); F_(c->confidence_threshold);
+    I_(c->backoff_after); I_(c->max_backoff); F_(c->waste_budget);
+    I_(hpt_pred_parse(c->predictor)); I_(c->correction_interval); I_(c->probe_batches); I_(c->whole_phase);
+    I_(c->ensemble); I_(c->hidden); I_(c->bptt);
+    I_(c->div_window); F_(c->div_loss_z); F_(c->div_grad_explode); F_(c->div_grad_vanish);
+    I_(c->count_cost);
+    HPT_ASSERT(k == HYBR_CFG_WORDS);
+    memcpy(out, w, sizeof w);
+}
+
+static int decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
+    uint32_t w[HYBR_CFG_WORDS];
+    memcpy(w, in, sizeof w);
+    int k = 0;
+    hpt_hybrid_config_default(c);
+#define GI_(x) x = (int32_t)w[k++]
+#define GF_(x) memcpy(&(x), &w[k++], 4)
+    GI_(c->warmup_steps); GI_(c->full_steps); GI_(c->min_predict_steps); GI_(c->max_predict_steps);
+    GI_(c->correct_steps); GI_(c->max_consecutive_predict); GF_(c->confidence_threshold);
+    GI_(c->backoff_after); GI_(c->max_backoff); GF_(c->waste_budget);
+    int kind; GI_(kind);
+    GI_(c->correction_interval); GI_(c->probe_batches); GI_(c->whole_phase);
+    GI_(c->ensemble); GI_(c->hidden); GI_(c->bptt);
+    GI_(c->div_window); GF_(c->div_loss_z); GF_(c->div_grad_explode); GF_(c->div_grad_vanish);
+    GI_(c->count_cost);
+#undef I_
+#undef F_
+#undef GI_
+#undef GF_
+    if (kind < HPT_PRED_COAST || kind > HPT_PRED_LINEAR) return 0;
+    c->predictor = hpt_pred_name((hpt_pred_kind)kind);
+    return hpt_hybrid_config_check(c) == HPT_OK;
+}
+
+hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc) {
+    uint32_t v = 0;
+    if (!tr->resume_state || tr->resume_state_n < 4 + HYBR_CFG_BYTES)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': no hybrid state (HYBR) to resume from", tr->ckpt_path);
+    memcpy(&v, tr->resume_state, 4);
+    if (v != HYBR_VERSION)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u, this hpt reads %u (upgrade hpt)", tr->ckpt_path, v,
+                        HYBR_VERSION);
+    if (!decode_cfg(tr->resume_state + 4, hc))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", tr->ckpt_path, hpt_errmsg());
+    return HPT_OK;
+}
+
+/* mode 0 counts, 1 writes to w, 2 reads from k (*bad set on a mismatch). */
+typedef struct walker { int mode; uint64_t n; hpt_writer *w; hpt_cursor k; int bad; } walker;
+
+static void w_raw(walker *x, void *p, size_t n) {
+    if (x->mode == 0) x->n += n;
+    else if (x->mode == 1) hpt_w_bytes(x->w, p, n);
+    else if (!x->bad && !hpt_cur_bytes(&x->k, p, n)) x->bad = 1;
+}
+/* A block: u64 length, then the bytes; on read the length must match. */
+static void w_block(walker *x, void *p, size_t n) {
+    uint64_t len = n;
+    if (x->mode == 2) {
+        if (x->bad || !hpt_cur_u64(&x->k, &len) || len != n) { x->bad = 1; return; }
+        w_raw(x, p, n);
+        return;
+    }
+    w_raw(x, &len, 8);
+    w_raw(x, p, n);
+}
+
+static void walk_state(hybrid *h, walker *x) {
+    uint32_t version = HYBR_VERSION;
+    unsigned char cfg[HYBR_CFG_BYTES], cfg_now[HYBR_CFG_BYTES];
+    encode_cfg(&h->cfg, cfg_now);
+    memcpy(cfg, cfg_now, sizeof cfg);
+    w_raw(x, &version, 4);
+    if (x->mode == 2 && version != HYBR_VERSION) x->bad = 1;
+    w_raw(x, cfg, sizeof cfg);
+    if (x->mode == 2 && memcmp(cfg, cfg_now, sizeof cfg)) x->bad = 1;
+    uint64_t plen = 0;
+    if (x->mode == 1 && h->phases_log) {
+        /* the file's size, not ftell: an append stream that has not
+         * written yet may report 0 */
+        struct stat sb;
+        fflush(h->phases_log);
+        if (fstat(fileno(h->phases_log), &sb) == 0) plen = (uint64_t)sb.st_size;
+    }
+    w_raw(x, &plen, 8);
+    if (x->mode == 2) h->phases_bytes = plen;
+
+    w_block(x, &h->ph, sizeof h->ph);
+    w_block(x, &h->div, sizeof h->div);
+    hpt_region r[8];
+    int nr = hpt_encoder_regions(&h->enc, r);
+    for (int i = 0; i < nr; i++) w_block(x, r[i].ptr, r[i].bytes);
+    nr = hpt_dyn_regions(&h->dyn, r);
+    for (int i = 0; i < nr; i++) w_block(x, r[i].ptr, r[i].bytes);
+
+    int32_t iv[4] = {h->pred.ring_count, h->pred.ring_head, h->snap.valid, h->snap.step};
+    w_block(x, iv, sizeof iv);
+    w_block(x, h->pred.tensor_gate, sizeof h->pred.tensor_gate);
+    w_block(x, h->pred.tensor_scale, sizeof h->pred.tensor_scale);
+    w_block(x, h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
+    w_block(x, h->snap.arena, 3 * h->snap.n * sizeof(float));
+
+    /* the driver's own scalars */
+    int32_t dv[16] = {h->have_prev_upd, h->loss_n, h->loss_head, h->backward_passes, h->probe_passes,
+                      h->rollbacks, h->div_rollbacks, h->phases_accepted, h->phases_rejected,
+                      h->predicted_steps_kept, h->predicted_steps_lost};
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->phase_count_steps[i];
+    w_block(x, dv, sizeof dv);
+    float fv[3] = {h->next_pred_loss, h->scale, h->accept_ema};
+    w_block(x, fv, sizeof fv);
+    double gv[2 + HPT_PHASE_COUNT] = {h->real_step_s, h->alpha_sum};
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->phase_s[i];
+    w_block(x, gv, sizeof gv);
+    w_block(x, h->loss_ring, sizeof h->loss_ring);
+    w_block(x, h->prev_upd, h->n * sizeof(float));
+
+    if (x->mode != 2 || x->bad) return;
+    if (x->k.pos != x->k.n || iv[0] < 0 || iv[0] > h->pred.ring_c || iv[1] < 0 ||
+        iv[1] >= (h->pred.ring_c > 0 ? h->pred.ring_c : 1) || dv[1] < 0 || dv[1] > LOSS_RING || dv[2] < 0 ||
+        dv[2] >= LOSS_RING) {
+        x->bad = 1;
+        return;
+    }
+    h->pred.ring_count = iv[0]; h->pred.ring_head = iv[1]; h->snap.valid = iv[2]; h->snap.step = iv[3];
+    h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->backward_passes = dv[3];
+    h->probe_passes = dv[4]; h->rollbacks = dv[5]; h->div_rollbacks = dv[6]; h->phases_accepted = dv[7];
+    h->phases_rejected = dv[8]; h->predicted_steps_kept = dv[9]; h->predicted_steps_lost = dv[10];
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->phase_count_steps[i] = dv[11 + i];
+    h->next_pred_loss = fv[0]; h->scale = fv[1]; h->accept_ema = fv[2];
+    h->real_step_s = gv[0]; h->alpha_sum = gv[1];
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->phase_s[i] = gv[2 + i];
+}
+
+static uint64_t hybrid_state_bytes(void *hctx) {
+    walker x = {.mode = 0};
+    walk_state(hctx, &x);
+    return x.n;
+}
+
+static void hybrid_save_state(void *hctx, hpt_writer *w) {
+    walker x = {.mode = 1, .w = w};
+    walk_state(hctx, &x);
+}
+
+static hpt_status hybrid_load_state(void *hctx, const unsigned char *p, size_t n) {
+    hybrid *h = hctx;
+    walker x = {.mode = 2, .k = {p, n, 0}};
+    walk_state(h, &x);
+    if (x.bad)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) does not fit this run", h->tr->ckpt_path);
+    /* phases.jsonl: back to what it held when the checkpoint was written */
+    struct stat sb;
+    if (stat(h->phases_path, &sb) != 0 || (uint64_t)sb.st_size < h->phases_bytes)
+        return hpt_fail(HPT_ERR_IO, "'%s' is missing or shorter than at the checkpoint (%llu bytes)",
+                        h->phases_path, (unsigned long long)h->phases_bytes);
+    if (truncate(h->phases_path, (off_t)h->phases_bytes) != 0)
+        return hpt_fail(HPT_ERR_IO, "cannot truncate '%s': %s", h->phases_path, strerror(errno));
+    h->phases_log = fopen(h->phases_path, "a");
+    if (!h->phases_log) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", h->phases_path, strerror(errno));
+    return HPT_OK;
+}
+
+
+static void hybrid_free(hybrid *h);
+
+/* The driver for tr, every buffer allocated (*out NULL on failure). */
+static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out) {
+    *out = NULL;
     HPT_TRY(hpt_hybrid_config_check(hc));
     hybrid *h = calloc(1, sizeof *h);
     if (!h) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
@@ -632,17 +832,65 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
     h->ptok = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
     h->ptgt = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
     h->px = h->xdim ? calloc((size_t)h->P * h->maxB * h->xdim, sizeof(float)) : NULL;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/phases.jsonl", tr->cfg.out_dir);
-    if (st == HPT_OK && hpt_mkdir_p(tr->cfg.out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
-    if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || !h->phases_log))
-        st = hpt_fail(h->phases_log ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
+    char *path = h->phases_path;
+    snprintf(path, sizeof h->phases_path, "%s/phases.jsonl", tr->cfg.out_dir);
+    /* a resumed run reopens it in hybrid_load_state, cut back to the checkpoint */
+    int resumed = tr->resumed;
+    if (st == HPT_OK && !resumed && hpt_mkdir_p(tr->cfg.out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
+    if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || (!resumed && !h->phases_log)))
+        st = hpt_fail(h->phases_log || resumed ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
+    if (st == HPT_OK && resumed && !hpt_trainer_resumed_hybrid(tr))
+        st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode", tr->ckpt_path);
+    if (st != HPT_OK) { hybrid_free(h); return st; }
+    h->arena_bytes = 7 * h->n * sizeof(float) + h->pred.arena_bytes +
+                     (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
+    *out = h;
+    return HPT_OK;
+}
+
+hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
+                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    hybrid *h;
+    HPT_TRY(hybrid_new(tr, hc, &h));
+    hpt_run_hooks hooks = {.step = hybrid_step, .summary = hybrid_summary, .log_config = hybrid_log_config,
+                           .state_bytes = hybrid_state_bytes, .save_state = hybrid_save_state,
+                           .load_state = hybrid_load_state, .hctx = h};
+    hpt_status st = hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
+    hybrid_free(h);
+    return st;
+}
+
+hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n) {
+    *out = NULL;
+    *out_n = 0;
+    hpt_hybrid_config hc;
+    HPT_TRY(hpt_hybrid_config_resumed(tr, &hc));
+    hybrid *h;
+    HPT_TRY(hybrid_new(tr, &hc, &h));
+    hpt_status st = hybrid_load_state(h, tr->resume_state, tr->resume_state_n);
+    FILE *f = st == HPT_OK ? tmpfile() : NULL;
+    if (st == HPT_OK && !f) st = hpt_fail(HPT_ERR_IO, "tmpfile: %s", strerror(errno));
     if (st == HPT_OK) {
-        h->arena_bytes = 7 * h->n * sizeof(float) + h->pred.arena_bytes +
-                         (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
-        hpt_run_hooks hooks = {.step = hybrid_step, .summary = hybrid_summary, .log_config = hybrid_log_config, .hctx = h};
-        st = hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
+        uint64_t n = hybrid_state_bytes(h);
+        hpt_writer w = {.f = f};
+        hybrid_save_state(h, &w);
+        unsigned char *buf = malloc(n ? (size_t)n : 1);
+        if (w.err || !buf || fflush(f) != 0 || ftell(f) != (long)n || fseek(f, 0, SEEK_SET) != 0 ||
+            (n && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
+            free(buf);
+            st = hpt_fail(HPT_ERR_IO, "hybrid state round trip: write or read back failed");
+        } else {
+            *out = buf;
+            *out_n = (size_t)n;
+        }
     }
+    if (f) fclose(f);
+    hybrid_free(h);
+    return st;
+}
+
+static void hybrid_free(hybrid *h) {
+    if (!h) return;
     if (h->phases_log) fclose(h->phases_log);
     hpt_pred_free(&h->pred);
     hpt_snapshot_free(&h->snap);
@@ -653,5 +901,4 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
     hpt_arena_free(h->theta_before); hpt_arena_free(h->dpred); hpt_arena_free(h->prev_upd);
     free(h->pB); free(h->ptok); free(h->ptgt); free(h->px);
     free(h);
-    return st;
 }

@@ -1,5 +1,5 @@
 /*
- * checkpoint.c — whole-training-state checkpoints and resume (baseline mode).
+ * checkpoint.c — whole-training-state checkpoints and resume.
  *
  * A checkpoint is a model.bin (CONF, TOKN, PARM: `hpt sample` reads it as a
  * model) plus four sections in the same container (docs/format.md):
@@ -7,6 +7,9 @@
  *   TRST  step counters, clocks, the run loop's evaluation state
  *   ADAM  the AdamW moments, m then v
  *   DATA  the task's data cursor (opaque bytes, see task.h)
+ *   LOGS  metrics.jsonl's length at the save (resume cuts it back to that)
+ *   HYBR  (TCFG mode 1) the layer above's state, written and read by its
+ *         run hooks (state_bytes/save_state/load_state, trainer.h)
  * Files: DIR/checkpoints/ckpt-<step, 8 digits>.bin, written atomically; the
  * keep_last newest are kept. Resume picks the newest that passes every check
  * and falls back to older ones, so a torn or flipped file costs progress,
@@ -23,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr->resume_mode == 1; }
 
 #define TCFG_VERSION 1u
 #define TCFG_MAX 4 * (4 + 4096) + 256
@@ -46,10 +51,10 @@ static void put_str(membuf *b, const char *s) {
     put(b, s, n);
 }
 
-static size_t encode_tcfg(const hpt_train_config *c, unsigned char *buf, size_t cap) {
+static size_t encode_tcfg(const hpt_train_config *c, uint32_t mode, unsigned char *buf, size_t cap) {
     membuf b = {buf, 0, cap};
     put_u32(&b, TCFG_VERSION);
-    put_u32(&b, 0);  /* mode: 0 baseline (hybrid state is not checkpointed yet) */
+    put_u32(&b, mode);  /* 0 baseline, 1 hybrid (a HYBR section follows) */
     put_str(&b, c->task);
     put_str(&b, c->model);
     put_str(&b, c->data_path ? c->data_path : "");
@@ -111,6 +116,8 @@ typedef struct ckpt_ctx {
     hpt_trainer *tr;
     const unsigned char *tcfg; size_t tcfg_n;
     const unsigned char *cur; size_t cur_n;
+    const hpt_run_hooks *hooks;  /* with save_state: a HYBR section */
+    uint64_t hybr_n;
 } ckpt_ctx;
 
 static hpt_status write_ckpt(FILE *f, void *p) {
@@ -121,6 +128,8 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     uint64_t n = m->nparams, adam_len = 8 + 2 * n * sizeof(float);
     uint64_t size = HPT_STATE_HEADER_SIZE + hpt_state_model_bytes(m, tok) + (16 + k->tcfg_n) +
                     (16 + TRST_SIZE) + (16 + adam_len) + (16 + k->cur_n) + HPT_STATE_TRAILER_SIZE;
+    if (k->hooks) size += 16 + k->hybr_n;
+    size += 16 + 8;  /* LOGS */
     hpt_writer w = {.f = f};
     hpt_state_header(&w, size);
     hpt_state_write_model(&w, m, tok);
@@ -143,6 +152,16 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     hpt_w_bytes(&w, tr->v, n * sizeof(float));
     hpt_state_section(&w, "DATA", k->cur_n);
     hpt_w_bytes(&w, k->cur, k->cur_n);
+    if (k->hooks) {
+        hpt_state_section(&w, "HYBR", k->hybr_n);
+        long at = ftell(f);
+        k->hooks->save_state(k->hooks->hctx, &w);
+        if (!w.err && at >= 0 && ftell(f) - at != (long)k->hybr_n)
+            return hpt_fail(HPT_ERR_IO, "HYBR section: %ld bytes written, %llu announced", ftell(f) - at,
+                            (unsigned long long)k->hybr_n);
+    }
+    hpt_state_section(&w, "LOGS", 8);
+    hpt_w_u64(&w, (uint64_t)(tr->metrics_bytes >= 0 ? tr->metrics_bytes : -1));
     hpt_state_trailer(&w);
     if (w.err) return hpt_fail(HPT_ERR_IO, "write failed: %s", strerror(w.err));
     return HPT_OK;
@@ -196,7 +215,11 @@ hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr) {
     HPT_TRY(hpt_mkdir_p(dir));
     unsigned char tcfg[TCFG_MAX], cur[HPT_CURSOR_MAX];
     ckpt_ctx k = {.tr = tr, .tcfg = tcfg, .cur = cur};
-    k.tcfg_n = encode_tcfg(&tr->cfg, tcfg, sizeof tcfg);
+    if (tr->hooks && tr->hooks->save_state) {
+        k.hooks = tr->hooks;
+        k.hybr_n = tr->hooks->state_bytes(tr->hooks->hctx);
+    }
+    k.tcfg_n = encode_tcfg(&tr->cfg, k.hooks ? 1u : 0u, tcfg, sizeof tcfg);
     k.cur_n = tr->task_->cursor_save(tr->task_, cur);
     HPT_ASSERT(k.cur_n <= HPT_CURSOR_MAX);
     char path[4400];
@@ -238,6 +261,8 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train
     memcpy(&n, a->p, a->n >= 8 ? 8 : 0);
     if (a->n < 8 || a->n != 8 + 2 * n * sizeof(float)) return "bad ADAM section";
     if (d->n > HPT_CURSOR_MAX) return "bad DATA section";
+    if (*mode > 1) return "unknown training mode in TCFG (upgrade hpt)";
+    if (*mode == 1 && !hpt_state_find(secs, nsec, "HYBR")) return "a hybrid checkpoint without its HYBR section";
     return NULL;
 }
 
@@ -271,6 +296,16 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     if (!tr->task_->cursor_load(tr->task_, d->p, (size_t)d->n))
         return hpt_fail(HPT_ERR_FORMAT, "'%s': the data cursor does not fit this data set", path);
     tr->resumed = 1;
+    const hpt_state_sec *lg = hpt_state_find(secs, nsec, "LOGS");
+    tr->metrics_bytes = -1;
+    if (lg && lg->n == 8) memcpy(&tr->metrics_bytes, lg->p, 8);
+    const hpt_state_sec *hy = hpt_state_find(secs, nsec, "HYBR");
+    if (tr->resume_mode == 1 && hy) {
+        tr->resume_state = malloc(hy->n ? (size_t)hy->n : 1);
+        if (!tr->resume_state) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+        memcpy(tr->resume_state, hy->p, (size_t)hy->n);
+        tr->resume_state_n = (size_t)hy->n;
+    }
     snprintf(tr->ckpt_path, sizeof tr->ckpt_path, "%s", path);
     return HPT_OK;
 }
@@ -298,10 +333,6 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     }
     if (ns == 0) {
         free(steps);
-        snprintf(path, sizeof path, "%s/phases.jsonl", dir);
-        if (access(path, F_OK) == 0)
-            return hpt_fail(HPT_ERR_ARG, "'%s' is a --mode hybrid run: resuming hybrid runs is not supported yet "
-                            "(checkpoints hold the baseline trainer's state only)", dir);
         return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s' (train with --save-interval N, or stop a run with "
                         "Ctrl-C / SIGTERM, to write them)", cdir);
     }
@@ -332,14 +363,13 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     }
     hpt_status st = HPT_OK;
     hpt_trainer *tr = NULL;
-    if (mode != 0)
-        st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode hybrid run: resuming hybrid runs is not supported yet", path);
-    else if (threads >= 0 && threads != c.threads)
+    if (threads >= 0 && threads != c.threads)
         st = hpt_fail(HPT_ERR_ARG, "--threads %d differs from the run's --threads %d: resume with the same "
                       "thread count (or without --threads)", threads, c.threads);
     if (st == HPT_OK) {
         c.out_dir = dir;  /* the directory named on the command line, wherever it was first written */
         st = hpt_trainer_init(&tr, &c);
+        if (st == HPT_OK) tr->resume_mode = mode;
     }
     if (st == HPT_OK) st = restore(tr, path, secs, nsec);
     free(buf);

@@ -109,6 +109,7 @@ void hpt_trainer_free(hpt_trainer *tr) {
     if (tr->task_) tr->task_->free(tr->task_);
     hpt_arena_free(tr->opt_arena);
     free(tr->keep_steps);
+    free(tr->resume_state);
     free(tr);
 }
 
@@ -158,6 +159,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->final_val = NAN;
     tr->best_val = INFINITY;
     tr->final_acc = NAN;
+    tr->metrics_bytes = -1;
     tr->next_eval = tr->cfg.eval_interval > 0 ? tr->cfg.eval_interval : tr->cfg.max_iters;
     *out = tr;
     return HPT_OK;
@@ -278,11 +280,18 @@ static int cmp_double(const void *a, const void *b) {
 
 /* On resume: keep the lines of metrics.jsonl up to the checkpoint's step
  * (a killed run may have logged steps past it), rewritten atomically. */
-typedef struct metrics_cut { const char *buf; size_t len; int step; } metrics_cut;
+typedef struct metrics_cut { const char *buf; size_t len; int step; int64_t bytes; } metrics_cut;
 
 static hpt_status write_metrics_cut(FILE *f, void *p) {
     const metrics_cut *mc = p;
     const char *s = mc->buf, *end = mc->buf + mc->len;
+    /* the length recorded with the checkpoint: exact even where several
+     * lines share a step (a rolled-back Predict phase does not move it) */
+    if (mc->bytes >= 0 && (uint64_t)mc->bytes <= mc->len) {
+        if (mc->bytes && fwrite(s, 1, (size_t)mc->bytes, f) != (size_t)mc->bytes)
+            return hpt_fail(HPT_ERR_IO, "cannot write metrics.jsonl: %s", strerror(errno));
+        return HPT_OK;
+    }
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         if (!nl) break;  /* a torn last line: dropped */
@@ -294,11 +303,11 @@ static hpt_status write_metrics_cut(FILE *f, void *p) {
     return HPT_OK;
 }
 
-static hpt_status cut_metrics(const char *path, int step) {
+static hpt_status cut_metrics(const char *path, int step, int64_t bytes) {
     unsigned char *buf = NULL;
     size_t len = 0;
     if (access(path, F_OK) == 0) HPT_TRY(hpt_read_file(path, &buf, &len));
-    metrics_cut mc = {(const char *)buf, len, step};
+    metrics_cut mc = {(const char *)buf, len, step, bytes};
     hpt_status st = hpt_save_atomic(path, write_metrics_cut, &mc);
     free(buf);
     return st;
@@ -346,7 +355,7 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
 
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->out_dir);
-    if (tr->resumed) HPT_TRY(cut_metrics(path, tr->step));
+    if (tr->resumed) HPT_TRY(cut_metrics(path, tr->step, tr->metrics_bytes));
     FILE *mf = fopen(path, tr->resumed ? "a" : "w");
     if (!mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
 
@@ -354,11 +363,24 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     double *step_times = malloc((size_t)c->max_iters * sizeof(double));
     int calls = 0, saved_at = -1;
     if (!step_times) { fclose(mf); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
-    /* checkpoints hold the plain trainer's state only: hybrid runs have more */
-    int ckpt_ok = hooks->step == plain_step;
+    /* checkpoints: the plain trainer's state, plus the hooks' own when they
+     * have any (a step hook with state but no save_state cannot be resumed) */
+    int ckpt_ok = hooks->step == plain_step || hooks->save_state;
     hpt_status st = HPT_OK;
+    if (tr->resumed && tr->resume_mode != 0) {
+        if (!hooks->load_state)
+            st = hpt_fail(HPT_ERR_ARG, "'%s' holds a hybrid run's state: resume it in hybrid mode", tr->ckpt_path);
+        else
+            st = hooks->load_state(hooks->hctx, tr->resume_state, tr->resume_state_n);
+        free(tr->resume_state);
+        tr->resume_state = NULL;
+        tr->resume_state_n = 0;
+        if (st != HPT_OK) { free(step_times); fclose(mf); return st; }
+    }
+    tr->hooks = ckpt_ok && hooks->save_state ? hooks : NULL;
     while (tr->step < c->max_iters) {
         hpt_step_info info;
+        int before = tr->step;
         st = hooks->step(hooks->hctx, tr, &info);
         if (st != HPT_OK) break;
         if (calls < c->max_iters) step_times[calls++] = info.step_s;
@@ -395,10 +417,14 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
         if (info.evaluated && tr->task_->classify) { fputc(',', mf); json_num(mf, "val_accuracy", info.val_accuracy); }
         fputs("}\n", mf);
         fflush(mf);  /* a crash loses at most the step in flight */
+        long mpos = ftell(mf);
+        tr->metrics_bytes = mpos >= 0 ? mpos : -1;
         if (on_step) on_step(ctx, &info);
         /* checkpoints after the step's metrics line, so a resume from one
          * finds every line up to its step */
-        if (ckpt_ok && c->save_interval > 0 && tr->step % c->save_interval == 0) {
+        /* every time the counter reaches or jumps past a multiple of the
+         * interval (a Predict phase can move it by several steps) */
+        if (ckpt_ok && c->save_interval > 0 && tr->step / c->save_interval > before / c->save_interval) {
             st = hpt_trainer_save_checkpoint(tr);
             if (st != HPT_OK) break;
             saved_at = tr->step;
@@ -413,6 +439,7 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
         }
     }
     fclose(mf);
+    tr->hooks = NULL;
     if (st != HPT_OK) { free(step_times); return st; }
 
     snprintf(path, sizeof path, "%s/model.bin", c->out_dir);

@@ -28,6 +28,11 @@ struct hpt_trainer {
     int resumed;           /* 1: state restored from a checkpoint */
     int *keep_steps;       /* (keep_last) scratch for pruning old checkpoints */
     char ckpt_path[4400];  /* last checkpoint saved or resumed from */
+    const struct hpt_run_hooks *hooks;   /* the running loop's hooks (NULL outside a run) */
+    uint32_t resume_mode;  /* TCFG mode of the checkpoint resumed from (1: hybrid) */
+    unsigned char *resume_state;  /* its HYBR payload (owned), for hooks->load_state */
+    size_t resume_state_n;
+    int64_t metrics_bytes; /* metrics.jsonl's length when the checkpoint was saved (LOGS; -1: unknown) */
 };
 
 /* Writes DIR/checkpoints/ckpt-<step>.bin atomically and deletes all but the
@@ -48,10 +53,22 @@ typedef struct hpt_run_hooks {
     hpt_status (*step)(void *hctx, hpt_trainer *tr, hpt_step_info *info);
     void (*summary)(void *hctx, FILE *f);
     void (*log_config)(void *hctx, hpt_log_fn log, void *ctx);
+    /* The layer above's own state in checkpoints (section HYBR, TCFG mode 1):
+     * state_bytes the exact payload length, save_state writes exactly that
+     * many bytes, load_state restores from a resumed checkpoint's payload
+     * (called once, before the first step of a resumed run). All or none. */
+    uint64_t (*state_bytes)(void *hctx);
+    void (*save_state)(void *hctx, hpt_writer *w);
+    hpt_status (*load_state)(void *hctx, const unsigned char *p, size_t n);
     void *hctx;
 } hpt_run_hooks;
 
 hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
+/* Tests (hybrid.c): builds the hybrid driver of a resumed hybrid trainer,
+ * loads its checkpoint's HYBR payload and saves it again into *out
+ * (malloc'd, *out_n bytes): equal to the payload byte for byte. */
+hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n);
 
 #endif /* HPT_TRAINER_INTERNAL_H */

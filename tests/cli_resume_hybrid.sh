@@ -1,0 +1,148 @@
+#!/bin/sh
+# cli_resume_hybrid.sh — checkpoints and bit-exact resume of `hpt train
+# --mode hybrid` (--count-cost: no wall clock in the controller's decisions).
+# Run by tests/run.sh from the repository root after `make`.
+#
+#   (a) an uninterrupted 200-step hybrid run with several Predict phases and
+#       --save-interval 10: param_crc32 X
+#   (b) the same run killed with SIGKILL after its 3rd, 9th and 15th
+#       checkpoint appeared (a kill that comes too late is replayed by
+#       deleting the newer checkpoints), then `hpt train --resume DIR`: X,
+#       metrics.jsonl equal in every field but the wall-clock ones, and
+#       phases.jsonl equal byte for byte
+#   (c) with a checkpoint every step: resumed from the step before and the
+#       step after each of the first Predict phases, the same again
+#   (d) SIGTERM in hybrid mode: exit 0 naming the checkpoint; resume: X
+#   (e) --resume --mode baseline of a hybrid run: exit 2
+set -u
+HPT=${HPT:-./hpt}
+tmp=$(mktemp -d /tmp/hpt_resume_hybrid.XXXXXX) || exit 1
+pids=""
+trap 'for p in $pids; do kill -9 $p 2>/dev/null; done; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+failures=0
+
+pass() { echo "ok   $1"; }
+fail() {
+    echo "FAIL $1"
+    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 5
+    failures=$((failures + 1))
+}
+run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
+
+if [ ! -x "$HPT" ]; then echo "FAIL $HPT not built (run make)"; exit 1; fi
+
+python3 -c "
+import random
+random.seed(5)
+words = 'the of and to in a is that for it as was with be by on not he this are or his from at which'.split()
+print(' '.join(random.choice(words) for _ in range(8000)))" >"$tmp/text.txt"
+
+HYB="--mode hybrid --warmup-steps 20 --full-steps 5 --min-predict-steps 2 --max-predict-steps 6 --correct-steps 2 \
+     --confidence-threshold 0 --predictor linear --predict-waste-budget 0.5 --count-cost"
+CFG="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
+     --threads 1 --max-iters 200 --eval-interval 50 --keep-last 1000 $HYB"
+
+crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$1/summary.json" 2>/dev/null; }
+# same_run A B: metrics.jsonl equal but for the wall-clock fields, phases.jsonl byte for byte
+same_run() {
+    cmp -s "$1/phases.jsonl" "$2/phases.jsonl" || { echo "     phases.jsonl differs"; return 1; }
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
+import json, sys
+wall = {"time_s", "rss_bytes", "step_ms"}
+def load(p):
+    return [{k: v for k, v in json.loads(l).items() if k not in wall} for l in open(p)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            print("     metrics line %d differs: %s / %s" % (i + 1, x, y))
+            break
+    else:
+        print("     metrics: %d lines against %d" % (len(a), len(b)))
+    sys.exit(1)
+EOF
+}
+# cut_after DIR S: delete the checkpoints past step S (what a kill at S leaves)
+cut_after() {
+    for _f in "$1"/checkpoints/ckpt-*.bin; do
+        _s=$(basename "$_f" .bin); _s=${_s#ckpt-}
+        [ "$(expr "$_s" + 0)" -gt "$2" ] && rm -f "$_f"
+    done
+}
+nckpt() { ls "$1/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$'; }
+
+# ---------------------------------------------------------------- (a)
+
+run "$HPT" train $CFG --save-interval 10 --out "$tmp/a"
+X=$(crc_of "$tmp/a")
+npred=$(grep -c '"phase":"predict"' "$tmp/a/metrics.jsonl" 2>/dev/null)
+if [ $rc -eq 0 ] && [ -n "$X" ] && [ "$npred" -ge 3 ] && [ "$(nckpt "$tmp/a")" -eq 20 ]; then
+    pass "(a) uninterrupted hybrid run: crc $X, $npred Predict phases, 20 checkpoints"
+else fail "(a) uninterrupted hybrid run: status $rc, crc '$X', ${npred:-0} Predict phases, $(nckpt "$tmp/a") checkpoints"; fi
+
+# ---------------------------------------------------------------- (b)
+
+for k in 3 9 15; do
+    d="$tmp/b$k"
+    "$HPT" train $CFG --save-interval 10 --out "$d" >/dev/null 2>&1 &
+    pid=$!; pids="$pids $pid"
+    i=0
+    while [ "$(nckpt "$d")" -lt $k ] && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.01; i=$((i + 1)); done
+    kill -9 $pid 2>/dev/null && how="killed at $(nckpt "$d") checkpoints" || how="finished first: replayed"
+    wait $pid 2>/dev/null
+    [ "$how" = "finished first: replayed" ] && cut_after "$d" $((10 * k))
+    run "$HPT" train --resume "$d"
+    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
+        pass "(b) SIGKILL after checkpoint $k ($how), resumed: crc $X, same metrics and phases"
+    else fail "(b) SIGKILL after checkpoint $k ($how): status $rc, crc '$(crc_of "$d")' (want $X)"; fi
+done
+
+# ---------------------------------------------------------------- (c)
+
+run "$HPT" train $CFG --save-interval 1 --out "$tmp/c"
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/c")" = "$X" ]; then pass "(c) a checkpoint every step: crc $X"
+else fail "(c) checkpoint every step: status $rc, crc '$(crc_of "$tmp/c")' (want $X)"; fi
+# the steps of the first three Predict phases, and the step after each
+steps=$(python3 -c '
+import json, sys
+L = [json.loads(l) for l in open(sys.argv[1])]
+s = [d["step"] for d in L if d.get("phase") == "predict"][:3]
+print(" ".join(str(x) for v in s for x in (v, v + 1)))' "$tmp/c/metrics.jsonl")
+for s in $steps; do
+    d="$tmp/c$s"
+    rm -rf "$d"; cp -r "$tmp/c" "$d"; cut_after "$d" "$s"
+    run "$HPT" train --resume "$d"
+    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/c" "$d"; then
+        pass "(c) resumed at step $s (next to a Predict phase): crc $X, same metrics and phases"
+    else fail "(c) resumed at step $s: status $rc, crc '$(crc_of "$d")' (want $X)"; fi
+done
+
+# ---------------------------------------------------------------- (d)
+
+LONG="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
+      --threads 1 --max-iters 3000 --eval-interval 500 --save-interval 1000 $HYB"
+run "$HPT" train $LONG --out "$tmp/dref"
+Y=$(crc_of "$tmp/dref")
+"$HPT" train $LONG --out "$tmp/d" >"$tmp/out" 2>"$tmp/err" &
+pid=$!; pids="$pids $pid"
+i=0
+while [ ! -s "$tmp/d/metrics.jsonl" ] && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.01; i=$((i + 1)); done
+kill -TERM $pid 2>/dev/null
+wait $pid; rc=$?
+if [ $rc -eq 0 ] && grep -q 'checkpoint saved' "$tmp/err"; then
+    run "$HPT" train --resume "$tmp/d"
+    if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/d")" = "$Y" ] && same_run "$tmp/dref" "$tmp/d"; then
+        pass "(d) SIGTERM: exit 0 with a checkpoint; resumed: crc $Y, same metrics and phases"
+    else fail "(d) SIGTERM then resume: status $rc, crc '$(crc_of "$tmp/d")' (want $Y)"; fi
+elif [ $rc -eq 0 ] && [ "$(crc_of "$tmp/d")" = "$Y" ]; then
+    pass "(d) SIGTERM came after the run finished (crc $Y)"
+else fail "(d) SIGTERM: status $rc (want 0 and a checkpoint)"; fi
+
+# ---------------------------------------------------------------- (e)
+
+run "$HPT" train --resume "$tmp/a" --mode baseline
+if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume --mode baseline of a hybrid run: exit 2"
+else fail "(e) --resume --mode baseline of a hybrid run: status $rc (want 2)"; fi
+
+[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
