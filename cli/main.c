@@ -143,8 +143,8 @@ static void usage(FILE *f) {
 "  --correction-interval N   predicted steps between probe-loss checks              [4]\n"
 "  --probe-batches N      training batches per verification                         [2]\n"
 "  --whole-phase          apply a Predict phase's steps as one jump, then verify\n"
-"  --count-cost           value a Predict phase's cost by counted passes, not wall\n"
-"                         time: the run is reproducible (and resumable) bit for bit\n""  --ensemble N, --hidden N, --bptt N   dynamics model size                         [3, 32, 16]\n"
+"  --cost-by-time         value a Predict phase's cost by wall time instead of counted\n"
+"                         passes (truer, but the run is no longer reproducible bit for bit)\n""  --ensemble N, --hidden N, --bptt N   dynamics model size                         [3, 32, 16]\n"
 "  --div-window N, --div-loss-z X, --div-grad-explode X, --div-grad-vanish X   divergence thresholds\n"
 "\n"
 "sample options:\n"
@@ -338,7 +338,7 @@ static int cmd_train(int argc, char **argv) {
         else if (HFLAG("--correction-interval")) hc.correction_interval = (int)parse_int(n, flag_value(&a), 1, 100000);
         else if (HFLAG("--probe-batches")) hc.probe_batches = (int)parse_int(n, flag_value(&a), 1, 64);
         else if (HFLAG("--whole-phase")) hc.whole_phase = 1;
-        else if (HFLAG("--count-cost")) hc.count_cost = 1;
+        else if (HFLAG("--cost-by-time")) hc.count_cost = 0;
         else if (HFLAG("--ensemble")) hc.ensemble = (int)parse_int(n, flag_value(&a), 1, 16);
         else if (HFLAG("--hidden")) hc.hidden = (int)parse_int(n, flag_value(&a), 2, 1024);
         else if (HFLAG("--bptt")) hc.bptt = (int)parse_int(n, flag_value(&a), 1, 256);

@@ -334,9 +334,10 @@ typedef struct hpt_hybrid_config {
     float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
     float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
     float div_grad_vanish;       /* [--div-grad-vanish] */
-    /* [--count-cost] value a Predict phase's cost by counted passes (a probe
-     * forward = 1/3 real step) instead of wall time: runs reproducible bit for
-     * bit (and resumable to the same bits), at the price of a cruder charge */
+    /* 1 (default): value a Predict phase's cost by counted passes (a probe
+     * forward = 1/3 real step, a predicted step 1/50), so runs are
+     * reproducible and resumable bit for bit; 0 [--cost-by-time]: by wall
+     * time against the measured real step, truer but not reproducible */
     int count_cost;
 } hpt_hybrid_config;
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cli_resume_hybrid.sh — checkpoints and bit-exact resume of `hpt train
-# --mode hybrid` (--count-cost: no wall clock in the controller's decisions).
+# --mode hybrid` (costs are counted in passes by default: no wall clock in the controller's decisions).
 # Run by tests/run.sh from the repository root after `make`.
 #
 #   (a) an uninterrupted 200-step hybrid run with several Predict phases and
@@ -39,7 +39,7 @@ words = 'the of and to in a is that for it as was with be by on not he this are 
 print(' '.join(random.choice(words) for _ in range(8000)))" >"$tmp/text.txt"
 
 HYB="--mode hybrid --warmup-steps 20 --full-steps 5 --min-predict-steps 2 --max-predict-steps 6 --correct-steps 2 \
-     --confidence-threshold 0 --predictor linear --predict-waste-budget 0.5 --count-cost"
+     --confidence-threshold 0 --predictor linear --predict-waste-budget 0.5"
 CFG="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
      --threads 1 --max-iters 200 --eval-interval 50 --keep-last 1000 $HYB"
 

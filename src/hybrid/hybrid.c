@@ -101,6 +101,7 @@ void hpt_hybrid_config_default(hpt_hybrid_config *c) {
     c->correction_interval = 4;
     c->probe_batches = 2;
     c->whole_phase = 0;
+    c->count_cost = 1;  /* reproducible by default: no wall clock in decisions */
     c->ensemble = 3; c->hidden = 32; c->bptt = 16;
     hpt_div_config dc;
     hpt_div_config_default(&dc);
