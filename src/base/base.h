@@ -60,6 +60,12 @@ hpt_status hpt_read_file(const char *path, unsigned char **out, size_t *len);
 typedef hpt_status (*hpt_write_fn)(FILE *f, void *ctx);
 hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx);
 hpt_status hpt_mkdir_p(const char *path);
+/* Advisory lock on a run directory (flock on DIR/.hpt.lock, holding our pid),
+ * so two trainers never write the same checkpoints and logs. Fails with a
+ * message naming the holder's pid. The kernel drops the lock when the process
+ * dies, even by SIGKILL, so a killed run can be resumed at once. */
+hpt_status hpt_dir_lock(const char *dir, int *fd);
+void hpt_dir_unlock(int fd);   /* fd < 0: no-op */
 
 /* Little-endian fixed-width writer that keeps a running CRC-32 of what it
  * wrote and a sticky error flag (check once, at the end). The library only

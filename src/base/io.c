@@ -9,6 +9,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,4 +141,32 @@ hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx) {
     if (st != HPT_OK) { unlink(tmp); return st; }
     fsync_dir_of(path);  /* make the rename itself durable */
     return HPT_OK;
+}
+
+hpt_status hpt_dir_lock(const char *dir, int *fd_out) {
+    *fd_out = -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.hpt.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = {0};
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        if (n > 0 && pid[n - 1] == '\n') pid[n - 1] = 0;
+        close(fd);
+        return hpt_fail(HPT_ERR_IO, "run directory '%s' is in use by another hpt (pid %s): wait for it to "
+                        "finish, stop it, or choose another --out", dir, n > 0 ? pid : "unknown");
+    }
+    char buf[32];
+    int len = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
+        close(fd);
+        return hpt_fail(HPT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    }
+    *fd_out = fd;
+    return HPT_OK;
+}
+
+void hpt_dir_unlock(int fd) {
+    if (fd >= 0) close(fd);  /* closing the descriptor releases the flock */
 }

@@ -20,6 +20,7 @@
 #include "trainer.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -314,6 +315,11 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     *out = NULL;
     char cdir[4200], path[4400];
     snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);
+    /* lock before reading or renaming anything: a live run may be writing */
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return hpt_fail(HPT_ERR_IO, "no run directory '%s'", dir);
+    int lock_fd;
+    HPT_TRY(hpt_dir_lock(dir, &lock_fd));
     /* the file names, newest first */
     int *steps = NULL, ns = 0, cap = 0;
     DIR *d = opendir(cdir);
@@ -324,7 +330,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
             if (s < 0) continue;
             if (ns == cap) {
                 int *p = realloc(steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof(int));
-                if (!p) { free(steps); closedir(d); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+                if (!p) { free(steps); closedir(d); hpt_dir_unlock(lock_fd); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
                 steps = p;
             }
             steps[ns++] = s;
@@ -333,6 +339,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     }
     if (ns == 0) {
         free(steps);
+        hpt_dir_unlock(lock_fd);
         return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s' (train with --save-interval N, or stop a run with "
                         "Ctrl-C / SIGTERM, to write them)", cdir);
     }
@@ -359,6 +366,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
         hpt_status st = hpt_fail(HPT_ERR_FORMAT, "no valid checkpoint in '%s' (%d tried; the newest: %s)",
                                  cdir, ns, first_err);
         free(steps);
+        hpt_dir_unlock(lock_fd);
         return st;
     }
     hpt_status st = HPT_OK;
@@ -369,11 +377,11 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     if (st == HPT_OK) {
         c.out_dir = dir;  /* the directory named on the command line, wherever it was first written */
         st = hpt_trainer_init(&tr, &c);
-        if (st == HPT_OK) tr->resume_mode = mode;
+        if (st == HPT_OK) { tr->resume_mode = mode; tr->lock_fd = lock_fd; lock_fd = -1; }
     }
     if (st == HPT_OK) st = restore(tr, path, secs, nsec);
     free(buf);
-    if (st != HPT_OK) { hpt_trainer_free(tr); free(steps); return st; }
+    if (st != HPT_OK) { hpt_trainer_free(tr); free(steps); hpt_dir_unlock(lock_fd); return st; }
     /* the newer, unusable files: out of the way of pruning and later resumes */
     for (int i = 0; i < found; i++) {
         char bad[4400], to[4500];

@@ -126,6 +126,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     HPT_TRY(hpt_train_config_check(c));
     hpt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    tr->lock_fd = -1;
     tr->cfg = *c;
     snprintf(tr->data_path, sizeof tr->data_path, "%s", c->data_path ? c->data_path : "");
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
@@ -329,6 +330,7 @@ hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
     hpt_model *m = tr->model;
     double wall0 = hpt_now();
     HPT_TRY(hpt_mkdir_p(c->out_dir));
+    if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(c->out_dir, &tr->lock_fd));
 
     /* the resolved configuration, then the memory ledger, before step 0 */
     logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(m), m->nparams);

@@ -22,6 +22,7 @@ struct hpt_trainer {
     int step;              /* completed steps (real or predicted): the schedule position */
     int updates;           /* AdamW updates applied (real steps) */
     double train_s, eval_s, tokens;
+    int lock_fd;           /* the run directory's advisory lock (-1: not held) */
     /* the run loop's own state, kept here so that checkpoints carry it */
     float final_val, best_val, final_acc;
     int next_eval;
