@@ -111,7 +111,10 @@ static void test_round_trip(const char *data) {
     }
     CHECK(same_floats(a->model->params, b->model->params, n), "parameters differ 5 steps after the resume");
 
-    /* --threads must match the stored count */
+    /* --threads must match the stored count (b, a resumed trainer, holds
+     * the run directory's lock until it runs or is freed: release it) */
+    hpt_dir_unlock(b->lock_fd);
+    b->lock_fd = -1;
     hpt_trainer *t2 = NULL;
     CHECK(hpt_trainer_resume(&t2, out, 2, NULL, NULL) == HPT_ERR_ARG && !t2, "resume with threads 2 not refused");
     CHECK(strstr(hpt_errmsg(), "--threads") != NULL, "message: %s", hpt_errmsg());

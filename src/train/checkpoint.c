@@ -317,7 +317,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);
     /* lock before reading or renaming anything: a live run may be writing */
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return hpt_fail(HPT_ERR_IO, "no run directory '%s'", dir);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s': no such run directory", dir);
     int lock_fd;
     HPT_TRY(hpt_dir_lock(dir, &lock_fd));
     /* the file names, newest first */

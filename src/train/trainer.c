@@ -110,6 +110,7 @@ void hpt_trainer_free(hpt_trainer *tr) {
     hpt_arena_free(tr->opt_arena);
     free(tr->keep_steps);
     free(tr->resume_state);
+    hpt_dir_unlock(tr->lock_fd);
     free(tr);
 }
 
@@ -319,18 +320,32 @@ static hpt_status plain_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
     return hpt_trainer_step(tr, info);
 }
 
+static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
+                           hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
+/* The run holds the directory's lock from its first write to its last
+ * (a resume takes it earlier, before reading the checkpoints). */
+hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
+                                 hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    HPT_TRY(hpt_mkdir_p(tr->cfg.out_dir));
+    if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(tr->cfg.out_dir, &tr->lock_fd));
+    hpt_status st = run_loop(tr, hooks, log, on_step, ctx);
+    hpt_dir_unlock(tr->lock_fd);
+    tr->lock_fd = -1;
+    return st;
+}
+
 hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     hpt_run_hooks hooks = {.step = plain_step};
     return hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
 }
 
-hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
-                                 hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
+                           hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     const hpt_train_config *c = &tr->cfg;
     hpt_model *m = tr->model;
     double wall0 = hpt_now();
     HPT_TRY(hpt_mkdir_p(c->out_dir));
-    if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(c->out_dir, &tr->lock_fd));
 
     /* the resolved configuration, then the memory ledger, before step 0 */
     logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(m), m->nparams);
