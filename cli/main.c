@@ -121,13 +121,15 @@ static void usage(FILE *f) {
 "  --threads N            OpenMP and OpenBLAS threads, 0 = all cores                [0]\n"
 "  --out DIR              output directory                                          [runs/latest]\n"
 "  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
+"  --rss-warn MIB         warn once when resident memory passes MIB                 [off]\n"
+"  --rss-limit MIB        past MIB resident, save an emergency checkpoint and stop  [off]\n"
 "  --mode baseline|hybrid plain training, or the hybrid predictive controller        [baseline]\n"
 "  --save-interval N      checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps,\n"
 "                         0 = only when stopped by Ctrl-C / SIGTERM                  [0]\n"
 "  --keep-last N          checkpoints kept; older ones are deleted                   [2]\n"
 "  --resume DIR           continue the run in DIR from its newest valid checkpoint,\n"
 "                         with its stored configuration (only --threads, equal to the\n"
-"                         stored one, and --log-interval may be given with it)\n"
+"                         stored one, --log-interval, --rss-warn and --rss-limit may be given)\n"
 "\n"
 "hybrid options (with --mode hybrid; see docs/hybrid.md):\n"
 "  --warmup-steps N       full steps before any Predict phase                       [100]\n"
@@ -230,6 +232,13 @@ static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_inte
     return 0;
 }
 
+/* --rss-warn / --rss-limit in MiB: operational limits, also with --resume */
+static double g_rss_warn_mib, g_rss_limit_mib;
+
+static void apply_memory_limits(hpt_trainer *tr) {
+    hpt_trainer_set_memory_limits(tr, (size_t)(g_rss_warn_mib * 1048576.0), (size_t)(g_rss_limit_mib * 1048576.0));
+}
+
 /* hpt train --resume DIR: the stored configuration, nothing else but
  * --threads (checked against the stored count) and --log-interval. */
 static int resume_train(const char *dir, const char *train_flag, int hybrid, int threads, int log_interval) {
@@ -240,6 +249,7 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
     install_stop_handlers();
     hpt_status st = hpt_trainer_resume(&tr, dir, threads, on_log, NULL);
     if (st != HPT_OK) die_status(st);
+    apply_memory_limits(tr);
     if (hybrid >= 0 && hybrid != hpt_trainer_resumed_hybrid(tr)) {
         hpt_trainer_free(tr);
         die_usage("%s", hybrid ? "--resume: --mode hybrid, but the run is a --mode baseline run (the mode comes "
@@ -279,7 +289,7 @@ static int cmd_train(int argc, char **argv) {
         const char *n = a.name;
         if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
         if (strcmp(n, "--resume") && strcmp(n, "--threads") && strcmp(n, "--log-interval") &&
-            strcmp(n, "--mode") && !train_flag[0])
+            strcmp(n, "--mode") && strcmp(n, "--rss-warn") && strcmp(n, "--rss-limit") && !train_flag[0])
             snprintf(train_flag, sizeof train_flag, "%s", n);
         if (!strcmp(n, "--resume")) resume_dir = flag_value(&a);
         else if (!strcmp(n, "--data")) c.data_path = flag_value(&a);
@@ -315,6 +325,8 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--keep-last")) c.keep_last = (int)parse_int(n, flag_value(&a), 1, 1000);
         else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
+        else if (!strcmp(n, "--rss-warn")) g_rss_warn_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
+        else if (!strcmp(n, "--rss-limit")) g_rss_limit_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
         else if (!strcmp(n, "--mode")) {
             const char *v = flag_value(&a);
             mode_given = 1;
@@ -361,6 +373,7 @@ static int cmd_train(int argc, char **argv) {
     hpt_trainer *tr;
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);
+    apply_memory_limits(tr);
     install_stop_handlers();
     return run_to_end(tr, hybrid ? &hc : NULL, log_interval);
 }

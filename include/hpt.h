@@ -356,6 +356,11 @@ int hpt_trainer_resumed_hybrid(const hpt_trainer *tr);
 /* The hybrid config stored in a resumed trainer's checkpoint (HYBR). */
 hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc);
 
+/* Memory guard rails of a run (bytes, 0 = off; operational settings, not
+ * saved in checkpoints): past warn, one warning through the log; past limit,
+ * an emergency checkpoint is saved and the run stops with HPT_ERR_NOMEM. */
+void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit);
+
 /* ---------------------------------------------------------------- weights */
 
 /* model.bin: the model config, the tokenizer (NULL for non-text models) and

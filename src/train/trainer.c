@@ -115,6 +115,10 @@ void hpt_trainer_free(hpt_trainer *tr) {
 }
 
 hpt_model *hpt_trainer_model(hpt_trainer *tr) { return tr->model; }
+void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit) {
+    tr->rss_warn = warn;
+    tr->rss_limit = limit;
+}
 const hpt_text *hpt_trainer_text(const hpt_trainer *tr) { return tr->task_->text; }
 const hpt_train_config *hpt_trainer_config(const hpt_trainer *tr) { return &tr->cfg; }
 const char *hpt_trainer_checkpoint(const hpt_trainer *tr) { return tr->ckpt_path; }
@@ -418,7 +422,8 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
         json_num(mf, "lr", info.lr); fputc(',', mf);
         json_num(mf, "grad_norm", info.grad_norm); fputc(',', mf);
         json_num(mf, "time_s", info.time_s); fputc(',', mf);
-        fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, hpt_rss_bytes());
+        size_t rss = hpt_rss_bytes();
+        fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, rss);
         if (info.phase) {
             fprintf(mf, ",\"phase\":\"%s\",\"backward\":%d,\"probe\":%d,", info.phase, info.backward, info.probes);
             if (!strcmp(info.phase, "predict")) {
@@ -445,6 +450,20 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
             st = hpt_trainer_save_checkpoint(tr);
             if (st != HPT_OK) break;
             saved_at = tr->step;
+        }
+        if (tr->rss_warn && rss > tr->rss_warn && !tr->rss_warned) {
+            tr->rss_warned = 1;
+            logf_(log, ctx, "warning    resident memory %.1f MiB passed --rss-warn %.1f MiB at step %d",
+                  mib(rss), mib(tr->rss_warn), tr->step);
+        }
+        if (tr->rss_limit && rss > tr->rss_limit && tr->step < c->max_iters) {
+            /* an emergency save while the process can still write one */
+            st = ckpt_ok && saved_at != tr->step ? hpt_trainer_save_checkpoint(tr) : HPT_OK;
+            if (st == HPT_OK)
+                st = hpt_fail(HPT_ERR_NOMEM, "resident memory %.1f MiB passed --rss-limit %.1f MiB at step %d; "
+                              "emergency checkpoint %s'%s'", mib(rss), mib(tr->rss_limit), tr->step,
+                              ckpt_ok ? "saved to " : "not possible: ", ckpt_ok ? tr->ckpt_path : "no state");
+            break;
         }
         if (ckpt_ok && stop_requested && tr->step < c->max_iters) {
             stop_requested = 0;  /* consumed: a later run in this process starts afresh */

@@ -23,6 +23,8 @@ struct hpt_trainer {
     int updates;           /* AdamW updates applied (real steps) */
     double train_s, eval_s, tokens;
     int lock_fd;           /* the run directory's advisory lock (-1: not held) */
+    size_t rss_warn, rss_limit;   /* runtime memory thresholds in bytes (0: off), not part of the run's config */
+    int rss_warned;
     /* the run loop's own state, kept here so that checkpoints carry it */
     float final_val, best_val, final_acc;
     int next_eval;
