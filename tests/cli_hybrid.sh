@@ -42,7 +42,7 @@ assert s["model_backward_calls"] == s["backward_passes"] == len(real), (s["model
 assert s["optimizer_updates"] == len(real)
 assert s["steps"] == 200 and s["steps"] == len(real) + s["predict_phases"]["steps_kept"], s
 assert all(k in lines[-1] for k in ("phase", "backward", "probe", "predicted_loss", "confidence", "residual", "step_ms"))
-for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "predict_phases"):
+for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "predict_phases", "memory_bytes_hybrid"):
     assert k in s, k
 steps = [l["step"] for l in lines]
 assert steps == sorted(steps), "step counter went backwards"
@@ -50,6 +50,8 @@ trans = [json.loads(l) for l in open(f"{d}/phases.jsonl")]
 assert trans and all(t["reason"] for t in trans), trans[:3]
 assert any(t["phase"] == "predict" for t in trans)
 PY
+
+grep -q "^hybrid .*hybrid state .* MiB (snapshot" "$tmp/hyb.log" || fail "no hybrid config/memory line at start"
 
 # memory: no growth over a long hybrid run (the original leaked 10 GB).
 # Not under sanitizers: ASan's quarantine grows resident memory by design.

@@ -555,6 +555,12 @@ static void json_num_(FILE *f, const char *key, double v) {
 static void hybrid_summary(void *hctx, FILE *f) {
     hybrid *h = hctx;
     fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
+    /* the hybrid layer's share of the memory ledger, by role */
+    fprintf(f, "  \"memory_bytes_hybrid\": {\"snapshot\": %zu, \"buffers\": %zu, \"predictor\": %zu, "
+            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), 4 * h->n * sizeof(float),
+            h->pred.arena_bytes,
+            (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float),
+            h->enc.arena_floats * sizeof(float));
     fprintf(f, "  \"phase_steps\": {\"warmup\": %d, \"full\": %d, \"predict\": %d, \"correct\": %d},\n",
             h->phase_count_steps[0], h->phase_count_steps[1], h->phase_count_steps[2], h->phase_count_steps[3]);
     fprintf(f, "  \"phase_time_s\": {\"warmup\": %.3f, \"full\": %.3f, \"predict\": %.3f, \"correct\": %.3f},\n",
@@ -591,10 +597,12 @@ static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
     const hpt_hybrid_config *c = &h->cfg;
     char line[512];
     snprintf(line, sizeof line, "hybrid     predictor %s, warmup %d, full %d, predict %d..%d, correct %d, "
-             "threshold %g, correction interval %d, %d probe batches%s; snapshot %.1f MiB",
+             "threshold %g, correction interval %d, %d probe batches%s; hybrid state %.1f MiB "
+             "(snapshot %.1f, buffers %.1f)",
              c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
              c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
-             c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0);
+             c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0,
+             3.0 * h->n * sizeof(float) / 1048576.0, 4.0 * h->n * sizeof(float) / 1048576.0);
     if (log) log(ctx, line);
 }
 

@@ -373,6 +373,7 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
     size_t db = tr->task_->data_bytes(tr->task_);
     logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
           "data %.1f MiB: %.1f MiB allocated", mib(pb), mib(gb), mib(ob), mib(ab), mib(db), mib(pb + gb + ob + ab + db));
+    if (hooks->log_config) hooks->log_config(hooks->hctx, log, ctx);
 
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->out_dir);
