@@ -40,10 +40,12 @@ static uint32_t be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Reads a whole gzip IDX file; checks magic (type 0x08 = unsigned byte, ndim)
- * and returns the dimensions and payload. */
-static hpt_status idx_read(const char *path, int ndim, uint32_t dims[3], unsigned char **payload, size_t *n) {
-    *payload = NULL;
+/* Opens a gzip IDX file and reads its header: checks magic (type 0x08 =
+ * unsigned byte, ndim) and returns the dimensions. The caller checks them
+ * before idx_payload allocates anything: a forged header must not make us
+ * allocate gigabytes (found by bench/fuzz.sh's fuzz_idx). */
+static hpt_status idx_open(const char *path, int ndim, uint32_t dims[3], gzFile *out) {
+    *out = NULL;
     gzFile f = gzopen(path, "rb");
     if (!f) return hpt_fail(HPT_ERR_IO, "cannot open '%s' (install Debian's dataset-fashion-mnist, "
                             "or point --data at a directory with the four IDX .gz files)", path);
@@ -55,12 +57,17 @@ static hpt_status idx_read(const char *path, int ndim, uint32_t dims[3], unsigne
         return hpt_fail(HPT_ERR_DATA, "'%s' has magic %02x%02x%02x%02x, expected an IDX file of %d-d unsigned bytes (000008%02x)",
                         path, hdr[0], hdr[1], hdr[2], hdr[3], ndim, ndim);
     }
-    size_t total = 1;
     for (int d = 0; d < ndim; d++) {
         dims[d] = be32(hdr + 4 + 4 * d);
         if (dims[d] == 0 || dims[d] > 1000000) { gzclose(f); return hpt_fail(HPT_ERR_DATA, "'%s' has dimension %u = %u", path, d, dims[d]); }
-        total *= dims[d];
     }
+    *out = f;
+    return HPT_OK;
+}
+
+/* Reads exactly `total` payload bytes of an opened IDX file and closes it. */
+static hpt_status idx_payload(gzFile f, const char *path, size_t total, unsigned char **payload) {
+    *payload = NULL;
     unsigned char *buf = malloc(total + 1);
     if (!buf) { gzclose(f); return hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path); }
     size_t got = 0;
@@ -73,12 +80,14 @@ static hpt_status idx_read(const char *path, int ndim, uint32_t dims[3], unsigne
     /* exactly the promised payload: one more byte means a wrong header */
     int extra = got == total ? gzread(f, buf + total, 1) : 0;
     int err;
-    const char *zmsg = gzerror(f, &err);
+    /* copy zlib's message: it lives in the gzFile that gzclose frees (found
+     * by bench/fuzz.sh's fuzz_idx under ASan) */
+    char zmsg[128];
+    snprintf(zmsg, sizeof zmsg, "%s", gzerror(f, &err));
     gzclose(f);
     if (got != total) { free(buf); return hpt_fail(HPT_ERR_DATA, "'%s' is truncated: %zu of %zu payload bytes (%s)", path, got, total, err ? zmsg : "early end"); }
     if (extra > 0) { free(buf); return hpt_fail(HPT_ERR_DATA, "'%s' is longer than its header says", path); }
     *payload = buf;
-    *n = total;
     return HPT_OK;
 }
 
@@ -87,11 +96,14 @@ static hpt_status load_split(split *s, const char *dir, const char *prefix, int 
     snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
     snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
     uint32_t di[3] = {0}, dl[3] = {0};
-    size_t n;
-    HPT_TRY(idx_read(ip, 3, di, &s->img, &n));
-    if (di[1] != 28 || di[2] != 28) return hpt_fail(HPT_ERR_DATA, "'%s' holds %ux%u images, expected 28x28", ip, di[1], di[2]);
-    if ((int)di[0] != expect) return hpt_fail(HPT_ERR_DATA, "'%s' holds %u images, expected %d", ip, di[0], expect);
-    HPT_TRY(idx_read(lp, 1, dl, &s->lab, &n));
+    gzFile f;
+    HPT_TRY(idx_open(ip, 3, di, &f));
+    if (di[1] != 28 || di[2] != 28) { gzclose(f); return hpt_fail(HPT_ERR_DATA, "'%s' holds %ux%u images, expected 28x28", ip, di[1], di[2]); }
+    if ((int)di[0] != expect) { gzclose(f); return hpt_fail(HPT_ERR_DATA, "'%s' holds %u images, expected %d", ip, di[0], expect); }
+    HPT_TRY(idx_payload(f, ip, (size_t)di[0] * 28 * 28, &s->img));
+    HPT_TRY(idx_open(lp, 1, dl, &f));
+    if (dl[0] != di[0]) { gzclose(f); return hpt_fail(HPT_ERR_DATA, "'%s' has %u labels for %u images", lp, dl[0], di[0]); }
+    HPT_TRY(idx_payload(f, lp, dl[0], &s->lab));
     if (dl[0] != di[0]) return hpt_fail(HPT_ERR_DATA, "'%s' has %u labels for %u images", lp, dl[0], di[0]);
     for (uint32_t i = 0; i < dl[0]; i++)
         if (s->lab[i] > 9) return hpt_fail(HPT_ERR_DATA, "'%s': label %u of image %u is not a class 0-9", lp, s->lab[i], i);
