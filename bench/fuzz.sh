@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 command -v clang >/dev/null || { echo "fuzz: needs clang (apt-get install clang-14 libfuzzer-14-dev libclang-rt-14-dev)" >&2; exit 1; }
 out=build-fuzz
-mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx
+mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/artifacts
 src=$(ls src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c src/hybrid/*.c)
 flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude -fsanitize=fuzzer,address,undefined -Wno-unknown-pragmas"
 for t in state text idx; do
@@ -36,7 +36,7 @@ status=0
 res="{"
 for t in state text idx; do
     log=$out/fuzz_$t.log
-    if $out/fuzz_$t -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 $out/corpus-$t >"$log" 2>&1; then rc=0; else rc=$?; status=1; fi
+    if $out/fuzz_$t -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -artifact_prefix=$out/artifacts/ $out/corpus-$t >"$log" 2>&1; then rc=0; else rc=$?; status=1; fi
     runs=$(grep -o "Done [0-9]* runs" "$log" | grep -o "[0-9]*" || true)
     echo "fuzz_$t: ${runs:-?} inputs in ${secs}s, exit $rc (log $log)"
     res="$res\"fuzz_$t\": {\"seconds\": $secs, \"inputs\": ${runs:-null}, \"exit\": $rc},"
