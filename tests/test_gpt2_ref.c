@@ -30,6 +30,7 @@
  * ln1w gradient during training.
  */
 #include "test.h"
+#include "ref_fixture.h"
 #include "hpt.h"
 #include "../src/model/model.h"
 #include "../src/train/optim.h"
@@ -54,7 +55,6 @@
 #define FINAL_ATOL 1e-5
 #define FINAL_RTOL 1e-4
 
-typedef struct ref_tensor { char name[17]; int ndim, shape[4]; size_t numel; } ref_tensor;
 
 typedef struct ref {
     int V, Vp, maxT, L, NH, C, B, T;
@@ -67,7 +67,6 @@ typedef struct ref {
     float *params, *logits, loss, *grads, losses[NSTEPS_MAX], norms[NSTEPS_MAX], *final;
 } ref;
 
-static int rd(FILE *f, void *p, size_t size, size_t n) { return fread(p, size, n, f) == n; }
 
 /* Reads the fixture (little-endian host assumed, as everywhere in hpt). */
 static int ref_load(ref *r, const char *path) {
@@ -121,50 +120,6 @@ static void ref_free(ref *r) {
     free(r->logits); free(r->grads); free(r->final);
 }
 
-/* The model's tensor table must be the fixture's: same names, shapes, order. */
-static int table_matches(const hpt_model *m, const ref *r) {
-    int n;
-    const hpt_tensor_info *ti = hpt_model_tensors(m, &n);
-    CHECK(n == r->ntensors, "model has %d tensors, fixture %d", n, r->ntensors);
-    if (n != r->ntensors) return 0;
-    int ok = 1;
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        const ref_tensor *t = &r->t[i];
-        int same = !strcmp(ti[i].name, t->name) && ti[i].ndim == t->ndim && ti[i].numel == t->numel &&
-                   ti[i].offset == off;
-        for (int k = 0; k < t->ndim && same; k++) same = ti[i].shape[k] == t->shape[k];
-        CHECK(same, "tensor %d: model %s ndim %d [%d %d %d %d], fixture %s ndim %d [%d %d %d %d]", i,
-              ti[i].name, ti[i].ndim, ti[i].shape[0], ti[i].shape[1], ti[i].shape[2], ti[i].shape[3],
-              t->name, t->ndim, t->shape[0], t->shape[1], t->shape[2], t->shape[3]);
-        ok &= same;
-        off += t->numel;
-    }
-    return ok;
-}
-
-/* Largest |err| / (atol + rtol |want|) seen by compare(): how much of the
- * tolerance the worst element used (printed, to keep the margins visible). */
-static double g_tol_used;
-
-/* Compares n floats; counts one CHECK per array (the first failure is
- * detailed); returns the max abs error. */
-static double compare(const char *what, const float *got, const float *want, size_t n,
-                      double atol, double rtol) {
-    double maxerr = 0.0;
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]);
-        double tol = atol + rtol * fabs(want[i]);
-        if (!(e <= tol)) { if (!bad) first = i; bad++; }
-        if (e / tol > g_tol_used || e != e) g_tol_used = e / tol;
-        if (e > maxerr || e != e) maxerr = e;
-    }
-    CHECK(bad == 0, "%s: %zu of %zu elements out of tolerance; first [%zu] got %.9g want %.9g",
-          what, bad, n, first, bad ? got[first] : 0.0, bad ? want[first] : 0.0);
-    return maxerr;
-}
-
 typedef struct run_out {
     float *logits;   /* (B*T*V) */
     float *grads;    /* (P) */
@@ -190,7 +145,7 @@ static void run_reference(const ref *r, int threads, run_out *out, int verbose) 
     float *params = hpt_model_params(m, &np);
     float *grads = hpt_model_grads(m, NULL);
     CHECK(np == P, "model has %zu params, fixture %zu", np, P);
-    if (np != P || !table_matches(m, r)) {
+    if (np != P || !table_matches(m, r->t, r->ntensors)) {
         fprintf(stderr, "tensor table differs from the fixture: regenerate it with "
                         "/usr/bin/python3 tools/ref/gpt2_ref.py or fix gpt2.c\n");
         hpt_model_free(m);
