@@ -43,7 +43,7 @@ ifneq ($(SANITIZE),)
 endif
 
 HYBRID_SRC := $(wildcard src/hybrid/*.c)
-LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c) $(HYBRID_SRC)
+LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)
@@ -73,7 +73,8 @@ hpt: $(HPT_BIN)
 ifneq ($(HPT_BIN),hpt)
 .PHONY: hpt
 endif
-$(HPT_BIN): $(BUILD)/cli/main.o $(BUILD)/libhpt.a
+CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o
+$(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
@@ -106,4 +107,4 @@ demo: hpt $(DEMO_DATA)
 clean:
 	rm -rf build build-* hpt
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/cli/main.d $(TESTS:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d)

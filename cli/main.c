@@ -1,11 +1,12 @@
 /*
- * main.c — the hpt command line: `hpt train` and `hpt sample`.
+ * main.c — the hpt command line: `hpt train`, `hpt sample`, and the
+ * dispatch to `hpt compare` (compare.c).
  *
  * The only place that prints to the terminal or exits: the library returns
  * statuses and messages, this file turns them into text and exit codes
  * (0 success, 1 runtime failure, 2 usage error).
  */
-#include "hpt.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,21 +19,21 @@
 
 #define VERSION_STRING "hpt 0.1.0"
 
-static void die_usage(const char *fmt, const char *a) {
+void die_usage(const char *fmt, const char *a) {
     fprintf(stderr, "hpt: ");
     fprintf(stderr, fmt, a);
     fprintf(stderr, "\nRun 'hpt --help' for usage.\n");
     exit(2);
 }
 
-static void die_status(hpt_status st) {
+void die_status(hpt_status st) {
     fprintf(stderr, "hpt: error: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
     exit(st == HPT_ERR_ARG ? 2 : 1);
 }
 
 /* ---------------------------------------------------------------- flags */
 
-static long parse_int(const char *flag, const char *v, long lo, long hi) {
+long parse_int(const char *flag, const char *v, long lo, long hi) {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
@@ -47,7 +48,7 @@ static long parse_int(const char *flag, const char *v, long lo, long hi) {
     return x;
 }
 
-static float parse_float(const char *flag, const char *v) {
+float parse_float(const char *flag, const char *v) {
     char *end;
     errno = 0;
     double x = strtod(v, &end);
@@ -58,10 +59,7 @@ static float parse_float(const char *flag, const char *v) {
     return (float)x;
 }
 
-/* Flag iterator over argv accepting "--name value" and "--name=value". */
-typedef struct args { int argc, i; char **argv; const char *name; const char *val; char buf[128]; } args;
-
-static int next_flag(args *a) {
+int next_flag(args *a) {
     if (a->i >= a->argc) return 0;
     const char *s = a->argv[a->i++];
     if (strncmp(s, "--", 2) != 0) die_usage("unexpected argument '%s'", s);
@@ -77,10 +75,26 @@ static int next_flag(args *a) {
     return 1;
 }
 
-static const char *flag_value(args *a) {
+const char *flag_value(args *a) {
     if (a->val) return a->val;
     if (a->i >= a->argc) die_usage("%s needs a value", a->name);
     return a->val = a->argv[a->i++];
+}
+
+/* hpt train's hybrid-only flags (hpt compare passes them to hybrid arms only) */
+static const char *const hybrid_flags[] = {
+    "--warmup-steps", "--full-steps", "--min-predict-steps", "--max-predict-steps", "--correct-steps",
+    "--max-consecutive-predict", "--confidence-threshold", "--predictor", "--backoff-after", "--max-backoff",
+    "--predict-waste-budget", "--correction-interval", "--probe-batches", "--whole-phase", "--cost-by-time",
+    "--ensemble", "--hidden", "--bptt", "--div-window", "--div-loss-z", "--div-grad-explode", "--div-grad-vanish"};
+
+int hpt_cli_hybrid_flag(const char *name, int *takes_value) {
+    for (size_t i = 0; i < sizeof hybrid_flags / sizeof hybrid_flags[0]; i++)
+        if (!strcmp(name, hybrid_flags[i])) {
+            if (takes_value) *takes_value = strcmp(name, "--whole-phase") && strcmp(name, "--cost-by-time");
+            return 1;
+        }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- help */
@@ -93,6 +107,8 @@ static void usage(FILE *f) {
 "  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin}\n"
 "  hpt train --task fashion-mnist --model mlp|cnn [options]   train an image classifier\n"
 "  hpt sample --model FILE [options]   generate text from a trained model\n"
+"  hpt compare [train options] --lrs LIST --seeds N --out DIR   time to the same val loss:\n"
+"                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n"
 "  hpt --help | --version\n"
 "\n"
 "train options (defaults: nanoGPT's CPU shakespeare_char recipe):\n"
@@ -127,6 +143,8 @@ static void usage(FILE *f) {
 "  --save-interval N      checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps,\n"
 "                         0 = only when stopped by Ctrl-C / SIGTERM                  [0]\n"
 "  --keep-last N          checkpoints kept; older ones are deleted                   [2]\n"
+"  --ema DECAY            also average the weights (EMA, decay per step) and report\n"
+"                         ema_val_loss beside val_loss; a control for hpt compare    [0 = off]\n"
 "  --resume DIR           continue the run in DIR from its newest valid checkpoint,\n"
 "                         with its stored configuration (only --threads, equal to the\n"
 "                         stored one, --log-interval, --rss-warn and --rss-limit may be given)\n"
@@ -172,7 +190,7 @@ static void on_log(void *ctx, const char *line) {
     fprintf(stderr, "%s\n", line);
 }
 
-static void fmt_eta(char *buf, size_t n, double s) {
+void fmt_eta(char *buf, size_t n, double s) {
     if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
     else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
     else snprintf(buf, n, "%ds", (int)s);
@@ -323,6 +341,7 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--threads")) c.threads = threads_flag = (int)parse_int(n, flag_value(&a), 0, 1024);
         else if (!strcmp(n, "--save-interval")) c.save_interval = (int)parse_int(n, flag_value(&a), 0, 100000000);
         else if (!strcmp(n, "--keep-last")) c.keep_last = (int)parse_int(n, flag_value(&a), 1, 1000);
+        else if (!strcmp(n, "--ema")) c.ema_decay = parse_float(n, flag_value(&a));
         else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else if (!strcmp(n, "--rss-warn")) g_rss_warn_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
@@ -335,7 +354,7 @@ static int cmd_train(int argc, char **argv) {
             else die_usage("--mode must be 'baseline' or 'hybrid', got '%s'", v);
         }
         /* hybrid knobs: every one live, validated by hpt_hybrid_config_check */
-#define HFLAG(name) (!strcmp(n, name) && (hybrid_flag = hybrid_flag ? hybrid_flag : name))
+#define HFLAG(name) (!strcmp(n, name) && hpt_cli_hybrid_flag(name, NULL) && (hybrid_flag = hybrid_flag ? hybrid_flag : name))
         else if (HFLAG("--warmup-steps")) hc.warmup_steps = (int)parse_int(n, flag_value(&a), 0, 100000000);
         else if (HFLAG("--full-steps")) hc.full_steps = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else if (HFLAG("--min-predict-steps")) hc.min_predict_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
@@ -498,6 +517,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--version")) { puts(VERSION_STRING); return 0; }
     if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
-    die_usage("unknown command '%s' (expected train or sample)", cmd);
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 2, argv + 2);
+    die_usage("unknown command '%s' (expected train, sample or compare)", cmd);
     return 2;
 }

@@ -120,6 +120,9 @@ int hpt_model_block_size(const hpt_model *m);   /* longest T reserved at init */
 size_t hpt_model_backward_calls(const hpt_model *m); /* backward passes run so far */
 /* Rebuilds a model from the config words stored in a state file (any family). */
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T);
+/* The parameter count such a config describes, without building the model
+ * (loaders check stored arenas against it before allocating anything). */
+hpt_status hpt_model_conf_params(const uint32_t *conf, int nconf, size_t *n);
 /* Bytes of each arena owned by the model (params, grads, activations). */
 void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *acts);
 const char *hpt_model_describe(const hpt_model *m); /* e.g. "gpt2 L4 H4 C128 V65 (Vp72) T64" */
@@ -225,6 +228,11 @@ typedef struct hpt_train_config {
     /* checkpoints (both modes): DIR/checkpoints/ckpt-<step, 8 digits>.bin */
     int save_interval;      /* save every N steps; 0: only when interrupted */
     int keep_last;          /* checkpoints kept, older ones deleted after a save (>= 1) */
+    /* > 0: also keep an exponential moving average of the weights (decay per
+     * step, warmed up as min(decay, (1+t)/(10+t))) and evaluate it beside
+     * them: the cheap control that often explains away "prediction" gains.
+     * Its update counts on the training clock. 0: off. */
+    float ema_decay;
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
@@ -250,6 +258,7 @@ typedef struct hpt_step_info {
     int evaluated;         /* val_loss is valid */
     float val_loss;
     float val_accuracy;    /* classification tasks, in [0, 1]; NaN otherwise */
+    float ema_val_loss;    /* with ema_decay: val loss of the averaged weights (NaN otherwise) */
     /* hybrid mode only (phase == NULL in plain training) */
     const char *phase;     /* "warmup", "full", "predict", "correct" */
     int backward;          /* 1 if a backward pass ran this step */

@@ -16,6 +16,7 @@
 #       hybrid on a baseline run: exit 2 (hybrid runs: tests/cli_resume_hybrid.sh)
 #   (f) Fashion-MNIST MLP resumed mid-epoch and at an epoch boundary: the
 #       uninterrupted run's parameters (when the dataset is installed)
+#   (g) --ema: the average leaves the weights alone and resumes bit for bit
 #   and `hpt sample` reads a checkpoint as a model.
 set -u
 HPT=${HPT:-./hpt}
@@ -207,6 +208,32 @@ if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
         else fail "(f) fashion MLP resumed from step $k: status $rc, param_crc32 $c, want $FX"; fi
     done
 else echo "skip (f) no Fashion-MNIST in $FM"; fi
+
+# ---------------------------------------------------------------- (g)
+
+# --ema: the average is evaluated beside the weights and never feeds back
+# into them (same param_crc32 as (a)); its arena is in the checkpoint, so a
+# killed run resumes to the same ema_val_loss values bit for bit
+run "$HPT" train $CFG --ema 0.9 --out "$tmp/g"
+ema_ok=$(python3 - "$tmp/g" <<'EOF2'
+import json, sys
+d = sys.argv[1]
+evals = [json.loads(l) for l in open(d + "/metrics.jsonl") if '"val_loss"' in l]
+s = json.load(open(d + "/summary.json"))
+ok = len(evals) == 4 and all(isinstance(e.get("ema_val_loss"), float) for e in evals) \
+     and isinstance(s.get("final_ema_val_loss"), float) and s["final_ema_val_loss"] != s["final_val_loss"]
+print("yes" if ok else "no")
+EOF2
+)
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/g")" = "$X" ] && [ "$ema_ok" = yes ]; then
+    pass "(g) --ema 0.9: ema_val_loss at every evaluation, weights untouched (param_crc32 $X)"
+else fail "(g) --ema 0.9: status $rc, crc $(crc_of "$tmp/g") (want $X), ema fields $ema_ok"; fi
+CFG="$CFG --ema 0.9"
+kill9_at g100 100 108
+run "$HPT" train --resume "$tmp/g100"
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/g100")" = "$X" ] && same_metrics "$tmp/g" "$tmp/g100"; then
+    pass "(g) --ema run killed after ckpt 100 ($how) and resumed: same parameters and ema_val_loss"
+else fail "(g) --ema resume: status $rc"; fi
 
 echo "cli_resume: $failures failed"
 [ $failures -eq 0 ]

@@ -18,6 +18,7 @@
  * far from linear, as well as at init. Tolerances are stated beside each check.
  */
 #include "test.h"
+#include "../src/model/model.h"
 #include "hpt.h"
 #include "../src/model/model.h"
 #include "../src/train/optim.h"
@@ -421,6 +422,45 @@ static void test_scale_and_accumulate(void) {
     hpt_model_free(m);
 }
 
+/* hpt_model_conf_params (what the loaders check stored arenas against before
+ * allocating) must agree with every family's tensor table. */
+static void conf_count_matches(hpt_model *m, const char *what) {
+    size_t n = 0;
+    CHECK(m && hpt_model_conf_params(m->conf, m->nconf, &n) == HPT_OK && n == m->nparams,
+          "%s: conf says %zu parameters, the table has %zu", what, n, m ? m->nparams : 0);
+    hpt_model_free(m);
+}
+
+static void test_conf_params(void) {
+    static const int gp[][5] = {{65, 64, 4, 4, 128}, {2, 1, 1, 1, 1}, {50257, 16, 2, 2, 8}, {300, 33, 3, 3, 24}};
+    for (size_t i = 0; i < sizeof gp / sizeof gp[0]; i++) {
+        hpt_gpt2_config c = {.vocab_size = gp[i][0], .block_size = gp[i][1], .n_layer = gp[i][2],
+                             .n_head = gp[i][3], .n_embd = gp[i][4]};
+        hpt_model *m = NULL;
+        hpt_gpt2_init(&m, &c, 1, 1, 1);
+        conf_count_matches(m, "gpt2");
+    }
+    for (int nh = 0; nh <= HPT_MLP_MAX_HIDDEN; nh++) {
+        hpt_mlp_config c = {.n_in = 13, .n_hidden = nh, .n_classes = 7};
+        for (int l = 0; l < nh; l++) c.hidden[l] = 5 + 3 * l;
+        hpt_model *m = NULL;
+        hpt_mlp_init(&m, &c, 2, 1);
+        conf_count_matches(m, "mlp");
+    }
+    static const int cp[][7] = {{1, 28, 28, 32, 64, 128, 10}, {3, 9, 7, 2, 3, 5, 4}, {2, 4, 4, 1, 1, 1, 2}};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++) {
+        hpt_cnn_config c = {.in_c = cp[i][0], .in_h = cp[i][1], .in_w = cp[i][2], .c1 = cp[i][3],
+                            .c2 = cp[i][4], .hidden = cp[i][5], .n_classes = cp[i][6]};
+        hpt_model *m = NULL;
+        hpt_cnn_init(&m, &c, 2, 1);
+        conf_count_matches(m, "cnn");
+    }
+    uint32_t bad[8] = {99}, huge[6] = {HPT_FAMILY_GPT2, 65, 8192, 256, 1, 1u << 24};
+    size_t n;
+    CHECK(hpt_model_conf_params(bad, 8, &n) == HPT_ERR_FORMAT, "unknown family accepted");
+    CHECK(hpt_model_conf_params(huge, 6, &n) == HPT_ERR_FORMAT, "a 2^24-wide, 256-layer GPT-2 accepted");
+}
+
 int main(void) {
     hpt_set_threads(1);
     hpt_rng_seed(&g_rng, 4242);
@@ -444,5 +484,7 @@ int main(void) {
     test_init_loss();
     printf("(f) tensor table and padded vocabulary rows\n");
     test_table_and_padding();
+    printf("(g) parameter count from the stored config\n");
+    test_conf_params();
     return TEST_REPORT("test_model");
 }

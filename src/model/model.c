@@ -117,3 +117,46 @@ hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf,
         return hpt_fail(HPT_ERR_FORMAT, "unknown model family %u", conf[0]);
     }
 }
+
+/* The parameter count a conf describes, computed without allocating: the
+ * loaders compare it with the size of the stored arena before building the
+ * model, so that a forged config cannot make them reserve gigabytes for a
+ * file that holds kilobytes. Mirrors each family's tensor table (test_model
+ * checks the two agree). */
+hpt_status hpt_model_conf_params(const uint32_t *conf, int nconf, size_t *out) {
+    *out = 0;
+    double n = 0;
+    if (nconf < 1) return hpt_fail(HPT_ERR_FORMAT, "empty model config");
+    for (int i = 1; i < nconf && i < 8; i++)
+        if (conf[i] > (1u << 24)) return hpt_fail(HPT_ERR_FORMAT, "model config value %u out of range", conf[i]);
+    switch (conf[0]) {
+    case HPT_FAMILY_GPT2: {
+        if (nconf < 6 || conf[1] < 2) return hpt_fail(HPT_ERR_FORMAT, "bad GPT-2 config");
+        double Vp = hpt_gpt2_padded_vocab((int)conf[1]), T = conf[2], L = conf[3], C = conf[5];
+        n = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+        break;
+    }
+    case HPT_FAMILY_MLP: {
+        if (nconf < 8 || conf[3] > HPT_MLP_MAX_HIDDEN) return hpt_fail(HPT_ERR_FORMAT, "bad MLP config");
+        double din = conf[1];
+        for (uint32_t l = 0; l <= conf[3]; l++) {
+            double dout = l == conf[3] ? conf[2] : conf[4 + l];
+            n += din * dout + dout;
+            din = dout;
+        }
+        break;
+    }
+    case HPT_FAMILY_CNN: {
+        if (nconf < 8) return hpt_fail(HPT_ERR_FORMAT, "bad CNN config");
+        double C0 = conf[1], c1 = conf[4], c2 = conf[5], HD = conf[6], K = conf[7];
+        double F = c2 * (double)(conf[2] / 2 / 2) * (double)(conf[3] / 2 / 2);
+        n = c1 * C0 * 9 + c1 + c2 * c1 * 9 + c2 + HD * F + HD + K * HD + K;
+        break;
+    }
+    default:
+        return hpt_fail(HPT_ERR_FORMAT, "unknown model family %u", conf[0]);
+    }
+    if (n > 1e11) return hpt_fail(HPT_ERR_FORMAT, "model config describes %.3g parameters", n);
+    *out = (size_t)n;
+    return HPT_OK;
+}

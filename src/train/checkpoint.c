@@ -8,6 +8,7 @@
  *   ADAM  the AdamW moments, m then v
  *   DATA  the task's data cursor (opaque bytes, see task.h)
  *   LOGS  metrics.jsonl's length at the save (resume cuts it back to that)
+ *   EMAW  (TCFG ema_decay > 0) the weight average, like PARM
  *   HYBR  (TCFG mode 1) the layer above's state, written and read by its
  *         run hooks (state_bytes/save_state/load_state, trainer.h)
  * Files: DIR/checkpoints/ckpt-<step, 8 digits>.bin, written atomically; the
@@ -30,7 +31,9 @@
 
 int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr->resume_mode == 1; }
 
-#define TCFG_VERSION 1u
+/* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay.
+ * Both load: a version-1 checkpoint resumes with the average off. */
+#define TCFG_VERSION 2u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
 
@@ -69,6 +72,7 @@ static size_t encode_tcfg(const hpt_train_config *c, uint32_t mode, unsigned cha
     put_i32(&b, c->eval_interval); put_i32(&b, c->eval_iters);
     put(&b, &c->seed, 8);
     put_i32(&b, c->threads); put_i32(&b, c->save_interval); put_i32(&b, c->keep_last);
+    put_f32(&b, c->ema_decay);
     return b.n;
 }
 
@@ -93,7 +97,7 @@ static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings
     hpt_cursor k = {s->p, (size_t)s->n, 0};
     uint32_t version, tok;
     memset(c, 0, sizeof *c);
-    if (!hpt_cur_u32(&k, &version) || version != TCFG_VERSION || !hpt_cur_u32(&k, mode)) return 0;
+    if (!hpt_cur_u32(&k, &version) || version < 1 || version > TCFG_VERSION || !hpt_cur_u32(&k, mode)) return 0;
     if (!get_str(&k, str->task, sizeof str->task) || !get_str(&k, str->model, sizeof str->model) ||
         !get_str(&k, str->data, sizeof str->data) || !get_str(&k, str->out, sizeof str->out))
         return 0;
@@ -108,6 +112,7 @@ static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings
              get_f32(&k, &c->eps) && get_i32(&k, &c->eval_interval) && get_i32(&k, &c->eval_iters) &&
              hpt_cur_u64(&k, &c->seed) && get_i32(&k, &c->threads) && get_i32(&k, &c->save_interval) &&
              get_i32(&k, &c->keep_last);
+    if (ok && version >= 2) ok = get_f32(&k, &c->ema_decay);
     return ok && k.pos == k.n;
 }
 
@@ -130,6 +135,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     uint64_t size = HPT_STATE_HEADER_SIZE + hpt_state_model_bytes(m, tok) + (16 + k->tcfg_n) +
                     (16 + TRST_SIZE) + (16 + adam_len) + (16 + k->cur_n) + HPT_STATE_TRAILER_SIZE;
     if (k->hooks) size += 16 + k->hybr_n;
+    if (tr->ema) size += 16 + 8 + n * sizeof(float);
     size += 16 + 8;  /* LOGS */
     hpt_writer w = {.f = f};
     hpt_state_header(&w, size);
@@ -153,6 +159,11 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     hpt_w_bytes(&w, tr->v, n * sizeof(float));
     hpt_state_section(&w, "DATA", k->cur_n);
     hpt_w_bytes(&w, k->cur, k->cur_n);
+    if (tr->ema) {
+        hpt_state_section(&w, "EMAW", 8 + n * sizeof(float));
+        hpt_w_u64(&w, n);
+        hpt_w_bytes(&w, tr->ema, n * sizeof(float));
+    }
     if (k->hooks) {
         hpt_state_section(&w, "HYBR", k->hybr_n);
         long at = ftell(f);
@@ -262,8 +273,24 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train
     memcpy(&n, a->p, a->n >= 8 ? 8 : 0);
     if (a->n < 8 || a->n != 8 + 2 * n * sizeof(float)) return "bad ADAM section";
     if (d->n > HPT_CURSOR_MAX) return "bad DATA section";
+    /* the arenas the config implies must be the ones stored, checked before
+     * hpt_trainer_init allocates them: a flipped n_embd must not reserve GBs */
+    const hpt_state_sec *cf = hpt_state_find(secs, nsec, "CONF"), *pm = hpt_state_find(secs, nsec, "PARM");
+    if (!cf || !pm || cf->n < 8 || (cf->n - 4) % 4 || cf->n > 4 + 4 * 16) return "bad CONF section";
+    uint32_t conf[16], nconf = (uint32_t)((cf->n - 4) / 4), stored;
+    memcpy(&stored, cf->p, 4);
+    if (stored != nconf) return "bad CONF section";
+    memcpy(conf, cf->p + 4, 4 * nconf);
+    size_t want;
+    if (hpt_model_conf_params(conf, (int)nconf, &want) != HPT_OK || want != n || pm->n != 8 + n * sizeof(float))
+        return "the model config (CONF) does not match the stored parameters";
+    if (conf[0] == HPT_FAMILY_GPT2 && ((int)conf[2] != c->block_size || (int)conf[3] != c->n_layer ||
+                                       (int)conf[4] != c->n_head || (int)conf[5] != c->n_embd))
+        return "the model config (CONF) does not match the training config (TCFG)";
     if (*mode > 1) return "unknown training mode in TCFG (upgrade hpt)";
     if (*mode == 1 && !hpt_state_find(secs, nsec, "HYBR")) return "a hybrid checkpoint without its HYBR section";
+    const hpt_state_sec *ew = hpt_state_find(secs, nsec, "EMAW");
+    if (c->ema_decay > 0 && (!ew || ew->n != 8 + n * sizeof(float))) return "bad or missing EMAW section (--ema run)";
     return NULL;
 }
 
@@ -280,6 +307,7 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     memcpy(m->params, parm->p + 8, n * sizeof(float));
     memcpy(tr->m, a->p + 8, n * sizeof(float));
     memcpy(tr->v, a->p + 8 + n * sizeof(float), n * sizeof(float));
+    if (tr->ema) memcpy(tr->ema, hpt_state_find(secs, nsec, "EMAW")->p + 8, n * sizeof(float));
     hpt_cursor k = {r->p, (size_t)r->n, 0};
     uint32_t step, updates, next_eval;
     uint64_t bwd;

@@ -90,6 +90,7 @@ hpt_status hpt_train_config_check(const hpt_train_config *c) {
     CHECK_RANGE(threads, 0, 1024, "threads");
     CHECK_RANGE(save_interval, 0, 100000000, "save-interval");
     CHECK_RANGE(keep_last, 1, 1000, "keep-last");
+    if (!(c->ema_decay >= 0.0f && c->ema_decay < 1.0f)) return hpt_fail(HPT_ERR_ARG, "--ema must be in [0, 1) (0: off), got %g", c->ema_decay);
     return HPT_OK;
 }
 
@@ -156,10 +157,17 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     if (tr->cfg.eval_interval < 0) tr->cfg.eval_interval = 0;
     size_t n = tr->model->nparams;
-    tr->opt_arena = hpt_arena_alloc(2 * n);
+    int ema = c->ema_decay > 0.0f;
+    tr->opt_arena = hpt_arena_alloc((ema ? 3 : 2) * n);
     if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->m = tr->opt_arena;
     tr->v = tr->opt_arena + n;
+    if (ema) {
+        /* the average starts at the initial weights (a resume overwrites it) */
+        tr->ema = tr->opt_arena + 2 * n;
+        memcpy(tr->ema, tr->model->params, n * sizeof(float));
+    }
+    tr->final_ema_val = NAN;
     tr->keep_steps = malloc((size_t)c->keep_last * sizeof(int));
     if (!tr->keep_steps) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->final_val = NAN;
@@ -279,6 +287,32 @@ static void json_num(FILE *f, const char *key, double v) {
 
 static double mib(size_t b) { return b / 1048576.0; }
 
+/* The weight average after the step counter moved from `before` to
+ * tr->step: one decay per step, so a Predict phase that advanced k steps
+ * decays the old average k times. */
+static void ema_update(hpt_trainer *tr, int before) {
+    double keep = 1.0;
+    for (int t = before; t < tr->step; t++) {
+        double d = tr->cfg.ema_decay, warm = (1.0 + t) / (10.0 + t);
+        keep *= d < warm ? d : warm;
+    }
+    const float a = (float)keep, b = 1.0f - a;
+    float *e = tr->ema;
+    const float *p = tr->model->params;
+    const long n = (long)tr->model->nparams;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) e[i] = a * e[i] + b * p[i];
+}
+
+/* Swaps the weights and their average in place (an exact, copy-free way
+ * to evaluate the average: swapping twice restores every bit). */
+static void ema_swap(hpt_trainer *tr) {
+    float *e = tr->ema, *p = tr->model->params;
+    const long n = (long)tr->model->nparams;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) { float x = e[i]; e[i] = p[i]; p[i] = x; }
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -369,10 +403,11 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
     logf_(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
     size_t pb, gb, ab;
     hpt_model_bytes(m, &pb, &gb, &ab);
-    size_t ob = 2 * m->nparams * sizeof(float);
+    size_t ob = (tr->ema ? 3 : 2) * m->nparams * sizeof(float);
     size_t db = tr->task_->data_bytes(tr->task_);
     logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
-          "data %.1f MiB: %.1f MiB allocated", mib(pb), mib(gb), mib(ob), mib(ab), mib(db), mib(pb + gb + ob + ab + db));
+          "data %.1f MiB: %.1f MiB allocated%s", mib(pb), mib(gb), mib(ob), mib(ab), mib(db), mib(pb + gb + ob + ab + db),
+          tr->ema ? " (adamw includes the weight average)" : "");
     if (hooks->log_config) hooks->log_config(hooks->hctx, log, ctx);
 
     char path[4200];
@@ -405,6 +440,15 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
         int before = tr->step;
         st = hooks->step(hooks->hctx, tr, &info);
         if (st != HPT_OK) break;
+        info.ema_val_loss = NAN;
+        if (tr->ema) {
+            double te = hpt_now();
+            ema_update(tr, before);
+            te = hpt_now() - te;  /* the control's cost is training time too */
+            tr->train_s += te;
+            info.time_s = tr->train_s;
+            info.step_s += te;
+        }
         if (calls < c->max_iters) step_times[calls++] = info.step_s;
         int last = tr->step >= c->max_iters;
         /* evaluate when the step counter reaches or jumps past a multiple of
@@ -417,6 +461,13 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
             tr->final_val = info.val_loss;
             tr->final_acc = info.val_accuracy;
             if (info.val_loss < tr->best_val) tr->best_val = info.val_loss;
+            if (tr->ema) {
+                ema_swap(tr);
+                st = hpt_trainer_eval(tr, &info.ema_val_loss, NULL);
+                ema_swap(tr);
+                if (st != HPT_OK) break;
+                tr->final_ema_val = info.ema_val_loss;
+            }
         }
         fprintf(mf, "{\"step\":%d,", info.step);
         json_num(mf, "train_loss", info.train_loss); fputc(',', mf);
@@ -437,6 +488,7 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
             json_num(mf, "step_ms", info.step_s * 1e3);
         }
         if (info.evaluated) { fputc(',', mf); json_num(mf, "val_loss", info.val_loss); }
+        if (info.evaluated && tr->ema) { fputc(',', mf); json_num(mf, "ema_val_loss", info.ema_val_loss); }
         if (info.evaluated && tr->task_->classify) { fputc(',', mf); json_num(mf, "val_accuracy", info.val_accuracy); }
         fputs("}\n", mf);
         fflush(mf);  /* a crash loses at most the step in flight */
@@ -498,6 +550,7 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
     fprintf(sf, "  "); json_num(sf, "final_val_loss", tr->final_val); fprintf(sf, ",\n  ");
     if (tr->task_->classify) { json_num(sf, "test_accuracy", tr->final_acc); fprintf(sf, ",\n  "); }
     json_num(sf, "best_val_loss", tr->best_val); fprintf(sf, ",\n  ");
+    if (tr->ema) { json_num(sf, "final_ema_val_loss", tr->final_ema_val); fprintf(sf, ",\n  "); }
     json_num(sf, "train_s", tr->train_s); fprintf(sf, ",\n  ");
     json_num(sf, "wall_s", wall); fprintf(sf, ",\n  ");
     json_num(sf, "eval_s", tr->eval_s); fprintf(sf, ",\n  ");

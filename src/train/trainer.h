@@ -19,6 +19,8 @@ struct hpt_trainer {
     hpt_model *model;
     float *opt_arena;      /* AdamW m then v, each (nparams) */
     float *m, *v;
+    float *ema;            /* (nparams) averaged weights when cfg.ema_decay > 0, else NULL */
+    float final_ema_val;
     int step;              /* completed steps (real or predicted): the schedule position */
     int updates;           /* AdamW updates applied (real steps) */
     double train_s, eval_s, tokens;

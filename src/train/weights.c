@@ -187,6 +187,10 @@ hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int
     if (!have_conf || !have_parm) BAD("'%s' lacks a CONF or PARM section", path);
     if (conf[0] == HPT_FAMILY_GPT2 && (!t || (uint32_t)hpt_text_vocab_size(t) != conf[1]))
         BAD("'%s': the GPT-2 vocabulary (%u) has no matching tokenizer section", path, conf[1]);
+    size_t want;
+    if ((st = hpt_model_conf_params(conf, (int)nconf, &want)) != HPT_OK) goto done;
+    if (parm_n != want)  /* before allocating: the config may be forged */
+        BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, want);
     st = hpt_model_from_conf(&m, conf, (int)nconf, B, T);
     if (st != HPT_OK) goto done;
     if (parm_n != m->nparams)

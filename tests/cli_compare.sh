@@ -1,0 +1,108 @@
+#!/bin/sh
+# cli_compare.sh — `hpt compare` end to end on a tiny model: every arm, an
+# LR sweep of two values, two seeds. Checks what can fail:
+#   - exit 0; results.json parses, has the headline fields as
+#     {median, min, max, per_seed}; results.md has a row per arm; both plots
+#     exist as SVG (parses as XML) and PNG (signature)
+#   - the tuned LR is the sweep's lowest final val; the baseline's own
+#     speedup is exactly 1 on every seed (it defines the target)
+#   - the ema arm's final val is the averaged weights' (summary
+#     final_ema_val_loss), the baseline's is final_val_loss
+#   - hybrid-only flags go to the hybrid arms only (a baseline given
+#     --warmup-steps would exit 2)
+#   - the same command again reuses every run and writes the same results
+#   - usage errors exit 2: a flag compare owns, an unknown arm, no baseline,
+#     a bad --lrs; a failing run exits 1 naming its log
+set -u
+HPT=${HPT:-./hpt}
+tmp=$(mktemp -d /tmp/hpt_compare.XXXXXX) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+pass() { echo "ok   $1"; }
+fail() {
+    echo "FAIL $1"
+    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 8
+    failures=$((failures + 1))
+}
+run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
+
+awk 'BEGIN {
+    n = split("the of and a to in is you that it he was for on are as with his they at be " \
+              "this have from or one had by word but not what all were we when your can said", w, " ")
+    s = 777; bytes = 0; line = ""
+    while (bytes < 20000) {
+        s = (s * 69069 + 1) % 4294967296
+        word = w[1 + int(s / 65536) % n]
+        if (length(line) + length(word) > 70) { print line "."; bytes += length(line) + 2; line = word }
+        else line = line (line == "" ? "" : " ") word
+    }
+    print line
+}' >"$tmp/data.txt"
+
+CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
+     --max-iters 60 --warmup-iters 5 --eval-iters 2 --threads 1 --warmup-steps 10 --full-steps 5"
+OUT="$tmp/cmp"
+run "$HPT" compare $CFG --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
+if [ $rc -eq 0 ]; then pass "compare: exit 0 (every arm, 2 LRs, 2 seeds)"
+else fail "compare: status $rc"; fi
+
+python3 - "$OUT" >"$tmp/check" 2>&1 <<'EOF'
+import json, sys, xml.dom.minidom
+d = sys.argv[1]
+r = json.load(open(d + "/results.json"))
+errs = []
+for k in ("speedup_time_to_target", "final_val_ratio"):
+    v = r.get(k, {})
+    if not all(x in v for x in ("median", "min", "max", "per_seed")) or len(v["per_seed"]) != 2:
+        errs.append("headline %s malformed: %r" % (k, v))
+arms = r["arms"]
+if sorted(arms) != sorted(["baseline", "hybrid", "stale-adam", "linear", "ema"]):
+    errs.append("arms: %r" % sorted(arms))
+for a in ("baseline", "hybrid"):
+    sweep = [s for s in r["sweep"] if s["arm"] == a]
+    best = min(sweep, key=lambda s: s["final_val_loss"])
+    if len(sweep) != 2 or r["tuned_lr"][a] != best["lr"]:
+        errs.append("%s: tuned lr %r, sweep %r" % (a, r["tuned_lr"][a], sweep))
+if arms["baseline"]["speedup_time_to_target"]["per_seed"] != [1, 1]:
+    errs.append("baseline speedup per seed %r, want [1, 1]" % arms["baseline"]["speedup_time_to_target"]["per_seed"])
+for a, key in (("baseline", "final_val_loss"), ("ema", "final_ema_val_loss")):
+    lr, got = arms[a]["lr"], arms[a]["final_val_loss"]["per_seed"]
+    want = [json.load(open("%s/runs/%s-lr%g-s%d/summary.json" % (d, a, lr, s)))[key] for s in r["seeds"]]
+    if any(abs(x - y) > 1e-5 * abs(y) for x, y in zip(got, want)):
+        errs.append("%s final val %r, summaries say %r" % (a, got, want))
+md = open(d + "/results.md").read()
+for a in arms:
+    if "| %s |" % a not in md: errs.append("results.md has no row for " + a)
+for p in ("val_vs_time", "val_vs_step"):
+    xml.dom.minidom.parse("%s/%s.svg" % (d, p))
+    if open("%s/%s.png" % (d, p), "rb").read(8) != b"\x89PNG\r\n\x1a\n": errs.append(p + ".png is not a PNG")
+print("\n".join(errs) if errs else "fine")
+EOF
+if [ "$(cat "$tmp/check")" = fine ]; then
+    pass "results.json (headline, tuned LR = sweep minimum, baseline speedup 1), results.md, SVG and PNG plots"
+else fail "results: $(cat "$tmp/check")"; fi
+if grep -q "| hybrid |" "$tmp/out"; then pass "the table is printed"; else fail "no table on stdout"; fi
+
+cp "$OUT/results.json" "$tmp/r1.json"
+run "$HPT" compare $CFG --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
+n=$(grep -c "reused" "$tmp/err")
+if [ $rc -eq 0 ] && [ "$n" -eq 12 ] && cmp -s "$OUT/results.json" "$tmp/r1.json"; then
+    pass "the same command again: all 12 runs reused, identical results.json"
+else fail "rerun: status $rc, $n runs reused (want 12), results.json $(cmp -s "$OUT/results.json" "$tmp/r1.json" && echo same || echo differs)"; fi
+
+run "$HPT" compare $CFG --lr 1e-3 --out "$tmp/x"
+if [ $rc -eq 2 ] && grep -q -- "--lr is set by hpt compare" "$tmp/err"; then pass "--lr refused (compare owns it): exit 2"
+else fail "--lr: status $rc (want 2)"; fi
+run "$HPT" compare $CFG --arms baseline,magic --out "$tmp/x"
+if [ $rc -eq 2 ] && grep -q "magic" "$tmp/err"; then pass "unknown arm: exit 2 naming it"; else fail "unknown arm: status $rc"; fi
+run "$HPT" compare $CFG --arms hybrid --out "$tmp/x"
+if [ $rc -eq 2 ] && grep -q "baseline" "$tmp/err"; then pass "arms without baseline: exit 2"; else fail "no baseline: status $rc"; fi
+run "$HPT" compare $CFG --lrs 1e-3,abc --out "$tmp/x"
+if [ $rc -eq 2 ]; then pass "--lrs 1e-3,abc: exit 2"; else fail "--lrs abc: status $rc"; fi
+run "$HPT" compare --data "$tmp/missing.txt" --max-iters 5 --arms baseline --seeds 1 --out "$tmp/y"
+if [ $rc -eq 1 ] && grep -q "train.log" "$tmp/err" && grep -q "missing.txt" "$tmp/err"; then
+    pass "a failing run: exit 1, names its log and shows the error"
+else fail "failing run: status $rc"; fi
+
+echo "cli_compare: $failures failed"
+[ $failures -eq 0 ]
