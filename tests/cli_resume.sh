@@ -17,6 +17,7 @@
 #   (f) Fashion-MNIST MLP resumed mid-epoch and at an epoch boundary: the
 #       uninterrupted run's parameters (when the dataset is installed)
 #   (g) --ema: the average leaves the weights alone and resumes bit for bit
+#   (h) a checkpoint of the previous format version resumes bit for bit
 #   and `hpt sample` reads a checkpoint as a model.
 set -u
 HPT=${HPT:-./hpt}
@@ -234,6 +235,31 @@ run "$HPT" train --resume "$tmp/g100"
 if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/g100")" = "$X" ] && same_metrics "$tmp/g" "$tmp/g100"; then
     pass "(g) --ema run killed after ckpt 100 ($how) and resumed: same parameters and ema_val_loss"
 else fail "(g) --ema resume: status $rc"; fi
+
+# ---------------------------------------------------------------- (h)
+
+# a checkpoint written by the previous format (TCFG version 1, before
+# --ema), committed as a fixture with the data it names: it still resumes,
+# to the param_crc32 the old binary's uninterrupted run ended with
+cp -r tests/fixtures/ckpt_v1 "$tmp/h"
+run "$HPT" train --resume "$tmp/h"
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/h")" = fd51287f ]; then
+    pass "(h) a TCFG version-1 checkpoint resumes to the old binary's parameters (fd51287f)"
+else fail "(h) version-1 checkpoint: status $rc, crc $(crc_of "$tmp/h") (want fd51287f)"; fi
+# the same file claiming TCFG version 3 (CRC repaired): refused with a hint
+cp -r tests/fixtures/ckpt_v1 "$tmp/h3"
+python3 - "$tmp/h3/checkpoints/ckpt-00000020.bin" <<'EOF2'
+import struct, sys, zlib
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+i = b.find(b"TCFG")
+b[i + 16:i + 20] = struct.pack("<I", 3)
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])) & 0xffffffff)
+open(p, "wb").write(b)
+EOF2
+run "$HPT" train --resume "$tmp/h3"
+if [ $rc -ne 0 ] && grep -q "newer version.*upgrade hpt" "$tmp/err"; then pass "(h) a newer TCFG version: refused, 'upgrade hpt'"
+else fail "(h) newer TCFG version: status $rc"; fi
 
 echo "cli_resume: $failures failed"
 [ $failures -eq 0 ]

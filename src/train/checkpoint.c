@@ -267,6 +267,9 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train
     const hpt_state_sec *t = hpt_state_find(secs, nsec, "TCFG"), *r = hpt_state_find(secs, nsec, "TRST"),
                         *a = hpt_state_find(secs, nsec, "ADAM"), *d = hpt_state_find(secs, nsec, "DATA");
     if (!t || !r || !a || !d) return "a model file, not a checkpoint (no TCFG/TRST/ADAM/DATA section)";
+    uint32_t tv = 0;
+    if (t->n >= 4) memcpy(&tv, t->p, 4);
+    if (tv > TCFG_VERSION) return "its TCFG section is a newer version than this hpt reads (upgrade hpt)";
     if (!decode_tcfg(t, c, str, mode)) return "bad TCFG section";
     if (r->n != TRST_SIZE) return "bad TRST section";
     uint64_t n = 0;
