@@ -241,11 +241,20 @@ else fail "(g) --ema resume: status $rc"; fi
 # a checkpoint written by the previous format (TCFG version 1, before
 # --ema), committed as a fixture with the data it names: it still resumes,
 # to the param_crc32 the old binary's uninterrupted run ended with
+# (fd51287f: bits depend on the build's code generation and BLAS kernels, so
+# the check is bit-exact where this build's own uninterrupted run of the
+# fixture's config reproduces the old run, and "resumes to the end" elsewhere)
 cp -r tests/fixtures/ckpt_v1 "$tmp/h"
+run "$HPT" train --data tests/fixtures/v1_data.txt --n-layer 1 --n-head 2 --n-embd 8 --block-size 8 \
+    --batch-size 4 --max-iters 40 --eval-interval 10 --eval-iters 2 --threads 1 --out "$tmp/h_ref"
+same_build=$([ "$(crc_of "$tmp/h_ref")" = fd51287f ] && echo 1 || echo 0)
 run "$HPT" train --resume "$tmp/h"
-if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/h")" = fd51287f ]; then
+hc=$(crc_of "$tmp/h")
+if [ $rc -eq 0 ] && [ $same_build = 1 ] && [ "$hc" = fd51287f ]; then
     pass "(h) a TCFG version-1 checkpoint resumes to the old binary's parameters (fd51287f)"
-else fail "(h) version-1 checkpoint: status $rc, crc $(crc_of "$tmp/h") (want fd51287f)"; fi
+elif [ $rc -eq 0 ] && [ $same_build = 0 ] && [ -n "$hc" ] && grep -q "step 20 of 40" "$tmp/err"; then
+    pass "(h) a TCFG version-1 checkpoint resumes from step 20 to the end (this build's numerics differ from the fixture's, crc not compared)"
+else fail "(h) version-1 checkpoint: status $rc, crc $hc (want fd51287f; this build reproduces it: $same_build)"; fi
 # the same file claiming TCFG version 3 (CRC repaired): refused with a hint
 cp -r tests/fixtures/ckpt_v1 "$tmp/h3"
 python3 - "$tmp/h3/checkpoints/ckpt-00000020.bin" <<'EOF2'
