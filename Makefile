@@ -56,7 +56,7 @@ all: hpt
 help:
 	@echo "make            build ./hpt (and $(BUILD)/libhpt.a)"
 	@echo "make test       build and run every test (non-zero exit on any failure)"
-	@echo "make demo       train on the fortunes corpus and sample from it"
+	@echo "make demo       hpt compare on the fortunes corpus: baseline, hybrid, controls"
 	@echo "make bench      build the bench/ programs"
 	@echo "make clean      remove build outputs"
 
@@ -98,11 +98,14 @@ $(DEMO_DATA):
 	@mkdir -p data
 	sh scripts/fortunes-corpus.sh > $@.tmp && mv $@.tmp $@
 
+# The main job: a short `hpt compare` (17 runs of a 2-layer GPT, about two
+# minutes on 2 cores): the table on stdout, plots in runs/demo/.
 demo: hpt $(DEMO_DATA)
-	./hpt train --data $(DEMO_DATA) --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 \
-	    --block-size 64 --batch-size 12 --max-iters 1000 --lr 2e-3 --min-lr 2e-4 \
-	    --warmup-iters 100 --eval-interval 250 --eval-iters 50 --out runs/demo
-	./hpt sample --model runs/demo/model.bin --tokens 400 --temperature 0.8 --top-k 20 --seed 1
+	./hpt compare --data $(DEMO_DATA) --n-layer 2 --n-head 2 --n-embd 64 --block-size 64 \
+	    --batch-size 12 --max-iters 800 --warmup-iters 50 --eval-iters 20 \
+	    --lrs 2e-3,4e-3 --seeds 3 --out runs/demo
+	@echo "plots: runs/demo/val_vs_time.png, runs/demo/val_vs_step.png (and .svg); sample a model with"
+	@echo "  ./hpt sample --run runs/demo/runs/<arm-lr-seed> --tokens 300 --temperature 0.8 --top-k 20"
 
 clean:
 	rm -rf build build-* hpt

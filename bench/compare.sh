@@ -1,0 +1,56 @@
+#!/bin/sh
+# The benchmark comparisons of issue 6: `hpt compare` on three workloads,
+# each arm timed to the tuned baseline's final val loss on the training clock.
+#
+#   sh bench/compare.sh [WORKLOAD ...]     (default: all three, ~55 min on 2 cores)
+#
+#   shakespeare-cpu    nanoGPT's CPU shakespeare_char config (L4 H4 C128, B12
+#                      T64, 2000 steps), LR sweep 1e-3,2e-3, 3 seeds, all arms
+#   shakespeare-6x384  nanoGPT's 6x384 model at block 64, batch 12, reduced to
+#                      400 steps; lr 1e-3, 3 seeds; baseline, hybrid, ema
+#   fashion-cnn        the Fashion-MNIST CNN, 2 epochs (938 steps), evaluated
+#                      every 94 steps; LR sweep 1e-3,2e-3, 3 seeds, all arms
+#
+# Runs go to runs/bench-compare-<workload>/ (finished runs are reused when the
+# script is run again: delete the directory to remeasure); results.json,
+# results.md and the plots are copied to bench/results/compare-<workload>/.
+# Benchmark on an idle machine: OpenMP spin-waits make a shared one 5-20x
+# slower, and the comparisons are timings.
+set -eu
+cd "$(dirname "$0")/.."
+make -j2 hpt >/dev/null
+SHAKE=../shared/data/tinyshakespeare.txt
+FM=/usr/share/datasets/fashion-mnist
+
+run_workload() {
+    name=$1; shift
+    out=runs/bench-compare-$name
+    echo "== $name: ./hpt compare $* --out $out" >&2
+    start=$(date +%s)
+    ./hpt compare "$@" --out "$out"
+    end=$(date +%s)
+    dst=bench/results/compare-$name
+    mkdir -p "$dst"
+    cp "$out/results.json" "$out/results.md" "$out"/val_vs_time.* "$out"/val_vs_step.* "$dst/"
+    printf '%s\n' "./hpt compare $* --out $out" >"$dst/command.txt"
+    echo "$name: $((end - start)) s wall for the whole comparison" >&2
+}
+
+workloads=${*:-shakespeare-cpu shakespeare-6x384 fashion-cnn}
+for w in $workloads; do
+    case $w in
+    shakespeare-cpu)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 1e-3,2e-3 --seeds 3 --threads 2 ;;
+    shakespeare-6x384)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE --n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --batch-size 12 \
+            --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 1e-3 --seeds 3 --arms baseline,hybrid,ema \
+            --threads 2 ;;
+    fashion-cnn)
+        [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+        run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 1e-3,2e-3 \
+            --seeds 3 --threads 2 ;;
+    *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn)" >&2; exit 2 ;;
+    esac
+done
