@@ -159,7 +159,7 @@ static void usage(FILE *f) {
 "  --backoff-after N, --max-backoff N   failed Predict phases before the Full phases\n"
 "                         between attempts double, and the cap on that factor       [2, 64]\n"
 "  --predict-waste-budget X   share of steps that failed Predict phases may cost    [0.01]\n"
-"  --predictor NAME       coast | stale-adam | linear                               [coast]\n"
+"  --predictor NAME       coast | shrink | stale-adam | linear                      [coast]\n"
 "  --correction-interval N   predicted steps between probe-loss checks              [4]\n"
 "  --probe-batches N      training batches per verification                         [2]\n"
 "  --whole-phase          apply a Predict phase's steps as one jump, then verify\n"

@@ -332,7 +332,7 @@ typedef struct hpt_hybrid_config {
     int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
     float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */
     /* prediction and verification */
-    const char *predictor;       /* [--predictor] coast | stale-adam | linear */
+    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear */
     int correction_interval;     /* [--correction-interval] predicted steps between probe checks */
     int probe_batches;           /* [--probe-batches] batches per verification (>= 2: one batch accepted harmful jumps) */
     int whole_phase;             /* [--whole-phase] apply the horizon's deltas as one jump */

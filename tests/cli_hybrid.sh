@@ -26,10 +26,13 @@ $HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --confidence-t
 crc() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_crc32'])" "$1/summary.json"; }
 [ "$(crc "$tmp/base")" = "$(crc "$tmp/off")" ] || fail "predict disabled: crc $(crc "$tmp/base") != $(crc "$tmp/off")"
 
+# the accounting of Predict phases, for a control and for hpt's shrink
+# predictor (its ring fills after 6 x 20 real steps)
+for pred in stale-adam shrink; do
 $HPT train $small --max-iters 200 --eval-interval 100 --mode hybrid --warmup-steps 20 --full-steps 5 \
     --min-predict-steps 2 --max-predict-steps 6 --correct-steps 2 --confidence-threshold 0 \
-    --predictor stale-adam --out "$tmp/hyb" >"$tmp/hyb.log" 2>&1 || fail "hybrid run: $(tail -2 "$tmp/hyb.log")"
-python3 - "$tmp/hyb" <<'PY' || fail "hybrid accounting"
+    --predictor $pred --out "$tmp/hyb" >"$tmp/hyb.log" 2>&1 || fail "hybrid run ($pred): $(tail -2 "$tmp/hyb.log")"
+python3 - "$tmp/hyb" <<'PY' || fail "hybrid accounting ($pred)"
 import json, sys
 d = sys.argv[1]
 lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
@@ -50,6 +53,7 @@ trans = [json.loads(l) for l in open(f"{d}/phases.jsonl")]
 assert trans and all(t["reason"] for t in trans), trans[:3]
 assert any(t["phase"] == "predict" for t in trans)
 PY
+done
 
 grep -q "^hybrid .*hybrid state .* MiB (snapshot" "$tmp/hyb.log" || fail "no hybrid config/memory line at start"
 

@@ -3,7 +3,9 @@
  *   - every predictor changes the parameters in place and runs no backward
  *     pass (counted on the model, not timed);
  *   - the snapshot restores parameters and AdamW moments byte for byte;
- *   - the linear predictor extrapolates an exactly linear trajectory exactly;
+ *   - the linear and shrink predictors extrapolate an exactly linear
+ *     trajectory exactly; shrink gates off a jittering tensor and, under
+ *     noise, leaves parameters at rest where the per-parameter fit moves them;
  *   - hybrid config validation names the offending flag.
  */
 #include "../src/hybrid/predict.h"
@@ -36,8 +38,8 @@ static void train_some(hpt_model *m, float *m1, float *m2, int steps, hpt_adamw 
 }
 
 static void test_predictors_move_params(void) {
-    const char *names[] = {"coast", "stale-adam", "linear"};
-    for (int k = 0; k < 3; k++) {
+    const char *names[] = {"coast", "stale-adam", "linear", "shrink"};
+    for (int k = 0; k < 4; k++) {
         hpt_model *m = tiny_gpt();
         size_t n;
         float *p = hpt_model_params(m, &n);
@@ -52,6 +54,7 @@ static void test_predictors_move_params(void) {
         CHECK(hpt_pred_ready(&pr), "%s ready after 12 steps", names[k]);
         /* the coast gate may close noisy tensors; open it fully for this test */
         pr.snr_lo = -1.0f; pr.snr_hi = 0.0f;
+        pr.straight_lo = -1.0f; pr.straight_hi = 0.0f;  /* and the shrink one */
         size_t calls = hpt_model_backward_calls(m);
         memcpy(before, p, n * sizeof(float));
         hpt_pred_begin(&pr, m1, m2, &o, 12);
@@ -101,6 +104,75 @@ static void test_linear_exact(void) {
     hpt_model_free(m);
 }
 
+/* shrink: an exactly linear trajectory is extrapolated exactly (every
+ * slope significant, straightness 1); a tensor that only jitters around a fixed
+ * point is gated off; under noise, parameters at rest keep (nearly) still
+ * where the per-parameter fit moves them, and moving ones lose little (the
+ * shrinkage bias, 1 - 4/t^2 of each slope). */
+static void test_shrink(void) {
+    hpt_model *m = tiny_gpt();
+    size_t n;
+    float *p = hpt_model_params(m, &n);
+    float *base = malloc(n * sizeof(float)), *vel = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { base[i] = (float)(i % 13) * 0.25f; vel[i] = (float)((int)(i % 5) - 2) * 0.125f; }
+    hpt_predictor pr;
+    CHECK(hpt_pred_init(&pr, HPT_PRED_SHRINK, m, 6, 2) == HPT_OK, "shrink init");
+    for (int u = 1; u <= 12; u++) {
+        for (size_t i = 0; i < n; i++) p[i] = base[i] + vel[i] * u;
+        hpt_pred_observe(&pr, p, u);
+    }
+    hpt_adamw o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
+    hpt_pred_begin(&pr, NULL, NULL, &o, 12);
+    for (int s = 1; s <= 3; s++) hpt_pred_apply(&pr, p, NULL, NULL, &o, 12, 0.0f, s, 1.0f);
+    double maxerr = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(p[i] - (base[i] + vel[i] * 15));
+        if (e > maxerr) maxerr = e;
+    }
+    CHECK(maxerr < 1e-4, "shrink extrapolation of a straight line: error %.3g", maxerr);
+    int nt;
+    const hpt_tensor_info *ti = hpt_model_tensors(m, &nt);
+    int open = 0;
+    for (int i = 0; i < nt; i++) open += pr.tensor_gate[i] == 1.0f;
+    CHECK(open == nt, "straight paths: %d of %d tensors gated open", open, nt);
+    hpt_pred_free(&pr);
+
+    /* tensor 0 jitters (independent noise each snapshot), the rest drift
+     * with the same noise added: the drift's estimate must beat the
+     * per-parameter fit's (linear) on the drifting tensors */
+    hpt_predictor lin;
+    hpt_pred_init(&pr, HPT_PRED_SHRINK, m, 6, 2);
+    hpt_pred_init(&lin, HPT_PRED_LINEAR, m, 6, 2);
+    hpt_rng r;
+    hpt_rng_seed(&r, 11);
+    for (int u = 1; u <= 12; u++) {
+        for (size_t i = 0; i < n; i++) {
+            float drift = i < ti[0].numel ? 0.0f : vel[i] * u;
+            p[i] = base[i] + drift + 0.05f * hpt_rng_normal(&r);
+        }
+        hpt_pred_observe(&pr, p, u);
+        hpt_pred_observe(&lin, p, u);
+    }
+    hpt_pred_begin(&pr, NULL, NULL, &o, 12);
+    hpt_pred_begin(&lin, NULL, NULL, &o, 12);
+    CHECK(pr.tensor_gate[0] == 0.0f, "a jittering tensor is gated off (gate %.2f)", pr.tensor_gate[0]);
+    /* squared slope error, on the parameters at rest (vel 0) and on the moving ones */
+    double e_sh[2] = {0, 0}, e_lin[2] = {0, 0};
+    for (size_t i = ti[0].numel; i < n; i++) {
+        int moving = vel[i] != 0.0f;
+        e_sh[moving] += (pr.slope[i] - vel[i]) * (double)(pr.slope[i] - vel[i]);
+        e_lin[moving] += (lin.slope[i] - vel[i]) * (double)(lin.slope[i] - vel[i]);
+    }
+    CHECK(e_sh[0] < 0.5 * e_lin[0], "parameters at rest: shrink squared slope error %.4g, per-parameter fit %.4g",
+          e_sh[0], e_lin[0]);
+    CHECK(e_sh[1] < 1.1 * e_lin[1], "moving parameters: shrink squared slope error %.4g, per-parameter fit %.4g",
+          e_sh[1], e_lin[1]);
+    hpt_pred_free(&pr);
+    hpt_pred_free(&lin);
+    free(base); free(vel);
+    hpt_model_free(m);
+}
+
 static void test_snapshot_bytes(void) {
     size_t n = 1000;
     float *p = malloc(n * 4), *m = malloc(n * 4), *v = malloc(n * 4);
@@ -138,6 +210,7 @@ static void test_config_messages(void) {
 int main(void) {
     hpt_set_threads(1);
     test_predictors_move_params();
+    test_shrink();
     test_linear_exact();
     test_snapshot_bytes();
     test_config_messages();

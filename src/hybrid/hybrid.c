@@ -142,7 +142,7 @@ hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
     HPT_TRY(hpt_phase_config_check(&pc));
     HPT_TRY(hpt_div_config_check(&dc));
     if (hpt_pred_parse(c->predictor) < 0)
-        return hpt_fail(HPT_ERR_ARG, "--predictor must be coast, stale-adam or linear (got '%s')", c->predictor ? c->predictor : "");
+        return hpt_fail(HPT_ERR_ARG, "--predictor must be coast, shrink, stale-adam or linear (got '%s')", c->predictor ? c->predictor : "");
     if (c->correction_interval < 1 || c->correction_interval > 100000)
         return hpt_fail(HPT_ERR_ARG, "--correction-interval must be in [1, 100000] (got %d)", c->correction_interval);
     if (c->probe_batches < 1 || c->probe_batches > 64)
@@ -655,7 +655,7 @@ static int decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
 #undef F_
 #undef GI_
 #undef GF_
-    if (kind < HPT_PRED_COAST || kind > HPT_PRED_LINEAR) return 0;
+    if (kind < HPT_PRED_COAST || kind > HPT_PRED_SHRINK) return 0;
     c->predictor = hpt_pred_name((hpt_pred_kind)kind);
     return hpt_hybrid_config_check(c) == HPT_OK;
 }
@@ -809,7 +809,12 @@ static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybri
     to_div_config(hc, &dc);
     hpt_phase_init(&h->ph, &pc);
     hpt_div_init(&h->div, &dc);
-    hpt_status st = hpt_pred_init(&h->pred, (hpt_pred_kind)hpt_pred_parse(hc->predictor), h->m, 4, 5);
+    /* linear (the probe's control): 4 snapshots 5 steps apart; shrink a
+     * longer window, 6 snapshots 20 steps apart, so that drift can stand
+     * out of the step-to-step noise it is meant to filter */
+    hpt_pred_kind pk = (hpt_pred_kind)hpt_pred_parse(hc->predictor);
+    hpt_status st = pk == HPT_PRED_SHRINK ? hpt_pred_init(&h->pred, pk, h->m, 6, 20)
+                                           : hpt_pred_init(&h->pred, pk, h->m, 4, 5);
     /* all memory before step 0: the snapshot, the direction and the probes */
     if (st == HPT_OK) st = hpt_snapshot_init(&h->snap, h->n);
     h->K = h->m->ntensors;

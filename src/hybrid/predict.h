@@ -14,7 +14,16 @@
  *               predicted step (the probe's "stale AdamW").
  *   linear      control: a per-parameter least-squares line through the last
  *               c snapshots (taken every s real steps), extrapolated.
- * All three share the verification and rollback of the driver (hybrid.c).
+ *   shrink      the per-parameter least-squares line through the last c
+ *               snapshots (taken every s real steps, a longer window than
+ *               linear's), each parameter's slope shrunk by its own
+ *               significance, max(0, 1 - 4 / t^2) with t its t statistic
+ *               against the fit's residuals, so that parameters that only
+ *               jitter stay put; and each tensor gated by how straight its
+ *               path was (the squared net displacement over (c-1) x the
+ *               summed squared hops: 1 for a drift, 1/(c-1) for a random
+ *               walk, ~1/(c-1)^2 for noise around a fixed point).
+ * All four share the verification and rollback of the driver (hybrid.c).
  */
 #ifndef HPT_PREDICT_H
 #define HPT_PREDICT_H
@@ -22,9 +31,10 @@
 #include "../model/model.h"
 #include "../train/optim.h"
 
-typedef enum { HPT_PRED_COAST = 0, HPT_PRED_STALE_ADAM, HPT_PRED_LINEAR } hpt_pred_kind;
+typedef enum { HPT_PRED_COAST = 0, HPT_PRED_STALE_ADAM, HPT_PRED_LINEAR, HPT_PRED_SHRINK } hpt_pred_kind;
+#define HPT_PRED_MAX_RING 16
 
-/* Parses "coast", "stale-adam", "linear"; -1 if unknown. */
+/* Parses "coast", "stale-adam", "linear", "shrink"; -1 if unknown. */
 int hpt_pred_parse(const char *name);
 const char *hpt_pred_name(hpt_pred_kind k);
 
@@ -33,9 +43,10 @@ typedef struct hpt_predictor {
     size_t n;                    /* parameters */
     const hpt_model *m;          /* for the tensor table */
     float snr_lo, snr_hi;        /* coast gate: scale 0 below lo, 1 above hi */
-    float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast) */
+    float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast, shrink) */
+    float straight_lo, straight_hi;      /* shrink gate: 0 at or below lo, 1 at or above hi */
     float tensor_scale[HPT_MAX_TENSORS];  /* per-tensor scale from the dynamics model, all predictors (1: none) */
-    /* linear: ring of c parameter snapshots, one every s real steps */
+    /* linear, shrink: ring of c parameter snapshots, one every s real steps */
     float *ring;                 /* (c, n) */
     int ring_c, ring_s, ring_count, ring_head;
     float *slope;                /* (n) per-step slope of the last fit */
