@@ -79,6 +79,7 @@ typedef struct compare {
     int arms[NARMS];                 /* 1: arm requested */
     float ema_decay, min_lr_ratio;
     const char *out;
+    const char *predictor;           /* the hybrid arm's (--predictor; default coast) */
     int max_iters, eval_interval_given, fresh, threads;
     /* runs */
     run *runs; int nruns, cap;
@@ -98,8 +99,8 @@ void usage_compare(FILE *f) {
 "validation loss. Train options (--data, --task, --model, --max-iters, --n-layer,\n"
 "--eval-interval, --threads, ...) and hybrid options (--warmup-steps, ...) are\n"
 "passed to every run (hybrid options to the hybrid arms only); --lr, --min-lr,\n"
-"--seed, --out, --mode, --predictor, --ema, --resume and --save-interval are set\n"
-"by compare itself.\n"
+"--seed, --out, --mode, --ema, --resume and --save-interval are set by compare\n"
+"itself; --predictor chooses the hybrid arm's predictor (coast or shrink).\n"
 "\n"
 "compare options:\n"
 "  --lrs LIST             peak learning rates of the sweep, comma-separated    [the task's lr]\n"
@@ -206,7 +207,7 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
         a->v[a->n++] = "hybrid";
         for (int i = 0; i < c->nhpass; i++) a->v[a->n++] = c->hpass[i];
         a->v[a->n++] = "--predictor";
-        a->v[a->n++] = r->arm == ARM_STALE ? "stale-adam" : r->arm == ARM_LINEAR ? "linear" : "coast";
+        a->v[a->n++] = r->arm == ARM_STALE ? "stale-adam" : r->arm == ARM_LINEAR ? "linear" : (char *)c->predictor;
     }
     if (r->arm == ARM_EMA) {
         snprintf(a->num[0], sizeof a->num[0], "%g", c->ema_decay);
@@ -580,7 +581,7 @@ static void report(compare *c) {
     for (int i = 0; i < c->nhpass; i++) fprintf(f, "%s%s", i ? " " : "", c->hpass[i]);
     fprintf(f, "\",\n  \"lrs\": [");
     for (int i = 0; i < c->nlrs; i++) fprintf(f, "%s%g", i ? ", " : "", c->lrs[i]);
-    fprintf(f, "],\n  \"min_lr_ratio\": %g,\n  \"ema_decay\": %g,\n  \"seeds\": [", c->min_lr_ratio, c->ema_decay);
+    fprintf(f, "],\n  \"hybrid_predictor\": \"%s\",\n  \"min_lr_ratio\": %g,\n  \"ema_decay\": %g,\n  \"seeds\": [", c->predictor, c->min_lr_ratio, c->ema_decay);
     for (int s = 0; s < c->nseeds; s++) fprintf(f, "%s%llu", s ? ", " : "", (unsigned long long)(c->seed0 + s));
     fprintf(f, "],\n  \"threads\": %d,\n  \"blas_core\": \"%s\",\n", c->threads, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default");
     fprintf(f, "  \"tuned_lr\": {");
@@ -656,7 +657,9 @@ static void report(compare *c) {
             }
             stat4 sfv = stats(fv, c->nseeds), sfr = stats(fr, c->nseeds), stt = stats(tt, c->nseeds),
                   ssp = stats(sp, c->nseeds);
-            fprintf(o, "| %s | %g | %.4f | %+.2f%% | ", arm_names[a], c->lrs[c->tuned[arm_lr_from[a]]], sfv.median,
+            char label[64];
+            snprintf(label, sizeof label, a == ARM_HYBRID ? "%s (%s)" : "%s", arm_names[a], c->predictor);
+            fprintf(o, "| %s | %g | %.4f | %+.2f%% | ", label, c->lrs[c->tuned[arm_lr_from[a]]], sfv.median,
                     100.0 * (sfr.median - 1.0));
             if (stt.n) fprintf(o, "%.1f | %.2fx [%.2f, %.2f] | ", stt.median, ssp.median, ssp.min, ssp.max);
             else fprintf(o, "never | n/a | ");
@@ -681,7 +684,7 @@ static void report(compare *c) {
 /* ---------------------------------------------------------------- the command */
 
 /* Flags compare sets itself, refused in the pass-through. */
-static const char *const owned[] = {"--lr", "--min-lr", "--seed", "--out", "--mode", "--predictor", "--ema",
+static const char *const owned[] = {"--lr", "--min-lr", "--seed", "--out", "--mode", "--ema",
                                     "--resume", "--save-interval", "--log-interval", "--keep-last"};
 
 static void parse_lrs(compare *c, const char *s) {
@@ -719,6 +722,7 @@ int cmd_compare(int argc, char **argv) {
     c.ema_decay = 0.99f;
     c.min_lr_ratio = -1;
     c.out = "runs/compare";
+    c.predictor = "coast";
     for (int a = 0; a < NARMS; a++) c.arms[a] = 1;
     c.pass = xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.hpass = xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
@@ -751,6 +755,11 @@ int cmd_compare(int argc, char **argv) {
             if (!(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1)) die_usage("--min-lr-ratio must be in [0, 1], got '%s'", val);
         }
         else if (!strcmp(name, "--out")) c.out = val;
+        else if (!strcmp(name, "--predictor")) {
+            if (!strcmp(val, "stale-adam") || !strcmp(val, "linear"))
+                die_usage("--predictor %s is a control arm of its own; the hybrid arm's predictor is coast or shrink", val);
+            c.predictor = val;  /* hpt train validates the name */
+        }
         else if (!strcmp(name, "--fresh")) { c.fresh = 1; if (eq) die_usage("%s takes no value", name); }
         else {
             for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
