@@ -17,7 +17,8 @@
  * Every run is a child `hpt train` process (same binary, same thread count,
  * one at a time), so each has its own peak RSS and a crash costs one run;
  * this file reads back the child's metrics.jsonl and summary.json. A run
- * whose directory already holds a summary for identical arguments is
+ * whose directory already holds a summary for identical arguments (and
+ * the same hpt binary, by CRC) is
  * reused, and one stopped by Ctrl-C (its child saved a checkpoint) is
  * resumed, so a stopped comparison continues where it stopped.
  * Outputs in --out DIR: results.json, results.md (the table, also printed),
@@ -81,6 +82,7 @@ typedef struct compare {
     const char *out;
     const char *predictor;           /* the hybrid arm's (--predictor; default coast) */
     int max_iters, eval_interval_given, fresh, threads;
+    uint32_t binary_crc;             /* of the hpt binary: a rebuilt one does not reuse old runs */
     /* runs */
     run *runs; int nruns, cap;
     int tuned[NARMS];                /* index into lrs of each sweeping arm's tuned LR */
@@ -347,6 +349,8 @@ static run *do_run(compare *c, int arm, float lr, uint64_t seed) {
     build_argv(c, r, &a);
     static char line[65536];
     argv_line(&a, line, sizeof line);
+    size_t ll = strlen(line);
+    snprintf(line + ll, sizeof line - ll, " [hpt binary crc32 %08x]", c->binary_crc);
     char path[4400];
     snprintf(path, sizeof path, "%s/compare-args.txt", r->dir);
     char *prev = c->fresh ? NULL : read_text(path);
@@ -785,6 +789,12 @@ int cmd_compare(int argc, char **argv) {
     if (c.max_iters < 0 && !c.eval_interval_given) c.eval_interval_given = 1;  /* epochs: the task's cadence */
     c.threads = threads;
     c.tty = isatty(2);
+    unsigned char *exe;
+    size_t exe_n;
+    if (hpt_read_file("/proc/self/exe", &exe, &exe_n) == HPT_OK) {
+        c.binary_crc = hpt_crc32(0, exe, exe_n);
+        free(exe);
+    }
     c.t0 = now_s();
     /* the plan: the sweep (first seed), then each arm's tuned runs */
     int sweep_arms = 1 + c.arms[ARM_HYBRID], narms = 0;

@@ -52,6 +52,10 @@ assert steps == sorted(steps), "step counter went backwards"
 trans = [json.loads(l) for l in open(f"{d}/phases.jsonl")]
 assert trans and all(t["reason"] for t in trans), trans[:3]
 assert any(t["phase"] == "predict" for t in trans)
+# the training clock holds all of the hybrid's work: it is the sum of the
+# time spent in each phase, not just the trainer's own steps
+pt = sum(s["phase_time_s"].values())
+assert abs(s["train_s"] - pt) <= 0.01 * s["train_s"] + 1e-3, (s["train_s"], s["phase_time_s"])
 PY
 done
 

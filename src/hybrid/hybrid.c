@@ -60,7 +60,14 @@ typedef struct hybrid {
     int nfeat, K;
     float feat[64], y[1 + HPT_MAX_TENSORS];
     float *fc_mean, *fc_std;         /* (max_horizon, 1+K) */
-    float *theta_before, *dpred, *prev_upd;   /* (n) each */
+    /* The encoder's update statistics are estimated on a fixed sample of
+     * each tensor's parameters (at most SAMPLE_MAX, one per stride block at
+     * a hashed position, so no layout aliasing): full passes over every
+     * parameter cost a 10M-parameter model 16% of its step time. */
+#define SAMPLE_MAX 1024
+    size_t ns;                       /* sampled parameters in all */
+    size_t s_off[HPT_MAX_TENSORS], s_cnt[HPT_MAX_TENSORS], s_stride[HPT_MAX_TENSORS];
+    float *theta_before, *dpred, *prev_upd;   /* (ns) each, at the sampled parameters */
     int have_prev_upd;
     float next_pred_loss;            /* 1-step forecast issued after the last real step */
     float scale;             /* global predicted-step scale; halves on divergence */
@@ -244,22 +251,33 @@ static float progress_per_step(const hybrid *h) {
 /* Before a real step: remember theta and the AdamW-direction prediction of
  * this step's update from the current moments (the step the predictors would
  * take), to score it against the real update afterwards. */
+/* The k-th sampled parameter of tensor t: one per stride block, at a
+ * position hashed from k (deterministic; never past the tensor's end). */
+static inline size_t sample_at(const hybrid *h, const hpt_tensor_info *t, int ti, size_t k) {
+    size_t S = h->s_stride[ti], j = (size_t)((k * 2654435761u) % S), i = k * S + j;
+    return t->offset + (i < t->numel ? i : t->numel - 1);
+}
+
 static void before_real_step(hybrid *h) {
     hpt_trainer *tr = h->tr;
     const float *p = h->m->params;
-    memcpy(h->theta_before, p, h->n * sizeof(float));
-    if (tr->updates == 0) return;
+    if (tr->updates == 0) {
+        for (int ti = 0; ti < h->m->ntensors; ti++)
+            for (size_t k = 0; k < h->s_cnt[ti]; k++)
+                h->theta_before[h->s_off[ti] + k] = p[sample_at(h, &h->m->tensors[ti], ti, k)];
+        return;
+    }
     hpt_adamw o = hpt_trainer_adamw(tr, tr->step);
     float bc1 = 1.0f - powf(o.beta1, (float)tr->updates);
     float bc2s = sqrtf(1.0f - powf(o.beta2, (float)tr->updates));
     for (int ti = 0; ti < h->m->ntensors; ti++) {
         const hpt_tensor_info *t = &h->m->tensors[ti];
         float wd = t->decay ? o.weight_decay : 0.0f;
-        const float *m1 = tr->m + t->offset, *m2 = tr->v + t->offset, *pp = p + t->offset;
-        float *d = h->dpred + t->offset;
-        #pragma omp parallel for simd
-        for (size_t i = 0; i < t->numel; i++)
-            d[i] = -o.lr * (wd * pp[i] + (m1[i] / bc1) / (sqrtf(m2[i]) / bc2s + o.eps));
+        for (size_t k = 0; k < h->s_cnt[ti]; k++) {
+            size_t i = sample_at(h, t, ti, k), s = h->s_off[ti] + k;
+            h->theta_before[s] = p[i];
+            h->dpred[s] = -o.lr * (wd * p[i] + (tr->m[i] / bc1) / (sqrtf(tr->v[i]) / bc2s + o.eps));
+        }
     }
 }
 
@@ -273,38 +291,33 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
     /* one pass per tensor, split into a fixed number of chunks whose partial
      * sums are added in order: parallel, yet the same bits for any thread
      * count (the sums steer the controller, so they must be reproducible) */
-    enum { CH = 32, NQ = 8 };
+    /* over the sampled parameters, serially: a few thousand per tensor,
+     * and the same bits for any thread count (the sums steer the controller) */
+    enum { NQ = 8 };
+    const float *m1 = tr->m, *m2 = tr->v;
+    float *prev = h->prev_upd;
+    int have_prev = h->have_prev_upd;
     for (int ti = 0; ti < h->m->ntensors; ti++) {
         const hpt_tensor_info *t = &h->m->tensors[ti];
-        double part[CH][NQ];
-        float *prev = h->prev_upd;
-        const float *tb = h->theta_before, *dp = h->dpred, *m1 = tr->m, *m2 = tr->v;
-        int have_prev = h->have_prev_upd;
-        #pragma omp parallel for
-        for (int k = 0; k < CH; k++) {
-            size_t i0 = t->offset + t->numel * k / CH, i1 = t->offset + t->numel * (k + 1) / CH;
-            double q[NQ] = {0};
-            for (size_t i = i0; i < i1; i++) {
-                double u = (double)p[i] - tb[i];
-                q[0] += u * u;
-                q[1] += (double)tb[i] * tb[i];
-                q[2] += u * dp[i];
-                q[3] += (double)dp[i] * dp[i];
-                if (have_prev) { q[4] += u * prev[i]; q[5] += (double)prev[i] * prev[i]; }
-                prev[i] = (float)u;
-                q[6] += fabs(m1[i]);
-                q[7] += sqrt(m2[i]);
-            }
-            for (int j = 0; j < NQ; j++) part[k][j] = q[j];
-        }
         double q[NQ] = {0};
-        for (int k = 0; k < CH; k++) for (int j = 0; j < NQ; j++) q[j] += part[k][j];
+        for (size_t k = 0; k < h->s_cnt[ti]; k++) {
+            size_t i = sample_at(h, t, ti, k), s = h->s_off[ti] + k;
+            double u = (double)p[i] - h->theta_before[s], tb = h->theta_before[s], dp = h->dpred[s];
+            q[0] += u * u;
+            q[1] += tb * tb;
+            q[2] += u * dp;
+            q[3] += dp * dp;
+            if (have_prev) { q[4] += u * prev[s]; q[5] += (double)prev[s] * prev[s]; }
+            prev[s] = (float)u;
+            q[6] += fabs(m1[i]);
+            q[7] += sqrt(m2[i]);
+        }
         upd2 += q[0]; th2 += q[1]; dotprev += q[4]; prev2 += q[5]; mabs += q[6]; vs += q[7];
         if (ti < h->K) h->y[1 + ti] = tr->updates > 1 && q[3] > 0.0 ? (float)(q[2] / q[3]) : NAN;
     }
     hpt_enc_input in = {
         .loss = info->train_loss, .grad_norm = info->grad_norm, .lr = info->lr,
-        .m_abs_mean = (float)(mabs / h->n), .v_sqrt_mean = (float)(vs / h->n),
+        .m_abs_mean = (float)(mabs / h->ns), .v_sqrt_mean = (float)(vs / h->ns),
         .update_ratio = th2 > 0.0 ? (float)sqrt(upd2 / th2) : NAN,
         .update_cos = h->have_prev_upd && prev2 > 0.0 && upd2 > 0.0 ? (float)(dotprev / sqrt(prev2 * upd2)) : NAN,
         .phase = (int)ph, .steps_in_phase = h->ph.steps_in_phase};
@@ -482,13 +495,16 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
 
 static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
     hybrid *h = hctx;
+    /* everything the hybrid does is training time: the confidence forecast,
+     * the statistics around a real step, the dynamics model's update, the
+     * divergence checks (the trainer's clock only saw the step itself) */
+    double t0 = hpt_now();
     float conf = NAN;
     if (hpt_phase_wants_confidence(&h->ph)) conf = hpt_pred_ready(&h->pred) ? confidence_now(h) : 0.0f;
     int horizon = 0;
     const char *why = NULL;
     hpt_phase ph = hpt_phase_next(&h->ph, isfinite(conf) ? conf : 0.0f, &horizon, &why);
     if (why) log_transition(h, ph, why);
-    double t0 = hpt_now();
 
     if (ph == HPT_PHASE_PREDICT) {
         HPT_TRY(predict_phase(h, info, horizon, conf));
@@ -542,7 +558,11 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
         info->residual = info->train_loss - predicted;
     }
     info->phase = hpt_phase_name(ph);
-    h->phase_s[ph] += hpt_now() - t0;
+    double whole = hpt_now() - t0, extra = whole - info->step_s;
+    if (extra > 0.0) tr->train_s += extra;  /* step_s is on the clock already */
+    info->step_s = whole;
+    info->time_s = tr->train_s;
+    h->phase_s[ph] += whole;
     h->phase_count_steps[ph] += ph == HPT_PHASE_PREDICT ? info->predicted_steps : 1;
     return HPT_OK;
 }
@@ -557,7 +577,7 @@ static void hybrid_summary(void *hctx, FILE *f) {
     fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
     /* the hybrid layer's share of the memory ledger, by role */
     fprintf(f, "  \"memory_bytes_hybrid\": {\"snapshot\": %zu, \"buffers\": %zu, \"predictor\": %zu, "
-            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), 4 * h->n * sizeof(float),
+            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), (h->n + 3 * h->ns) * sizeof(float),
             h->pred.arena_bytes,
             (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float),
             h->enc.arena_floats * sizeof(float));
@@ -602,7 +622,7 @@ static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
              c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
              c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
              c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0,
-             3.0 * h->n * sizeof(float) / 1048576.0, 4.0 * h->n * sizeof(float) / 1048576.0);
+             3.0 * h->n * sizeof(float) / 1048576.0, (h->n + 3.0 * h->ns) * sizeof(float) / 1048576.0);
     if (log) log(ctx, line);
 }
 
@@ -616,7 +636,9 @@ static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
  *   monitor, the encoder region, the 4 dynamics regions, the predictor's
  *   gates, scales, ring counters and arena, the snapshot's valid, step and
  *   arena, the driver's scalars and loss ring, its counters, prev_upd. */
-#define HYBR_VERSION 1u
+/* version 2: prev_upd holds the sampled parameters' update (ns floats), not
+ * every parameter's; version 1 checkpoints are refused with that reason */
+#define HYBR_VERSION 2u
 #define HYBR_CFG_WORDS 22
 #define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
 
@@ -665,9 +687,13 @@ hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *h
     if (!tr->resume_state || tr->resume_state_n < 4 + HYBR_CFG_BYTES)
         return hpt_fail(HPT_ERR_FORMAT, "'%s': no hybrid state (HYBR) to resume from", tr->ckpt_path);
     memcpy(&v, tr->resume_state, 4);
-    if (v != HYBR_VERSION)
+    if (v > HYBR_VERSION)
         return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u, this hpt reads %u (upgrade hpt)", tr->ckpt_path, v,
                         HYBR_VERSION);
+    if (v != HYBR_VERSION)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u was written by an older hpt whose hybrid state this "
+                        "one cannot continue (version %u samples the update statistics); start the hybrid run again",
+                        tr->ckpt_path, v, HYBR_VERSION);
     if (!decode_cfg(tr->resume_state + 4, hc))
         return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", tr->ckpt_path, hpt_errmsg());
     return HPT_OK;
@@ -740,7 +766,7 @@ static void walk_state(hybrid *h, walker *x) {
     for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->phase_s[i];
     w_block(x, gv, sizeof gv);
     w_block(x, h->loss_ring, sizeof h->loss_ring);
-    w_block(x, h->prev_upd, h->n * sizeof(float));
+    w_block(x, h->prev_upd, h->ns * sizeof(float));
 
     if (x->mode != 2 || x->bad) return;
     if (x->k.pos != x->k.n || iv[0] < 0 || iv[0] > h->pred.ring_c || iv[1] < 0 ||
@@ -831,9 +857,17 @@ static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybri
     }
     h->fc_mean = calloc((size_t)64 * (1 + h->K), sizeof(float));
     h->fc_std = calloc((size_t)64 * (1 + h->K), sizeof(float));
-    h->theta_before = hpt_arena_alloc(h->n);
-    h->dpred = hpt_arena_alloc(h->n);
-    h->prev_upd = hpt_arena_alloc(h->n);
+    h->ns = 0;
+    for (int ti = 0; ti < h->m->ntensors; ti++) {
+        size_t numel = h->m->tensors[ti].numel;
+        h->s_stride[ti] = (numel + SAMPLE_MAX - 1) / SAMPLE_MAX;
+        h->s_cnt[ti] = (numel + h->s_stride[ti] - 1) / h->s_stride[ti];
+        h->s_off[ti] = h->ns;
+        h->ns += h->s_cnt[ti];
+    }
+    h->theta_before = hpt_arena_alloc(h->ns);
+    h->dpred = hpt_arena_alloc(h->ns);
+    h->prev_upd = hpt_arena_alloc(h->ns);
     h->next_pred_loss = NAN;
     if (st == HPT_OK && (!h->fc_mean || !h->fc_std || !h->theta_before || !h->dpred || !h->prev_upd))
         st = hpt_fail(HPT_ERR_NOMEM, "hybrid: out of memory");
@@ -856,7 +890,7 @@ static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybri
     if (st == HPT_OK && resumed && !hpt_trainer_resumed_hybrid(tr))
         st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode", tr->ckpt_path);
     if (st != HPT_OK) { hybrid_free(h); return st; }
-    h->arena_bytes = 7 * h->n * sizeof(float) + h->pred.arena_bytes +
+    h->arena_bytes = (4 * h->n + 3 * h->ns) * sizeof(float) + h->pred.arena_bytes +
                      (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
     *out = h;
     return HPT_OK;
