@@ -69,9 +69,9 @@ lib: $(BUILD)/libhpt.a
 # The program: ./hpt for the normal build; a sanitizer build keeps its own
 # binary in its build directory, so it never replaces ./hpt.
 HPT_BIN := $(if $(SANITIZE),$(BUILD)/hpt,hpt)
-hpt: $(HPT_BIN)
 ifneq ($(HPT_BIN),hpt)
 .PHONY: hpt
+hpt: $(HPT_BIN)
 endif
 CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o
 $(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a

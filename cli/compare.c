@@ -310,9 +310,11 @@ static void show_progress(compare *c, const run *r, int step, double run_t) {
     double eta = (isfinite(left_this) ? left_this : 0) + (isfinite(per_run) ? per_run : 0) * (c->planned - c->finished - 1);
     char e[32] = "?";
     if (isfinite(per_run) || step > 0) fmt_eta(e, sizeof e, eta);
-    fprintf(stderr, "%s[%d/%d] %-10s lr %-8g seed %-6llu step %d/%d | elapsed %.0f s | ETA %s   %s",
+    char of[24] = "";
+    if (c->max_iters > 0) snprintf(of, sizeof of, "/%d", c->max_iters);  /* epochs: the count is the child's */
+    fprintf(stderr, "%s[%d/%d] %-10s lr %-8g seed %-6llu step %d%s | elapsed %.0f s | ETA %s   %s",
             c->tty ? "\r" : "", c->finished + 1, c->planned, arm_names[r->arm], r->lr, (unsigned long long)r->seed,
-            step, c->max_iters, now_s() - c->t0, e, c->tty ? "" : "\n");
+            step, of, now_s() - c->t0, e, c->tty ? "" : "\n");
 }
 
 /* 1 if DIR holds a checkpoint file (a stopped run that can be resumed). */
@@ -431,8 +433,11 @@ static run *do_run(compare *c, int arm, float lr, uint64_t seed) {
     c->finished++;
     c->run_wall_sum += r->wall_s;
     c->run_wall_n++;
-    fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu final val %.4f, train clock %.1f s (wall %.1f s)\n",
-            c->finished, c->planned, arm_names[arm], lr, (unsigned long long)seed, r->final_val, r->train_s, r->wall_s);
+    char eta[32];
+    fmt_eta(eta, sizeof eta, c->run_wall_sum / c->run_wall_n * (c->planned - c->finished));
+    fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu final val %.4f, train clock %.1f s (wall %.1f s), ETA %s\n",
+            c->finished, c->planned, arm_names[arm], lr, (unsigned long long)seed, r->final_val, r->train_s, r->wall_s,
+            eta);
     return r;
 }
 
