@@ -14,7 +14,7 @@ seed=${1:-1337}
 data=${DATA:-../shared/data/tinyshakespeare.txt}
 common="--data $data --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters 2000 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 250 --eval-iters 200 --threads 2 --seed $seed"
 ./hpt train $common --out runs/hybrid-baseline >&2
-for p in coast stale-adam linear; do
+for p in coast shrink stale-adam linear; do
     ./hpt train $common --mode hybrid --predictor $p --out runs/hybrid-$p >&2
 done
 python3 - "$seed" "$common" <<'PY'
@@ -28,7 +28,7 @@ base, bev = load("runs/hybrid-baseline")
 target = base["final_val_loss"]
 rows = {"baseline": {"final_val_loss": target, "train_s": base["train_s"], "backward_passes": base["model_backward_calls"],
                      "time_to_target_s": next(e["time_s"] for e in bev if e["val_loss"] <= target)}}
-for p in ("coast", "stale-adam", "linear"):
+for p in ("coast", "shrink", "stale-adam", "linear"):
     s, ev = load(f"runs/hybrid-{p}")
     hit = next((e["time_s"] for e in ev if e["val_loss"] <= target), None)
     rows[p] = {"final_val_loss": s["final_val_loss"], "train_s": s["train_s"],
