@@ -656,8 +656,34 @@ static void test_table_covered(void) {
     for (int i = n; i < HPT_PHASE_MAX_RULES; i++) CHECK(g_hits[i] == 0, "hits past the table");
 }
 
+/* The early stop of a Predict phase, rule by rule, at its boundaries. */
+static void test_predict_stop(void) {
+    const float nan = NAN;
+    /* on track: fell by more than half of 4 real steps (4 x 0.01), inside the forecast */
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.97f, 4, 0.01f, -0.02f, 0.01f) == HPT_STOP_NONE, "on track stops");
+    /* rose, or stayed level, or NaN */
+    CHECK(hpt_phase_predict_stop(2.0f, 1.95f, 1.96f, 8, 0.01f, nan, nan) == HPT_STOP_ROSE, "a rise goes on");
+    CHECK(hpt_phase_predict_stop(2.0f, 1.95f, 1.95f, 8, 0.01f, nan, nan) == HPT_STOP_ROSE, "level goes on");
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, nan, 4, nan, nan, nan) == HPT_STOP_ROSE, "NaN goes on");
+    /* fell, but by less than half of what 4 real steps buy (0.019 < 0.02) */
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.981f, 4, 0.01f, nan, nan) == HPT_STOP_BEHIND, "behind goes on");
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.979f, 4, 0.01f, nan, nan) == HPT_STOP_NONE, "just ahead stops");
+    /* unknown progress: only the forecast can stop a falling loss */
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.999f, 4, nan, nan, nan) == HPT_STOP_NONE, "no evidence stops");
+    /* above the interval: forecast -0.10 in log loss with std 0.02, so the
+     * bound is log 2 - 0.06; 1.9 (log drop 0.051) is above it, 1.87 inside */
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.90f, 4, nan, -0.10f, 0.02f) == HPT_STOP_FORECAST, "above the forecast");
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.87f, 4, nan, -0.10f, 0.02f) == HPT_STOP_NONE, "inside the forecast");
+    /* far below the interval is a better jump, not a reason to stop */
+    CHECK(hpt_phase_predict_stop(2.0f, 2.0f, 1.50f, 4, nan, -0.10f, 0.02f) == HPT_STOP_NONE, "below the forecast");
+    /* the rules are checked in order: a rise wins over the others */
+    CHECK(hpt_phase_predict_stop(2.0f, 1.9f, 1.95f, 4, 0.01f, -0.10f, 0.02f) == HPT_STOP_ROSE, "order");
+    CHECK(!strcmp(hpt_predict_stop_name(HPT_STOP_FORECAST), "above the forecast interval"), "name");
+}
+
 int main(void) {
     test_config();
+    test_predict_stop();
     test_cycle();
     test_horizon();
     test_events();

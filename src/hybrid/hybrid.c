@@ -389,19 +389,25 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
         h->pred.tensor_scale[ti] = isfinite(sc) ? (sc < 0.0f ? 0.0f : sc > 1.5f ? 1.5f : sc) : 0.0f;
     }
 
-    int applied = 0, stopped = 0;
+    int applied = 0;
+    hpt_predict_stop stopped = HPT_STOP_NONE;
     for (int k = 1; k <= horizon; k++) {
         float lr = hpt_lr_at(c, tr->step + k - 1);
         hpt_pred_apply(&h->pred, h->m->params, tr->m, tr->v, &opt, tr->updates, lr, k, h->scale);
         hpt_phase_step_done(&h->ph);
         applied = k;
         if (!h->cfg.whole_phase && k < horizon && k % h->cfg.correction_interval == 0) {
-            /* the realised probe loss must keep up with the forecast (what
-             * k real steps would buy, at half credit); once it falls behind
-             * or rises, line-search what we have */
+            /* the realised probe loss must keep up: with what k real steps
+             * would buy (at half credit) and with the dynamics model's
+             * forecast interval (its change from the first forecast step,
+             * so over k - 1 steps: errs towards going on); once it falls
+             * behind either or rises, line-search what we have */
             HPT_TRY(probe_loss(h, &Lk));
-            float per = progress_per_step(h);
-            if (!(Lk < prev) || (isfinite(per) && L0 - Lk < 0.5f * per * k)) { stopped = 1; break; }
+            int j = (k < fh ? k : fh) - 1;
+            float dlog = h->fc_mean[(size_t)j * (1 + h->K)] - h->fc_mean[0];
+            float sd = h->fc_std[(size_t)j * (1 + h->K)];
+            stopped = hpt_phase_predict_stop(L0, prev, Lk, k, progress_per_step(h), dlog, sd);
+            if (stopped != HPT_STOP_NONE) break;
             prev = Lk;
         }
     }
@@ -449,16 +455,17 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
         h->predicted_steps_kept += advance;
         h->alpha_sum += best_a;
         snprintf(why, sizeof why, "jump of %d predicted steps kept at alpha %.2f: probe loss %.4f -> %.4f, "
-                 "worth %.1f real steps for the time of %.1f%s", applied, best_a, L0, best_L, worth, spent,
-                 stopped ? " (stopped early)" : "");
+                 "worth %.1f real steps for the time of %.1f%s%s%s", applied, best_a, L0, best_L, worth, spent,
+                 stopped ? " (stopped early: " : "", stopped ? hpt_predict_stop_name(stopped) : "", stopped ? ")" : "");
     } else {
         restore_snapshot(h);
         h->phases_rejected++;
         h->rollbacks++;
         h->predicted_steps_lost += applied;
         snprintf(why, sizeof why, "jump of %d predicted steps rolled back: probe loss %.4f at alpha 0, %.4f at 0.5, "
-                 "%.4f at 1, best %.4f: worth %.1f real steps, cost the time of %.1f", applied, L0, Lh, L1, best_L,
-                 worth, spent);
+                 "%.4f at 1, best %.4f: worth %.1f real steps, cost the time of %.1f%s%s%s", applied, L0, Lh, L1, best_L,
+                 worth, spent, stopped ? " (stopped early: " : "", stopped ? hpt_predict_stop_name(stopped) : "",
+                 stopped ? ")" : "");
     }
     h->accept_ema = 0.7f * h->accept_ema + 0.3f * (accepted ? 1.0f : 0.0f);
     if (h->ph.pred_open) {

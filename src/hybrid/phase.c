@@ -447,3 +447,22 @@ void hpt_phase_force_full(hpt_phase_ctl *c, int steps, const char *why) {
     c->ev_force = 1;
     copy_why(c->ev_force_why, sizeof c->ev_force_why, why);
 }
+
+hpt_predict_stop hpt_phase_predict_stop(float L0, float prev, float Lk, int k, float per_step, float fc_dlog,
+                                        float fc_std) {
+    if (!(Lk < prev) || !isfinite(Lk)) return HPT_STOP_ROSE;
+    if (isfinite(per_step) && L0 - Lk < 0.5f * per_step * (float)k) return HPT_STOP_BEHIND;
+    /* the forecast is of the training loss under real steps; its change over
+     * k steps, not its level, is compared, since the probe batches sit at
+     * their own level */
+    if (isfinite(fc_dlog) && isfinite(fc_std) && L0 > 0.0f && Lk > 0.0f &&
+        logf(Lk) > logf(L0) + fc_dlog + 2.0f * fc_std)
+        return HPT_STOP_FORECAST;
+    return HPT_STOP_NONE;
+}
+
+const char *hpt_predict_stop_name(hpt_predict_stop s) {
+    static const char *n[] = {"none", "probe loss rose", "behind half the real-step progress",
+                              "above the forecast interval"};
+    return (unsigned)s < 4 ? n[s] : "?";
+}

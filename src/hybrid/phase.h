@@ -182,4 +182,23 @@ void hpt_phase_charge(hpt_phase_ctl *c, double full_steps);
  * why (may be NULL) is copied. */
 void hpt_phase_force_full(hpt_phase_ctl *c, int steps, const char *why);
 
+/* Whether a Predict phase ends early at one of its intermediate probe
+ * checks, and why. Inputs, all on the same probe batches: L0 the probe loss
+ * when the phase began, prev at the previous check, Lk after k predicted
+ * steps; per_step the recent progress of one real step (loss drop, may be
+ * NaN when unknown); fc_dlog and fc_std the dynamics model's forecast of
+ * the change of log loss over k real steps and its standard deviation (NaN
+ * when there is no forecast). The phase stops when the loss
+ *   HPT_STOP_ROSE      rose since the previous check (or is not finite);
+ *   HPT_STOP_BEHIND    fell by less than half of what k real steps buy;
+ *   HPT_STOP_FORECAST  left the forecast interval from above: log Lk above
+ *                      log L0 + fc_dlog + 2 fc_std (a loss below the
+ *                      interval is a better jump than forecast, not a
+ *                      reason to stop).
+ * HPT_STOP_NONE: go on. Pure, like the rest of this module. */
+typedef enum { HPT_STOP_NONE = 0, HPT_STOP_ROSE, HPT_STOP_BEHIND, HPT_STOP_FORECAST } hpt_predict_stop;
+hpt_predict_stop hpt_phase_predict_stop(float L0, float prev, float Lk, int k, float per_step, float fc_dlog,
+                                        float fc_std);
+const char *hpt_predict_stop_name(hpt_predict_stop s);
+
 #endif /* HPT_PHASE_H */
