@@ -77,27 +77,44 @@ static void test_predictors_move_params(void) {
     }
 }
 
+/* A straight trajectory theta(u) = base + vel * u, observed at updates
+ * 1..U by predictor pr, then extrapolated 3 steps: the largest error
+ * against theta(U + 3). */
+static double straight_line_error(hpt_predictor *pr, float *p, size_t n, const float *base, const float *vel, int U) {
+    for (int u = 1; u <= U; u++) {
+        for (size_t i = 0; i < n; i++) p[i] = base[i] + vel[i] * u;
+        hpt_pred_observe(pr, p, u);
+    }
+    hpt_adamw o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
+    hpt_pred_begin(pr, NULL, NULL, &o, U);
+    for (int s = 1; s <= 3; s++) hpt_pred_apply(pr, p, NULL, NULL, &o, U, 0.0f, s, 1.0f);
+    double maxerr = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(p[i] - (base[i] + vel[i] * (U + 3)));
+        if (e > maxerr) maxerr = e;
+    }
+    return maxerr;
+}
+
+/* base and vel of the straight trajectories the extrapolation tests use */
+static void line_params(size_t n, float **base, float **vel) {
+    *base = malloc(n * sizeof(float));
+    *vel = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        (*base)[i] = (float)(i % 13) * 0.25f;
+        (*vel)[i] = (float)((int)(i % 5) - 2) * 0.125f;
+    }
+}
+
 static void test_linear_exact(void) {
     hpt_model *m = tiny_gpt();
     size_t n;
-    float *p = hpt_model_params(m, &n);
-    float *base = malloc(n * sizeof(float)), *vel = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { base[i] = (float)(i % 13) * 0.25f; vel[i] = (float)((int)(i % 5) - 2) * 0.125f; }
+    float *p = hpt_model_params(m, &n), *base, *vel;
+    line_params(n, &base, &vel);
     hpt_predictor pr;
     hpt_pred_init(&pr, HPT_PRED_LINEAR, m, 4, 2);
-    /* snapshots at updates 2, 4, 6, 8 of theta = base + vel * update */
-    for (int u = 1; u <= 8; u++) {
-        for (size_t i = 0; i < n; i++) p[i] = base[i] + vel[i] * u;
-        hpt_pred_observe(&pr, p, u);
-    }
-    hpt_adamw o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
-    hpt_pred_begin(&pr, NULL, NULL, &o, 8);
-    for (int s = 1; s <= 3; s++) hpt_pred_apply(&pr, p, NULL, NULL, &o, 8, 0.0f, s, 1.0f);
-    double maxerr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs(p[i] - (base[i] + vel[i] * 11));
-        if (e > maxerr) maxerr = e;
-    }
+    /* snapshots at updates 2, 4, 6, 8 */
+    double maxerr = straight_line_error(&pr, p, n, base, vel, 8);
     CHECK(maxerr < 1e-5, "linear extrapolation error %.3g", maxerr);
     hpt_pred_free(&pr);
     free(base); free(vel);
@@ -112,24 +129,13 @@ static void test_linear_exact(void) {
 static void test_shrink(void) {
     hpt_model *m = tiny_gpt();
     size_t n;
-    float *p = hpt_model_params(m, &n);
-    float *base = malloc(n * sizeof(float)), *vel = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) { base[i] = (float)(i % 13) * 0.25f; vel[i] = (float)((int)(i % 5) - 2) * 0.125f; }
+    float *p = hpt_model_params(m, &n), *base, *vel;
+    line_params(n, &base, &vel);
     hpt_predictor pr;
     CHECK(hpt_pred_init(&pr, HPT_PRED_SHRINK, m, 6, 2) == HPT_OK, "shrink init");
-    for (int u = 1; u <= 12; u++) {
-        for (size_t i = 0; i < n; i++) p[i] = base[i] + vel[i] * u;
-        hpt_pred_observe(&pr, p, u);
-    }
-    hpt_adamw o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
-    hpt_pred_begin(&pr, NULL, NULL, &o, 12);
-    for (int s = 1; s <= 3; s++) hpt_pred_apply(&pr, p, NULL, NULL, &o, 12, 0.0f, s, 1.0f);
-    double maxerr = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs(p[i] - (base[i] + vel[i] * 15));
-        if (e > maxerr) maxerr = e;
-    }
+    double maxerr = straight_line_error(&pr, p, n, base, vel, 12);
     CHECK(maxerr < 1e-4, "shrink extrapolation of a straight line: error %.3g", maxerr);
+    hpt_adamw o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
     int nt;
     const hpt_tensor_info *ti = hpt_model_tensors(m, &nt);
     int open = 0;

@@ -10,6 +10,7 @@
  * repository root, so run it from there (bench/fuzz.sh does).
  */
 #include "hpt.h"
+#include "fuzz_file.h"
 #include "../../src/train/trainer.h"  /* hpt_hybrid_state_roundtrip */
 
 #include <stdio.h>
@@ -29,22 +30,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         mkdir(ck, 0755);
         snprintf(path, sizeof path, "%s/ckpt-00000002.bin", ck);
     }
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) return 0;
-    memcpy(buf, data, size);
-    if (size >= 52) {
-        uint64_t fs = size;
-        memcpy(buf + 24, &fs, 8);
-        uint32_t crc = hpt_crc32(0, buf, size - 4);
-        memcpy(buf + size - 4, &crc, 4);
-    }
     /* a failed resume renames the file to *.corrupt only when an older one
      * loads; there is none, so the path is rewritten every time */
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(buf); return 0; }
-    fwrite(buf, 1, size, f);
-    fclose(f);
-    free(buf);
+    if (fuzz_write_repaired(path, data, size) != 0) return 0;
     hpt_trainer *tr = NULL;
     if (hpt_trainer_resume(&tr, dir, -1, quiet, NULL) == HPT_OK) {
         if (hpt_trainer_resumed_hybrid(tr)) {

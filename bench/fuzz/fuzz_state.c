@@ -7,6 +7,7 @@
  * mutations reach the section parsers instead of all dying at the CRC check.
  */
 #include "hpt.h"
+#include "fuzz_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,20 +17,7 @@
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static char path[64];
     if (!path[0]) snprintf(path, sizeof path, "/tmp/hpt-fuzz-state-%d.bin", (int)getpid());
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) return 0;
-    memcpy(buf, data, size);
-    if (size >= 52) {
-        uint64_t fs = size;
-        memcpy(buf + 24, &fs, 8);
-        uint32_t crc = hpt_crc32(0, buf, size - 4);
-        memcpy(buf + size - 4, &crc, 4);
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(buf); return 0; }
-    fwrite(buf, 1, size, f);
-    fclose(f);
-    free(buf);
+    if (fuzz_write_repaired(path, data, size) != 0) return 0;
     hpt_model *m = NULL;
     hpt_text *t = NULL;
     /* B = 1, T = 4: a forged config cannot make the loader reserve huge
