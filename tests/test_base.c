@@ -589,7 +589,29 @@ static void remove_tree(const char *dir) {
     if (strncmp(dir, "/tmp/hpt_test_base.", 19) == 0 && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
 
+/* hpt_set_threads flushes denormals on the caller and on every OpenMP
+ * worker: 1e-30 * 1e-10 is 1e-40 (a denormal) unless flushed to 0. NaN and
+ * Inf stay what they are (this is not fast-math). */
+static void test_denormals(void) {
+    hpt_set_threads(2);
+    volatile float a = 1e-30f, b = 1e-10f;
+    CHECK(a * b == 0.0f, "denormal product on the main thread: %g", (double)(a * b));
+    int flushed = 1, n = 0;
+    #pragma omp parallel reduction(&&:flushed) reduction(+:n)
+    {
+        volatile float x = 1e-30f, y = 1e-10f;
+        flushed = x * y == 0.0f;
+        n = 1;
+    }
+    CHECK(flushed, "denormal product on an OpenMP worker (%d threads)", n);
+    volatile float z = 0.0f, big = 3e38f;
+    CHECK(isnan(z / z) && isinf(big * 10.0f), "NaN and Inf survive");
+    volatile float small = 2e-38f;
+    CHECK(small * 1.0f == small, "normal floats untouched");
+}
+
 int main(void) {
+    test_denormals();
     snprintf(g_dir, sizeof g_dir, "/tmp/hpt_test_base.XXXXXX");
     if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
     hpt_set_threads(1);
