@@ -7,7 +7,7 @@
 #   shakespeare-cpu    nanoGPT's CPU shakespeare_char config (L4 H4 C128, B12
 #                      T64, 2000 steps), LR sweep 1e-3..8e-3 (x2), 5 seeds, all arms
 #   shakespeare-6x384  nanoGPT's 6x384 model at block 64, batch 12, reduced to
-#                      400 steps; LR sweep 1e-3,2e-3,4e-3, 3 seeds; baseline, hybrid, ema
+#                      400 steps; LR sweep 5e-4..4e-3 (x2), 3 seeds; baseline, hybrid, ema
 #   fashion-cnn        the Fashion-MNIST CNN, 2 epochs (938 steps), evaluated
 #                      every 94 steps; LR sweep 1e-3..8e-3 (x2), 5 seeds, all arms
 #
@@ -45,7 +45,7 @@ for w in $workloads; do
     shakespeare-6x384)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
         run_workload $w --data $SHAKE --n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --batch-size 12 \
-            --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 1e-3,2e-3,4e-3 --seeds 3 --arms baseline,hybrid,ema \
+            --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 5e-4,1e-3,2e-3,4e-3 --seeds 3 --arms baseline,hybrid,ema \
             --threads 2 ;;
     fashion-cnn)
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
