@@ -67,6 +67,7 @@ typedef struct run {
     double *bstep, *bclock;
     double final_val, train_s, wall_s;
     double updates, backward, probes, peak_rss;
+    double pred_s, ctrl_s;  /* the hybrid's time in Predict phases and on its bookkeeping (0: no hybrid) */
     double phase[4];  /* warmup, full, predict, correct steps (hybrid arms) */
 } run;
 
@@ -271,6 +272,10 @@ static int load_run(run *r) {
     r->probes = json_num(sum, "probe_passes");
     if (!isfinite(r->probes)) r->probes = 0;
     r->peak_rss = json_num(sum, "peak_rss_bytes");
+    r->pred_s = json_num(sum, "predictor_overhead_s");
+    r->ctrl_s = json_num(sum, "controller_overhead_s");
+    if (!isfinite(r->pred_s)) r->pred_s = 0;
+    if (!isfinite(r->ctrl_s)) r->ctrl_s = 0;
     const char *ps = strstr(sum, "\"phase_steps\"");
     static const char *const pk[4] = {"warmup", "full", "predict", "correct"};
     for (int k = 0; k < 4; k++) r->phase[k] = ps ? json_num(ps, pk[k]) : NAN;
@@ -629,6 +634,8 @@ static void report(compare *c) {
         PER_SEED(x->r->backward + x->r->probes) jstat(f, "training_forward_passes", v, c->nseeds); fputs(",\n      ", f);
         static const char *const pk[4] = {"phase_warmup", "phase_full", "phase_predict", "phase_correct"};
         for (int p = 0; p < 4; p++) { PER_SEED(x->r->phase[p]) jstat(f, pk[p], v, c->nseeds); fputs(",\n      ", f); }
+        PER_SEED(x->r->pred_s) jstat(f, "predictor_overhead_s", v, c->nseeds); fputs(",\n      ", f);
+        PER_SEED(x->r->ctrl_s) jstat(f, "controller_overhead_s", v, c->nseeds); fputs(",\n      ", f);
         PER_SEED(x->r->peak_rss) jstat(f, "peak_rss_bytes", v, c->nseeds);
 #undef PER_SEED
         fputs("\n    }", f);

@@ -70,6 +70,12 @@ for a, key in (("baseline", "final_val_loss"), ("ema", "final_ema_val_loss")):
     want = [json.load(open("%s/runs/%s-lr%g-s%d/summary.json" % (d, a, lr, s)))[key] for s in r["seeds"]]
     if any(abs(x - y) > 1e-5 * abs(y) for x, y in zip(got, want)):
         errs.append("%s final val %r, summaries say %r" % (a, got, want))
+# the hybrid's costs come through from its summaries; the baseline has none
+hs = json.load(open("%s/runs/hybrid-lr%g-s%d/summary.json" % (d, arms["hybrid"]["lr"], r["seeds"][0])))
+if abs(arms["hybrid"]["controller_overhead_s"]["per_seed"][0] - hs["controller_overhead_s"]) > 1e-5 or \
+        hs["controller_overhead_s"] <= 0 or arms["baseline"]["controller_overhead_s"]["per_seed"] != [0, 0]:
+    errs.append("controller_overhead_s: hybrid %r (summary %r), baseline %r" % (
+        arms["hybrid"]["controller_overhead_s"], hs["controller_overhead_s"], arms["baseline"]["controller_overhead_s"]))
 md = open(d + "/results.md").read()
 for a in arms:
     if "| %s " % a not in md: errs.append("results.md has no row for " + a)

@@ -45,7 +45,7 @@ assert s["model_backward_calls"] == s["backward_passes"] == len(real), (s["model
 assert s["optimizer_updates"] == len(real)
 assert s["steps"] == 200 and s["steps"] == len(real) + s["predict_phases"]["steps_kept"], s
 assert all(k in lines[-1] for k in ("phase", "backward", "probe", "predicted_loss", "confidence", "residual", "step_ms"))
-for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "predict_phases", "memory_bytes_hybrid"):
+for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "controller_overhead_s", "predict_phases", "memory_bytes_hybrid"):
     assert k in s, k
 steps = [l["step"] for l in lines]
 assert steps == sorted(steps), "step counter went backwards"
@@ -56,6 +56,8 @@ assert any(t["phase"] == "predict" for t in trans)
 # time spent in each phase, not just the trainer's own steps
 pt = sum(s["phase_time_s"].values())
 assert abs(s["train_s"] - pt) <= 0.01 * s["train_s"] + 1e-3, (s["train_s"], s["phase_time_s"])
+# the controller's own time on real steps is part of that clock, not all of it
+assert 0 < s["controller_overhead_s"] < s["train_s"] - s["predictor_overhead_s"], s["controller_overhead_s"]
 PY
 done
 
