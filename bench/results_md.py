@@ -102,6 +102,12 @@ def workload(name, title):
     out.append(f"Headline (hybrid over tuned baseline): speedup_time_to_target median **{h['median']:.3f}** "
                f"(per seed {per}); final_val_ratio median {f['median']:.4f} "
                f"[{f['min']:.4f}, {f['max']:.4f}].")
+    tn = r.get("timing_noise_pct")
+    if tn and tn.get("runs"):
+        out.append("")
+        out.append(f"Timing noise: {tn['runs']} hybrid-arm runs never predicted and trained the baseline's exact "
+                   f"steps; their training clock, less the controller's own time, differs from the baseline's by "
+                   f"{tn['median']:.1f}% median, {tn['max']:.1f}% at most.")
     out.append("")
     out.append(f"Plots: [val vs training clock](results/compare-{name}/val_vs_time.png), "
                f"[val vs step](results/compare-{name}/val_vs_step.png) (SVG beside them).")

@@ -581,6 +581,21 @@ static void report(compare *c) {
         for (int s = 0; s < c->nseeds; s++)
             if (by[a][s] && by[ARM_BASELINE][s]) measure(by[ARM_BASELINE][s], by[a][s], &m[a][s]);
 
+    /* Timing noise, measured in this comparison: a hybrid-family run that
+     * never entered Predict trained exactly the baseline's steps (the same
+     * final val, bit for bit), so its clock less the controller's own time
+     * differs from the baseline's by noise alone. The spread of those
+     * ratios says how far apart two equal runs land on this machine. */
+    double noise[NARMS * MAX_SEEDS];
+    int nnoise = 0;
+    for (int a = ARM_HYBRID; a <= ARM_LINEAR; a++)
+        for (int s = 0; c->arms[a] && s < c->nseeds; s++) {
+            const run *r = by[a][s], *b = by[ARM_BASELINE][s];
+            if (r && b && r->phase[2] == 0 && r->final_val == b->final_val && r->train_s > r->ctrl_s)
+                noise[nnoise++] = 100.0 * fabs(b->train_s / (r->train_s - r->ctrl_s) - 1.0);
+        }
+    stat4 sn = stats(noise, nnoise);
+
     char path[4400];
     /* results.json */
     snprintf(path, sizeof path, "%s/results.json", c->out);
@@ -645,11 +660,14 @@ static void report(compare *c) {
     double v[MAX_SEEDS];
     int ha = c->arms[ARM_HYBRID] ? ARM_HYBRID : ARM_BASELINE;
     for (int s = 0; s < c->nseeds; s++) v[s] = m[ha][s].r ? m[ha][s].speedup[2] : NAN;
+    fprintf(f, "  \"timing_noise_pct\": {\"runs\": %d, \"median\": ", sn.n);
+    jnum(f, sn.median); fputs(", \"max\": ", f); jnum(f, sn.max); fputs("},\n", f);
     fputs("  ", f); jstat(f, "speedup_time_to_target", v, c->nseeds); fputs(",\n  ", f);
     for (int s = 0; s < c->nseeds; s++) v[s] = m[ha][s].r ? m[ha][s].final_ratio : NAN;
     jstat(f, "final_val_ratio", v, c->nseeds);
     fputs("\n}\n", f);
     if (fclose(f) != 0) { fprintf(stderr, "hpt: cannot write '%s'\n", path); exit(1); }
+
 
     /* the table: printed and written as Markdown */
     snprintf(path, sizeof path, "%s/results.md", c->out);
@@ -682,6 +700,12 @@ static void report(compare *c) {
             fprintf(o, "%d/%d | %.0f | %.0f | %.0f | %.0f |\n", stt.n, sfv.n, stats(up, c->nseeds).median,
                     stats(bw, c->nseeds).median, stats(pr, c->nseeds).median, stats(rs, c->nseeds).median);
         }
+        if (sn.n)
+            fprintf(o, "\nTiming noise: %d hybrid-arm run%s never predicted and trained the baseline's exact steps; "
+                       "their training clock, less the controller's own time, differs from the baseline's by %.1f%% median, "
+                       "%.1f%% at most. "
+                       "Speedups inside that band are noise, not prediction.\n",
+                    sn.n, sn.n == 1 ? "" : "s", sn.median, sn.max);
         if (pass == 0) {
             fprintf(o, "\nTarget per seed: the tuned baseline's final val loss; time on the training clock "
                        "(evaluation excluded, probes and predictor included), interpolated between evaluations. "

@@ -76,9 +76,14 @@ if abs(arms["hybrid"]["controller_overhead_s"]["per_seed"][0] - hs["controller_o
         hs["controller_overhead_s"] <= 0 or arms["baseline"]["controller_overhead_s"]["per_seed"] != [0, 0]:
     errs.append("controller_overhead_s: hybrid %r (summary %r), baseline %r" % (
         arms["hybrid"]["controller_overhead_s"], hs["controller_overhead_s"], arms["baseline"]["controller_overhead_s"]))
+# with Predict never reached here, every hybrid-family run measures the noise
+tn = r.get("timing_noise_pct", {})
+if tn.get("runs") != 6 or not 0 <= tn["median"] <= tn["max"]:
+    errs.append("timing_noise_pct %r, want 6 runs" % tn)
 md = open(d + "/results.md").read()
 for a in arms:
     if "| %s " % a not in md: errs.append("results.md has no row for " + a)
+if "Timing noise: 6 hybrid-arm runs" not in md: errs.append("results.md has no timing-noise line")
 for p in ("val_vs_time", "val_vs_step"):
     xml.dom.minidom.parse("%s/%s.svg" % (d, p))
     if open("%s/%s.png" % (d, p), "rb").read(8) != b"\x89PNG\r\n\x1a\n": errs.append(p + ".png is not a PNG")
