@@ -73,7 +73,7 @@ ifneq ($(HPT_BIN),hpt)
 .PHONY: hpt
 hpt: $(HPT_BIN)
 endif
-CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o
+CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o $(BUILD)/cli/runlog.o
 $(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -28,6 +28,19 @@ int hpt_cli_hybrid_flag(const char *name, int *takes_value);
 
 void fmt_eta(char *buf, size_t n, double s);
 
+/* Reading a run's own logs back (runlog.c): our JSON is flat, one object
+ * per line, null for NaN. */
+void *cli_xrealloc(void *p, size_t n);                      /* exits on OOM */
+double cli_json_num(const char *s, const char *key);        /* NaN if absent or null */
+const char *cli_json_str(const char *s, const char *key, char *buf, size_t cap);  /* "" if absent */
+char *cli_read_text(const char *path);                      /* NUL-terminated; NULL on error */
+/* DIR/loss.{svg,png} (and accuracy.{svg,png}) from DIR/metrics.jsonl */
+hpt_status cli_plot_run(const char *dir);
+
+/* hpt plot (runlog.c) */
+int cmd_plot(int argc, char **argv);
+void usage_plot(FILE *f);
+
 /* hpt compare (compare.c) */
 int cmd_compare(int argc, char **argv);
 void usage_compare(FILE *f);

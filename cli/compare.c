@@ -122,18 +122,12 @@ void usage_compare(FILE *f) {
 
 /* ---------------------------------------------------------------- small helpers */
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) { fprintf(stderr, "hpt: out of memory\n"); exit(1); }
-    return q;
-}
-
 static void push_curve(run *r, double step, double clock, double val) {
     if (r->n == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 64;
-        r->step = xrealloc(r->step, (size_t)r->cap * sizeof(double));
-        r->clock = xrealloc(r->clock, (size_t)r->cap * sizeof(double));
-        r->val = xrealloc(r->val, (size_t)r->cap * sizeof(double));
+        r->step = cli_xrealloc(r->step, (size_t)r->cap * sizeof(double));
+        r->clock = cli_xrealloc(r->clock, (size_t)r->cap * sizeof(double));
+        r->val = cli_xrealloc(r->val, (size_t)r->cap * sizeof(double));
     }
     r->step[r->n] = step; r->clock[r->n] = clock; r->val[r->n] = val;
     r->n++;
@@ -142,50 +136,12 @@ static void push_curve(run *r, double step, double clock, double val) {
 static void push_band(run *r, double s0, double s1, double c0, double c1) {
     if (r->nb == r->bcap) {
         r->bcap = r->bcap ? 2 * r->bcap : 16;
-        r->bstep = xrealloc(r->bstep, (size_t)r->bcap * 2 * sizeof(double));
-        r->bclock = xrealloc(r->bclock, (size_t)r->bcap * 2 * sizeof(double));
+        r->bstep = cli_xrealloc(r->bstep, (size_t)r->bcap * 2 * sizeof(double));
+        r->bclock = cli_xrealloc(r->bclock, (size_t)r->bcap * 2 * sizeof(double));
     }
     r->bstep[2 * r->nb] = s0; r->bstep[2 * r->nb + 1] = s1;
     r->bclock[2 * r->nb] = c0; r->bclock[2 * r->nb + 1] = c1;
     r->nb++;
-}
-
-/* The number after "key": in a line of our own JSON output (metrics.jsonl,
- * summary.json: flat numbers, optional spaces, null for NaN). NaN if absent. */
-static double json_num(const char *s, const char *key) {
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(s, pat);
-    if (!p) return NAN;
-    p += strlen(pat);
-    while (*p == ' ') p++;
-    if (!strncmp(p, "null", 4)) return NAN;
-    char *end;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
-/* The string after "key":"..." (copied into buf), or "" if absent. */
-static const char *json_str(const char *s, const char *key, char *buf, size_t cap) {
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *p = strstr(s, pat);
-    buf[0] = 0;
-    if (!p) return buf;
-    p += strlen(pat);
-    size_t i = 0;
-    while (p[i] && p[i] != '"' && i + 1 < cap) { buf[i] = p[i]; i++; }
-    buf[i] = 0;
-    return buf;
-}
-
-static char *read_text(const char *path) {
-    unsigned char *buf;
-    size_t n;
-    if (hpt_read_file(path, &buf, &n) != HPT_OK) return NULL;
-    char *s = xrealloc(buf, n + 1);
-    s[n] = 0;
-    return s;
 }
 
 static int cmp_dbl(const void *a, const void *b) {
@@ -244,10 +200,10 @@ static void argv_line(const argv_buf *a, char *buf, size_t cap) {
 static int load_run(run *r) {
     char path[4400];
     snprintf(path, sizeof path, "%s/summary.json", r->dir);
-    char *sum = read_text(path);
+    char *sum = cli_read_text(path);
     if (!sum) return 0;
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
-    char *met = read_text(path);
+    char *met = cli_read_text(path);
     if (!met) { free(sum); return 0; }
     r->n = r->nb = 0;
     const char *key = r->arm == ARM_EMA ? "ema_val_loss" : "val_loss";
@@ -255,31 +211,31 @@ static int load_run(run *r) {
     for (char *line = met; *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
-        double step = json_num(line, "step"), clock = json_num(line, "time_s");
+        double step = cli_json_num(line, "step"), clock = cli_json_num(line, "time_s");
         char phase[16];
-        if (!strcmp(json_str(line, "phase", phase, sizeof phase), "predict"))
+        if (!strcmp(cli_json_str(line, "phase", phase, sizeof phase), "predict"))
             push_band(r, prev_step, step, prev_clock, clock);
-        double v = json_num(line, key);
+        double v = cli_json_num(line, key);
         if (isfinite(step) && isfinite(v)) push_curve(r, step, clock, v);
         if (isfinite(step)) { prev_step = step; prev_clock = clock; }
         if (!nl) break;
         line = nl + 1;
     }
-    r->final_val = json_num(sum, r->arm == ARM_EMA ? "final_ema_val_loss" : "final_val_loss");
-    r->train_s = json_num(sum, "train_s");
-    r->updates = json_num(sum, "optimizer_updates");
-    r->backward = json_num(sum, "model_backward_calls");
-    r->probes = json_num(sum, "probe_passes");
+    r->final_val = cli_json_num(sum, r->arm == ARM_EMA ? "final_ema_val_loss" : "final_val_loss");
+    r->train_s = cli_json_num(sum, "train_s");
+    r->updates = cli_json_num(sum, "optimizer_updates");
+    r->backward = cli_json_num(sum, "model_backward_calls");
+    r->probes = cli_json_num(sum, "probe_passes");
     if (!isfinite(r->probes)) r->probes = 0;
-    r->peak_rss = json_num(sum, "peak_rss_bytes");
-    r->pred_s = json_num(sum, "predictor_overhead_s");
-    r->ctrl_s = json_num(sum, "controller_overhead_s");
+    r->peak_rss = cli_json_num(sum, "peak_rss_bytes");
+    r->pred_s = cli_json_num(sum, "predictor_overhead_s");
+    r->ctrl_s = cli_json_num(sum, "controller_overhead_s");
     if (!isfinite(r->pred_s)) r->pred_s = 0;
     if (!isfinite(r->ctrl_s)) r->ctrl_s = 0;
     const char *ps = strstr(sum, "\"phase_steps\"");
     static const char *const pk[4] = {"warmup", "full", "predict", "correct"};
-    for (int k = 0; k < 4; k++) r->phase[k] = ps ? json_num(ps, pk[k]) : NAN;
-    if (!ps) { r->phase[0] = r->phase[2] = r->phase[3] = 0; r->phase[1] = json_num(sum, "steps"); }
+    for (int k = 0; k < 4; k++) r->phase[k] = ps ? cli_json_num(ps, pk[k]) : NAN;
+    if (!ps) { r->phase[0] = r->phase[2] = r->phase[3] = 0; r->phase[1] = cli_json_num(sum, "steps"); }
     free(sum);
     free(met);
     return r->n > 0 && isfinite(r->final_val);
@@ -346,7 +302,7 @@ static run *do_run(compare *c, int arm, float lr, uint64_t seed) {
         if (c->runs[i].arm == arm && c->runs[i].lr == lr && c->runs[i].seed == seed) return &c->runs[i];
     if (c->nruns == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 32;
-        c->runs = xrealloc(c->runs, (size_t)c->cap * sizeof(run));
+        c->runs = cli_xrealloc(c->runs, (size_t)c->cap * sizeof(run));
     }
     run *r = &c->runs[c->nruns++];
     memset(r, 0, sizeof *r);
@@ -360,7 +316,7 @@ static run *do_run(compare *c, int arm, float lr, uint64_t seed) {
     snprintf(line + ll, sizeof line - ll, " [hpt binary crc32 %08x]", c->binary_crc);
     char path[4400];
     snprintf(path, sizeof path, "%s/compare-args.txt", r->dir);
-    char *prev = c->fresh ? NULL : read_text(path);
+    char *prev = c->fresh ? NULL : cli_read_text(path);
     if (prev && !strcmp(prev, line) && load_run(r)) {
         free(prev);
         c->finished++;
@@ -423,7 +379,7 @@ static run *do_run(compare *c, int arm, float lr, uint64_t seed) {
         fprintf(stderr, "hpt: the run in '%s' failed (%s %d); its log, %s, ends:\n", r->dir,
                 WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                 logp);
-        char *log = read_text(logp);
+        char *log = cli_read_text(logp);
         if (log) {
             /* its last lines: the error is the last thing a run prints */
             size_t n = strlen(log);
@@ -541,7 +497,7 @@ static void write_plots(const compare *c, run *const *first) {
     const run *hr = hyb >= 0 ? first[hyb] : NULL;
     hpt_plot_band *bands = NULL;
     int nb = hr ? hr->nb : 0;
-    if (nb) bands = xrealloc(NULL, (size_t)nb * sizeof *bands);
+    if (nb) bands = cli_xrealloc(NULL, (size_t)nb * sizeof *bands);
     char title[256], path[4400];
     const run *b0 = first[ARM_BASELINE];
     for (int by_step = 0; by_step < 2; by_step++) {
@@ -764,8 +720,8 @@ int cmd_compare(int argc, char **argv) {
     c.out = "runs/compare";
     c.predictor = "coast";
     for (int a = 0; a < NARMS; a++) c.arms[a] = 1;
-    c.pass = xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
-    c.hpass = xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
+    c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
+    c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     const char *task = "text", *model = NULL;
     int threads = 0, max_iters = -1;
     /* compare's own flags; the rest is passed through as given */

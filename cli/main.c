@@ -108,7 +108,7 @@ static void usage(FILE *f) {
 "  hpt train --task fashion-mnist --model mlp|cnn [options]   train an image classifier\n"
 "  hpt sample --model FILE [options]   generate text from a trained model\n"
 "  hpt compare [train options] --lrs LIST --seeds N --out DIR   time to the same val loss:\n"
-"                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n"
+"                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n""  hpt plot DIR           redraw a run's DIR/loss.{svg,png} (hpt train draws it at the end)\n"
 "  hpt --help | --version\n"
 "\n"
 "train options (defaults: nanoGPT's CPU shakespeare_char recipe):\n"
@@ -232,6 +232,13 @@ static void install_stop_handlers(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The run's curves as DIR/loss.{svg,png}: a convenience, so a failure to
+ * draw them is a warning, never a failed run. */
+static void plot_or_warn(const char *dir) {
+    if (cli_plot_run(dir) == HPT_OK) fprintf(stderr, "plot: %s/loss.png (and .svg)\n", dir);
+    else fprintf(stderr, "hpt: warning: no loss plot: %s\n", hpt_errmsg());
+}
+
 /* Runs a built trainer to the end (hc: hybrid mode), prints and exits. An
  * interrupted baseline run exits 0 after saying where its checkpoint is. */
 static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_interval) {
@@ -240,13 +247,17 @@ static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_inte
     if (!p.log_interval) p.log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
     hpt_status st = hc ? hpt_trainer_run_hybrid(tr, hc, on_log, on_step, &p) : hpt_trainer_run(tr, on_log, on_step, &p);
     if (st != HPT_OK && p.tty) fputc('\n', stderr);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", rc->out_dir);
     if (st == HPT_ERR_INTERRUPTED) {
-        fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), rc->out_dir);
+        fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), dir);
         hpt_trainer_free(tr);
+        plot_or_warn(dir);
         return 0;
     }
     hpt_trainer_free(tr);
     if (st != HPT_OK) die_status(st);
+    plot_or_warn(dir);
     return 0;
 }
 
@@ -518,6 +529,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
     if (!strcmp(cmd, "compare")) return cmd_compare(argc - 2, argv + 2);
-    die_usage("unknown command '%s' (expected train, sample or compare)", cmd);
+    if (!strcmp(cmd, "plot")) return cmd_plot(argc - 2, argv + 2);
+    die_usage("unknown command '%s' (expected train, sample, compare or plot)", cmd);
     return 2;
 }

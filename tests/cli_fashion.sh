@@ -72,6 +72,10 @@ s = json.load(open(f"{d}/summary.json"))
 assert s["task"] == "fashion-mnist" and 0.5 < s["test_accuracy"] <= 1.0, s
 for k in ("params", "final_val_loss", "train_s", "wall_s", "peak_rss_bytes", "param_crc32"):
     assert k in s, k
+import xml.dom.minidom   # image tasks get an accuracy plot beside the loss plot
+for p in ("loss", "accuracy"):
+    xml.dom.minidom.parse(f"{d}/{p}.svg")
+    assert open(f"{d}/{p}.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n", p
 PY
     out=$($HPT sample --model "$tmp/mlp/model.bin" 2>&1); rc=$?
     [ $rc -ne 0 ] && echo "$out" | grep -q "not a language model" || fail "sample on a classifier: rc $rc: $out"

@@ -54,6 +54,10 @@ assert trans and all(t["reason"] for t in trans), trans[:3]
 assert any(t["phase"] == "predict" for t in trans)
 # the training clock holds all of the hybrid's work: it is the sum of the
 # time spent in each phase, not just the trainer's own steps
+# the loss plot shades the Predict phases
+import xml.dom.minidom
+svg = xml.dom.minidom.parse(f"{d}/loss.svg")
+assert any(t.firstChild and t.firstChild.data == "hybrid Predict phases" for t in svg.getElementsByTagName("text")), "no Predict band in loss.svg"
 pt = sum(s["phase_time_s"].values())
 assert abs(s["train_s"] - pt) <= 0.01 * s["train_s"] + 1e-3, (s["train_s"], s["phase_time_s"])
 # the controller's own time on real steps is part of that clock, not all of it

@@ -10,6 +10,7 @@
 #                    steps 10, 20, 30), summary.json (every field), model.bin
 #   determinism      same seed -> same param_crc32, another seed -> another,
 #                    --threads 2 -> the same as --threads 1
+#   plots            loss.svg/png at the end of a run; hpt plot redraws them; its errors
 #   sampling         deterministic for a seed; a corrupted model.bin is refused
 # Takes a few seconds.
 set -u
@@ -147,6 +148,33 @@ EOF
 then pass "metrics.jsonl (30 steps, val_loss at 10/20/30) and summary.json are complete"
 else fail "metrics.jsonl / summary.json (see above)"; fi
 [ -s "$tmp/run1/model.bin" ] && pass "model.bin written" || fail "no model.bin"
+
+# the loss plot: drawn at the end of the run, redrawn the same by hpt plot
+if python3 - "$tmp/run1" <<'EOF'
+import sys, os, xml.dom.minidom
+d = sys.argv[1]
+svg = xml.dom.minidom.parse(d + "/loss.svg")
+text = " ".join(t.firstChild.data for t in svg.getElementsByTagName("text") if t.firstChild)
+ok = "train loss (smoothed)" in text and "val loss" in text
+ok = ok and open(d + "/loss.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+ok = ok and not os.path.exists(d + "/accuracy.svg")   # text tasks have no accuracy
+sys.exit(0 if ok else 1)
+EOF
+then pass "loss.svg (train and val loss in the legend) and loss.png written at the end of the run"
+else fail "loss plot of the tiny run"; fi
+cp "$tmp/run1/loss.svg" "$tmp/loss1.svg"
+run "$HPT" plot "$tmp/run1"
+if [ $rc -eq 0 ] && cmp -s "$tmp/run1/loss.svg" "$tmp/loss1.svg"; then pass "hpt plot DIR redraws the same loss.svg"
+else fail "hpt plot: status $rc, or a different SVG"; fi
+run "$HPT" plot "$tmp/no-such-run"
+if [ $rc -eq 1 ] && grep -q "no-such-run/metrics.jsonl" "$tmp/err"; then pass "hpt plot of a missing run: exit 1 naming metrics.jsonl"
+else fail "hpt plot of a missing run: status $rc"; fi
+mkdir -p "$tmp/emptyrun" && : >"$tmp/emptyrun/metrics.jsonl"
+run "$HPT" plot "$tmp/emptyrun"
+if [ $rc -eq 1 ] && grep -q "no steps" "$tmp/err"; then pass "hpt plot of an empty metrics.jsonl: exit 1"
+else fail "hpt plot of an empty metrics.jsonl: status $rc"; fi
+run "$HPT" plot
+if [ $rc -eq 2 ]; then pass "hpt plot without a directory: exit 2"; else fail "hpt plot without a directory: status $rc"; fi
 
 crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$tmp/$1/summary.json" 2>/dev/null; }
 
