@@ -13,31 +13,9 @@
 #   - the same command again reuses every run and writes the same results
 #   - usage errors exit 2: a flag compare owns, an unknown arm, no baseline,
 #     a bad --lrs; a failing run exits 1 naming its log
-set -u
-HPT=${HPT:-./hpt}
-tmp=$(mktemp -d /tmp/hpt_compare.XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 8
-    failures=$((failures + 1))
-}
-run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
+test_name=cli_compare; . tests/lib.sh
 
-awk 'BEGIN {
-    n = split("the of and a to in is you that it he was for on are as with his they at be " \
-              "this have from or one had by word but not what all were we when your can said", w, " ")
-    s = 777; bytes = 0; line = ""
-    while (bytes < 20000) {
-        s = (s * 69069 + 1) % 4294967296
-        word = w[1 + int(s / 65536) % n]
-        if (length(line) + length(word) > 70) { print line "."; bytes += length(line) + 2; line = word }
-        else line = line (line == "" ? "" : " ") word
-    }
-    print line
-}' >"$tmp/data.txt"
+words_text 777 >"$tmp/data.txt"
 
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 60 --warmup-iters 5 --eval-iters 2 --threads 1 --warmup-steps 10 --full-steps 5"
@@ -115,5 +93,4 @@ if [ $rc -eq 1 ] && grep -q "train.log" "$tmp/err" && grep -q "missing.txt" "$tm
     pass "a failing run: exit 1, names its log and shows the error"
 else fail "failing run: status $rc"; fi
 
-echo "cli_compare: $failures failed"
-[ $failures -eq 0 ]
+finish

@@ -3,13 +3,8 @@
 # error with a non-zero exit; a short real MLP run writes accuracy into the
 # metrics and summary; a saved classifier reloads (sample refuses it: it has
 # no tokenizer). Uses Debian's dataset-fashion-mnist when installed.
-set -u
-HPT=${HPT:-./hpt}
+test_name=cli_fashion; . tests/lib.sh
 FM=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # expect_error DIR PATTERN: training on DIR must exit non-zero and say PATTERN
 expect_error() {
@@ -83,5 +78,4 @@ else
     echo "skip: $FM not installed (apt-get install dataset-fashion-mnist)"
 fi
 
-[ $fails -eq 0 ] && echo "cli_fashion: all passed" || echo "cli_fashion: $fails failed"
-[ $fails -eq 0 ]
+finish

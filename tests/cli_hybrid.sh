@@ -6,12 +6,7 @@
 #   - every transition is logged with a reason;
 #   - resident memory after 1000 hybrid steps is within 1 MiB of that after 100;
 #   - bad hybrid flags exit 2 naming the flag.
-set -u
-HPT=${HPT:-./hpt}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+test_name=cli_hybrid; . tests/lib.sh
 
 python3 -c "
 import random
@@ -23,8 +18,7 @@ small="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 -
 $HPT train $small --max-iters 60 --eval-interval 30 --out "$tmp/base" >/dev/null 2>&1 || fail "baseline run"
 $HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --confidence-threshold 2 --warmup-steps 5 \
     --out "$tmp/off" >/dev/null 2>&1 || fail "hybrid run with predict disabled"
-crc() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['param_crc32'])" "$1/summary.json"; }
-[ "$(crc "$tmp/base")" = "$(crc "$tmp/off")" ] || fail "predict disabled: crc $(crc "$tmp/base") != $(crc "$tmp/off")"
+[ "$(crc_of "$tmp/base")" = "$(crc_of "$tmp/off")" ] || fail "predict disabled: crc $(crc_of "$tmp/base") != $(crc_of "$tmp/off")"
 
 # the accounting of Predict phases, for a control and for hpt's shrink
 # predictor (its ring fills after 6 x 20 real steps)
@@ -92,5 +86,4 @@ out=$($HPT train $small --predictor coast 2>&1); rc=$?
 out=$($HPT train $small --mode hybrid --full-steps 0 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q -- "--full-steps" || fail "bad --full-steps: rc $rc: $out"
 
-[ $fails -eq 0 ] && echo "cli_hybrid: all passed" || echo "cli_hybrid: $fails failed"
-[ $fails -eq 0 ]
+finish

@@ -3,17 +3,12 @@
 # directory in use is refused with the holder's pid and a non-zero exit, and
 # nothing of the first run is overwritten; after the first dies (SIGKILL
 # included) the directory can be resumed at once.
-set -u
-HPT=${HPT:-./hpt}
-tmp=$(mktemp -d)
-trap 'kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+test_name=cli_lock; . tests/lib.sh
 
 python3 -c "print('to be or not to be that is the question ' * 400)" > "$tmp/text.txt"
 small="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 1 --threads 1"
 $HPT train $small --max-iters 1000000 --eval-interval 0 --save-interval 50 --out "$tmp/run" >"$tmp/first.log" 2>&1 &
-pid=$!
+pid=$!; pids=$pid
 # find, not ls: the run prunes old checkpoints while we look
 have_ckpt() { find "$tmp/run/checkpoints" -name 'ckpt-*.bin' 2>/dev/null | grep -q .; }
 for i in $(seq 1 100); do have_ckpt && break; sleep 0.1; done
@@ -31,5 +26,4 @@ kill -9 $pid; wait $pid 2>/dev/null
 out=$($HPT train --resume "$tmp/run" --log-interval 1000000 2>&1 </dev/null & sleep 1; kill -INT $! 2>/dev/null; wait $!); rc=$?
 [ $rc -eq 0 ] || fail "resume after SIGKILL: rc $rc: $(echo "$out" | tail -2)"
 
-[ $fails -eq 0 ] && echo "cli_lock: all passed" || echo "cli_lock: $fails failed"
-[ $fails -eq 0 ]
+finish

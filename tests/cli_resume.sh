@@ -19,44 +19,16 @@
 #   (g) --ema: the average leaves the weights alone and resumes bit for bit
 #   (h) a checkpoint of the previous format version resumes bit for bit
 #   and `hpt sample` reads a checkpoint as a model.
-set -u
-HPT=${HPT:-./hpt}
-tmp=$(mktemp -d /tmp/hpt_resume.XXXXXX) || exit 1
-pids=""
-trap 'for p in $pids; do kill -9 $p 2>/dev/null; done; rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-failures=0
-
-pass() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 5
-    failures=$((failures + 1))
-}
-run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-
-if [ ! -x "$HPT" ]; then echo "FAIL $HPT not built (run make)"; exit 1; fi
+test_name=cli_resume; . tests/lib.sh
 
 # ~20 KB of generated text (as cli_train.sh)
-awk 'BEGIN {
-    n = split("the of and a to in is you that it he was for on are as with his they at be " \
-              "this have from or one had by word but not what all were we when your can said", w, " ")
-    s = 12345; bytes = 0; line = ""
-    while (bytes < 20000) {
-        s = (s * 69069 + 1) % 4294967296
-        word = w[1 + int(s / 65536) % n]
-        if (length(line) + length(word) > 70) { print line "."; bytes += length(line) + 2; line = word }
-        else line = line (line == "" ? "" : " ") word
-    }
-    print line
-}' >"$tmp/data.txt"
+words_text 12345 >"$tmp/data.txt"
 
 # Two layers at C 32 make a step take about a millisecond: slow enough to
 # be killed mid-run, 200 steps still well under a second.
 CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 \
      --max-iters 200 --eval-interval 50 --eval-iters 2 --save-interval 20 --threads 1"
 
-crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$1/summary.json" 2>/dev/null; }
 # same_metrics A B: every line equal but time_s and rss_bytes
 same_metrics() {
     python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
@@ -270,5 +242,4 @@ run "$HPT" train --resume "$tmp/h3"
 if [ $rc -ne 0 ] && grep -q "newer version.*upgrade hpt" "$tmp/err"; then pass "(h) a newer TCFG version: refused, 'upgrade hpt'"
 else fail "(h) newer TCFG version: status $rc"; fi
 
-echo "cli_resume: $failures failed"
-[ $failures -eq 0 ]
+finish

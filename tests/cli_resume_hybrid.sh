@@ -14,23 +14,7 @@
 #       step after each of the first Predict phases, the same again
 #   (d) SIGTERM in hybrid mode: exit 0 naming the checkpoint; resume: X
 #   (e) --resume --mode baseline of a hybrid run: exit 2
-set -u
-HPT=${HPT:-./hpt}
-tmp=$(mktemp -d /tmp/hpt_resume_hybrid.XXXXXX) || exit 1
-pids=""
-trap 'for p in $pids; do kill -9 $p 2>/dev/null; done; rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-failures=0
-
-pass() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 5
-    failures=$((failures + 1))
-}
-run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-
-if [ ! -x "$HPT" ]; then echo "FAIL $HPT not built (run make)"; exit 1; fi
+test_name=cli_resume_hybrid; . tests/lib.sh
 
 python3 -c "
 import random
@@ -43,7 +27,6 @@ HYB="--mode hybrid --warmup-steps 20 --full-steps 5 --min-predict-steps 2 --max-
 CFG="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
      --threads 1 --max-iters 200 --eval-interval 50 --keep-last 1000 $HYB"
 
-crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$1/summary.json" 2>/dev/null; }
 # same_run A B: metrics.jsonl equal but for the wall-clock fields, phases.jsonl byte for byte
 same_run() {
     cmp -s "$1/phases.jsonl" "$2/phases.jsonl" || { echo "     phases.jsonl differs"; return 1; }
@@ -145,4 +128,4 @@ run "$HPT" train --resume "$tmp/a" --mode baseline
 if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume --mode baseline of a hybrid run: exit 2"
 else fail "(e) --resume --mode baseline of a hybrid run: status $rc (want 2)"; fi
 
-[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+finish

@@ -13,23 +13,7 @@
 #   plots            loss.svg/png at the end of a run; hpt plot redraws them; its errors
 #   sampling         deterministic for a seed; a corrupted model.bin is refused
 # Takes a few seconds.
-set -u
-HPT=${HPT:-./hpt}
-tmp=$(mktemp -d /tmp/hpt_cli.XXXXXX) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-failures=0
-
-pass() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    [ -s "$tmp/err" ] && sed 's/^/     stderr: /' "$tmp/err" | tail -n 5
-    failures=$((failures + 1))
-}
-# run CMD...: stdout to $tmp/out, stderr to $tmp/err, status to $rc
-run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
-
-if [ ! -x "$HPT" ]; then echo "FAIL $HPT not built (run make)"; exit 1; fi
+test_name=cli_train; . tests/lib.sh
 
 # ---------------------------------------------------------------- data
 
@@ -176,17 +160,16 @@ else fail "hpt plot of an empty metrics.jsonl: status $rc"; fi
 run "$HPT" plot
 if [ $rc -eq 2 ]; then pass "hpt plot without a directory: exit 2"; else fail "hpt plot without a directory: status $rc"; fi
 
-crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$tmp/$1/summary.json" 2>/dev/null; }
 
 train run2 --seed 1 --threads 1
-c1=$(crc_of run1); c2=$(crc_of run2)
+c1=$(crc_of "$tmp/run1"); c2=$(crc_of "$tmp/run2")
 if [ $rc -eq 0 ] && [ -n "$c1" ] && [ "$c1" = "$c2" ]; then pass "same seed, same parameters (param_crc32 $c1)"
 else fail "same seed: param_crc32 $c1 vs $c2 (status $rc)"; fi
 if cmp -s "$tmp/run1/model.bin" "$tmp/run2/model.bin"; then pass "same seed, byte-identical model.bin"
 else fail "same seed: model.bin files differ"; fi
 
 train run3 --seed 2 --threads 1
-c3=$(crc_of run3)
+c3=$(crc_of "$tmp/run3")
 if [ $rc -eq 0 ] && [ -n "$c3" ] && [ "$c3" != "$c1" ]; then pass "another seed, other parameters ($c3)"
 else fail "seed 2: param_crc32 $c3 vs seed 1 $c1 (status $rc)"; fi
 
@@ -194,7 +177,7 @@ else fail "seed 2: param_crc32 $c3 vs seed 1 $c1 (status $rc)"; fi
 # barriers can stretch this 0.05 s run to 10+ s while a co-tenant holds the
 # other core; the policy changes waiting, never results.
 run env OMP_WAIT_POLICY=passive "$HPT" train --data "$tmp/data.txt" $TINY --out "$tmp/run4" --seed 1 --threads 2
-c4=$(crc_of run4)
+c4=$(crc_of "$tmp/run4")
 if [ $rc -eq 0 ] && [ "$c4" = "$c1" ]; then pass "--threads 2 gives the parameters of --threads 1"
 else fail "--threads 2: param_crc32 $c4 vs --threads 1 $c1 (status $rc): the kernels are not thread-count independent"; fi
 
@@ -225,5 +208,4 @@ run "$HPT" sample --model "$tmp/no-such-model.bin"
 if [ $rc -ne 0 ] && grep -q -- "no-such-model.bin" "$tmp/err"; then pass "sample: missing model file refused, naming it"
 else fail "sample of a missing model: status $rc"; fi
 
-echo "cli_train: $failures failed"
-[ $failures -eq 0 ]
+finish
