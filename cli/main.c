@@ -104,7 +104,7 @@ static void usage(FILE *f) {
 "hpt — hybrid predictive training of GPT-2-family models on the CPU\n"
 "\n"
 "Usage:\n"
-"  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin}\n"
+"  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin,loss.png}\n"
 "  hpt train --task fashion-mnist --model mlp|cnn [options]   train an image classifier\n"
 "  hpt sample --model FILE [options]   generate text from a trained model\n"
 "  hpt compare [train options] --lrs LIST --seeds N --out DIR   time to the same val loss:\n"
