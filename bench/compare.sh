@@ -11,6 +11,8 @@
 #   fashion-cnn        the Fashion-MNIST CNN, 2 epochs (938 steps), evaluated
 #                      every 94 steps; LR sweep 1e-3..8e-3 (x2), 5 seeds, all arms
 #
+# BENCH_TAG=T (e.g. the machine) keeps a re-measurement apart: runs go to
+# runs/bench-compare-<workload>-T/ and results to bench/results/compare-<workload>-T/.
 # Runs go to runs/bench-compare-<workload>/ (finished runs are reused when the
 # script is run again: delete the directory to remeasure); results.json,
 # results.md and the plots are copied to bench/results/compare-<workload>/.
@@ -24,12 +26,12 @@ FM=/usr/share/datasets/fashion-mnist
 
 run_workload() {
     name=$1; shift
-    out=runs/bench-compare-$name
+    out=runs/bench-compare-$name${BENCH_TAG:+-$BENCH_TAG}
     echo "== $name: ./hpt compare $* --out $out" >&2
     start=$(date +%s)
     ./hpt compare "$@" --out "$out"
     end=$(date +%s)
-    dst=bench/results/compare-$name
+    dst=bench/results/compare-$name${BENCH_TAG:+-$BENCH_TAG}
     mkdir -p "$dst"
     cp "$out/results.json" "$out/results.md" "$out"/val_vs_time.* "$out"/val_vs_step.* "$dst/"
     printf '%s\n' "./hpt compare $* --out $out" >"$dst/command.txt"

@@ -39,14 +39,22 @@ def speed(d):
     return stat(d, "{:.2f}x")
 
 
-def workload(name, title):
-    d = os.path.join(RES, "compare-" + name)
+def workload(name, title, tag=""):
+    """One comparison's section; tag: a re-measurement kept apart with
+    BENCH_TAG (bench/compare.sh), in bench/results/compare-<name>-<tag>/."""
+    dirname = "compare-" + name + ("-" + tag if tag else "")
+    d = os.path.join(RES, dirname)
     if not os.path.exists(os.path.join(d, "results.json")):
         return ""
     r = json.load(open(os.path.join(d, "results.json")))
     cmd = open(os.path.join(d, "command.txt")).read().strip()
-    out = [f"### {name}: {title}", "", "```sh", cmd, "```", ""]
+    if tag:
+        cmd = "BENCH_TAG=%s sh bench/compare.sh %s   # runs:\n%s" % (tag, name, cmd)
+    out = [f"### {name}{' (' + tag + ')' if tag else ''}: {title}", "", "```sh", cmd, "```", ""]
     seeds = r["seeds"]
+    if "cpu" in r:
+        out.append(f"Measured on: {r['cpu']}.")
+        out.append("")
     out.append(f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}), {r['threads']} threads, OpenBLAS kernels "
                f"{r['blas_core']}, hybrid predictor `{r['hybrid_predictor']}`, EMA decay {r['ema_decay']}, "
                f"cosine to {r['min_lr_ratio']} x LR. {r['protocol']}.")
@@ -109,8 +117,8 @@ def workload(name, title):
                    f"steps; their training clock, less the controller's own time, differs from the baseline's by "
                    f"{tn['median']:.1f}% median, {tn['max']:.1f}% at most.")
     out.append("")
-    out.append(f"Plots: [val vs training clock](results/compare-{name}/val_vs_time.png), "
-               f"[val vs step](results/compare-{name}/val_vs_step.png) (SVG beside them).")
+    out.append(f"Plots: [val vs training clock](results/{dirname}/val_vs_time.png), "
+               f"[val vs step](results/{dirname}/val_vs_step.png) (SVG beside them).")
     out.append("")
     return "\n".join(out)
 
@@ -136,7 +144,13 @@ def probe():
 
 
 def main():
-    parts = [workload(n, t) for n, t in WORKLOADS] + [probe()]
+    parts = []
+    for n, t in WORKLOADS:
+        parts.append(workload(n, t))
+        for dn in sorted(os.listdir(RES)):
+            if dn.startswith("compare-" + n + "-") and os.path.isdir(os.path.join(RES, dn)):
+                parts.append(workload(n, t, dn[len("compare-" + n + "-"):]))
+    parts.append(probe())
     text = "\n".join(p for p in parts if p)
     if "--print" in sys.argv:
         print(text)

@@ -569,6 +569,20 @@ static void report(compare *c) {
     fprintf(f, "],\n  \"hybrid_predictor\": \"%s\",\n  \"min_lr_ratio\": %g,\n  \"ema_decay\": %g,\n  \"seeds\": [", c->predictor, c->min_lr_ratio, c->ema_decay);
     for (int s = 0; s < c->nseeds; s++) fprintf(f, "%s%llu", s ? ", " : "", (unsigned long long)(c->seed0 + s));
     fprintf(f, "],\n  \"threads\": %d,\n  \"blas_core\": \"%s\",\n", c->threads, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default");
+    /* the machine: timings only compare within one CPU model */
+    char cpu[128] = "unknown", line[512];
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    while (ci && fgets(line, sizeof line, ci)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !colon) continue;
+        size_t k = 0;
+        for (const char *q = colon + 1 + strspn(colon + 1, " \t"); *q && *q != '\n' && k + 1 < sizeof cpu; q++)
+            if (*q != '"' && *q != '\\') cpu[k++] = *q;   /* JSON-safe */
+        cpu[k] = 0;
+        break;
+    }
+    if (ci) fclose(ci);
+    fprintf(f, "  \"cpu\": \"%s\",\n", cpu);
     fprintf(f, "  \"tuned_lr\": {");
     int first_key = 1;
     for (int a = 0; a < NARMS; a++)

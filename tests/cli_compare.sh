@@ -54,6 +54,7 @@ if abs(arms["hybrid"]["controller_overhead_s"]["per_seed"][0] - hs["controller_o
         hs["controller_overhead_s"] <= 0 or arms["baseline"]["controller_overhead_s"]["per_seed"] != [0, 0]:
     errs.append("controller_overhead_s: hybrid %r (summary %r), baseline %r" % (
         arms["hybrid"]["controller_overhead_s"], hs["controller_overhead_s"], arms["baseline"]["controller_overhead_s"]))
+if not r.get("cpu"): errs.append("results.json names no cpu")
 # with Predict never reached here, every hybrid-family run measures the noise
 tn = r.get("timing_noise_pct", {})
 if tn.get("runs") != 6 or not 0 <= tn["median"] <= tn["max"]:
