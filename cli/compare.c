@@ -208,9 +208,7 @@ static int load_run(run *r) {
     r->n = r->nb = 0;
     const char *key = r->arm == ARM_EMA ? "ema_val_loss" : "val_loss";
     double prev_step = 0, prev_clock = 0;
-    for (char *line = met; *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
+    for (char *cur = met, *line; (line = cli_next_line(&cur));) {
         double step = cli_json_num(line, "step"), clock = cli_json_num(line, "time_s");
         char phase[16];
         if (!strcmp(cli_json_str(line, "phase", phase, sizeof phase), "predict"))
@@ -218,8 +216,6 @@ static int load_run(run *r) {
         double v = cli_json_num(line, key);
         if (isfinite(step) && isfinite(v)) push_curve(r, step, clock, v);
         if (isfinite(step)) { prev_step = step; prev_clock = clock; }
-        if (!nl) break;
-        line = nl + 1;
     }
     r->final_val = cli_json_num(sum, r->arm == ARM_EMA ? "final_ema_val_loss" : "final_val_loss");
     r->train_s = cli_json_num(sum, "train_s");
@@ -521,6 +517,26 @@ static void write_plots(const compare *c, run *const *first) {
     free(bands);
 }
 
+/* The CPU model from /proc/cpuinfo, JSON-safe ("unknown" if none): timings
+ * compare only within one machine. */
+static const char *cpu_model(char *cpu, size_t cap) {
+    char line[512];
+    snprintf(cpu, cap, "unknown");
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    if (!ci) return cpu;
+    while (fgets(line, sizeof line, ci)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !colon) continue;
+        size_t k = 0;
+        for (const char *q = colon + 1 + strspn(colon + 1, " \t"); *q && *q != '\n' && k + 1 < cap; q++)
+            if (*q != '"' && *q != '\\') cpu[k++] = *q;
+        cpu[k] = 0;
+        break;
+    }
+    fclose(ci);
+    return cpu;
+}
+
 static void report(compare *c) {
     /* the runs of each arm at its tuned LR, by seed */
     run *by[NARMS][MAX_SEEDS] = {{0}};
@@ -569,20 +585,8 @@ static void report(compare *c) {
     fprintf(f, "],\n  \"hybrid_predictor\": \"%s\",\n  \"min_lr_ratio\": %g,\n  \"ema_decay\": %g,\n  \"seeds\": [", c->predictor, c->min_lr_ratio, c->ema_decay);
     for (int s = 0; s < c->nseeds; s++) fprintf(f, "%s%llu", s ? ", " : "", (unsigned long long)(c->seed0 + s));
     fprintf(f, "],\n  \"threads\": %d,\n  \"blas_core\": \"%s\",\n", c->threads, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default");
-    /* the machine: timings only compare within one CPU model */
-    char cpu[128] = "unknown", line[512];
-    FILE *ci = fopen("/proc/cpuinfo", "r");
-    while (ci && fgets(line, sizeof line, ci)) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) || !colon) continue;
-        size_t k = 0;
-        for (const char *q = colon + 1 + strspn(colon + 1, " \t"); *q && *q != '\n' && k + 1 < sizeof cpu; q++)
-            if (*q != '"' && *q != '\\') cpu[k++] = *q;   /* JSON-safe */
-        cpu[k] = 0;
-        break;
-    }
-    if (ci) fclose(ci);
-    fprintf(f, "  \"cpu\": \"%s\",\n", cpu);
+    char cpu[128];
+    fprintf(f, "  \"cpu\": \"%s\",\n", cpu_model(cpu, sizeof cpu));
     fprintf(f, "  \"tuned_lr\": {");
     int first_key = 1;
     for (int a = 0; a < NARMS; a++)
@@ -637,7 +641,6 @@ static void report(compare *c) {
     jstat(f, "final_val_ratio", v, c->nseeds);
     fputs("\n}\n", f);
     if (fclose(f) != 0) { fprintf(stderr, "hpt: cannot write '%s'\n", path); exit(1); }
-
 
     /* the table: printed and written as Markdown */
     snprintf(path, sizeof path, "%s/results.md", c->out);

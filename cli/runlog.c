@@ -58,19 +58,26 @@ char *cli_read_text(const char *path) {
     return s;
 }
 
+char *cli_next_line(char **cur) {
+    char *line = *cur;
+    if (!line || !*line) return NULL;
+    char *nl = strchr(line, '\n');
+    if (nl) { *nl = 0; *cur = nl + 1; } else *cur = line + strlen(line);
+    return line;
+}
+
 /* ---------------------------------------------------------------- plots */
 
-/* One column of the metrics, by step: y is NaN where a line lacks it. */
+/* The metrics' columns, by step: y is NaN where a line lacks it. */
 typedef struct curves {
     int n, cap;
-    double *step, *train, *smooth, *val, *ema_val, *acc;
+    double *step, *train, *val, *ema_val, *acc;
     int nb, bcap;
     hpt_plot_band *bands;   /* Predict phases, in steps */
-    int has_val, has_ema, has_acc;
 } curves;
 
 static void curves_free(curves *c) {
-    free(c->step); free(c->train); free(c->smooth); free(c->val); free(c->ema_val); free(c->acc);
+    free(c->step); free(c->train); free(c->val); free(c->ema_val); free(c->acc);
     free(c->bands);
 }
 
@@ -79,12 +86,11 @@ static void curves_push(curves *c, double step, double train, double val, double
         c->cap = c->cap ? 2 * c->cap : 256;
         size_t b = (size_t)c->cap * sizeof(double);
         c->step = cli_xrealloc(c->step, b); c->train = cli_xrealloc(c->train, b);
-        c->smooth = cli_xrealloc(c->smooth, b); c->val = cli_xrealloc(c->val, b);
-        c->ema_val = cli_xrealloc(c->ema_val, b); c->acc = cli_xrealloc(c->acc, b);
+        c->val = cli_xrealloc(c->val, b); c->ema_val = cli_xrealloc(c->ema_val, b);
+        c->acc = cli_xrealloc(c->acc, b);
     }
     int i = c->n++;
     c->step[i] = step; c->train[i] = train; c->val[i] = val; c->ema_val[i] = ema; c->acc[i] = acc;
-    c->has_val |= isfinite(val); c->has_ema |= isfinite(ema); c->has_acc |= isfinite(acc);
 }
 
 /* A series keeps only its finite points, so that sparse columns (val loss
@@ -111,9 +117,7 @@ hpt_status cli_plot_run(const char *dir) {
     if (!met) return hpt_fail(HPT_ERR_IO, "cannot read '%s' (is '%s' a run directory of hpt train?)", path, dir);
     curves c = {0};
     double prev_step = 0.0;
-    for (char *line = met; *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
+    for (char *cur = met, *line; (line = cli_next_line(&cur));) {
         double step = cli_json_num(line, "step");
         if (isfinite(step)) {
             char phase[16];
@@ -128,36 +132,32 @@ hpt_status cli_plot_run(const char *dir) {
                         cli_json_num(line, "ema_val_loss"), cli_json_num(line, "val_accuracy"));
             prev_step = step;
         }
-        if (!nl) break;
-        line = nl + 1;
     }
     free(met);
     if (c.n == 0) {
         curves_free(&c);
         return hpt_fail(HPT_ERR_FORMAT, "'%s' holds no steps to plot", path);
     }
-    /* the per-step train loss is one batch's: smooth it with a bias-corrected
-     * EMA whose window is about 2% of the run, so that it shows the trend */
+    /* the per-step train loss is one batch's: smooth it in place with a
+     * bias-corrected EMA whose window is about 2% of the run, so that it
+     * shows the trend */
     double beta = 1.0 - 1.0 / (c.n / 50.0 > 1.0 ? c.n / 50.0 : 1.0), m = 0.0, w = 0.0;
     for (int i = 0; i < c.n; i++) {
         if (isfinite(c.train[i])) { m = beta * m + (1.0 - beta) * c.train[i]; w = beta * w + (1.0 - beta); }
-        c.smooth[i] = w > 0.0 ? m / w : NAN;
+        c.train[i] = w > 0.0 ? m / w : NAN;
     }
 
     double *x = cli_xrealloc(NULL, (size_t)c.n * 3 * sizeof(double)), *y = cli_xrealloc(NULL, (size_t)c.n * 3 * sizeof(double));
+    /* each series in its own third of x/y; a column with no value at all
+     * (no evaluation, no --ema) is left out of the chart and its legend */
+    const double *cols[3] = {c.train, c.val, c.ema_val};
+    static const char *const names[3] = {"train loss (smoothed)", "val loss", "val loss, EMA weights"};
     hpt_plot_series s[3];
-    int ns = 0, off = 0, k;
-    k = compact(c.step, c.smooth, c.n, x + off, y + off);
-    s[ns++] = (hpt_plot_series){.name = "train loss (smoothed)", .x = x + off, .y = y + off, .n = k};
-    off += c.n;
-    if (c.has_val) {
-        k = compact(c.step, c.val, c.n, x + off, y + off);
-        s[ns++] = (hpt_plot_series){.name = "val loss", .x = x + off, .y = y + off, .n = k};
-        off += c.n;
-    }
-    if (c.has_ema) {
-        k = compact(c.step, c.ema_val, c.n, x + off, y + off);
-        s[ns++] = (hpt_plot_series){.name = "val loss, EMA weights", .x = x + off, .y = y + off, .n = k, .dashed = 1};
+    int ns = 0, k;
+    for (int j = 0; j < 3; j++) {
+        double *xj = x + (size_t)j * c.n, *yj = y + (size_t)j * c.n;
+        if ((k = compact(c.step, cols[j], c.n, xj, yj)) > 0 || j == 0)
+            s[ns++] = (hpt_plot_series){.name = names[j], .x = xj, .y = yj, .n = k, .dashed = j == 2};
     }
     char title[256], out[4200];
     snprintf(title, sizeof title, "loss: %s", base_name(dir));
@@ -168,8 +168,7 @@ hpt_status cli_plot_run(const char *dir) {
     p.bands = c.bands; p.nbands = c.nb; p.band_label = c.nb ? "hybrid Predict phases" : NULL;
     snprintf(out, sizeof out, "%s/loss", dir);
     hpt_status st = hpt_plot_write(&p, out);
-    if (st == HPT_OK && c.has_acc) {
-        k = compact(c.step, c.acc, c.n, x, y);
+    if (st == HPT_OK && (k = compact(c.step, c.acc, c.n, x, y)) > 0) {
         for (int i = 0; i < k; i++) y[i] *= 100.0;
         hpt_plot_series a = {.name = "val accuracy", .x = x, .y = y, .n = k};
         snprintf(title, sizeof title, "accuracy: %s", base_name(dir));
@@ -188,7 +187,7 @@ void usage_plot(FILE *f) {
 "hpt plot DIR — draw a run's curves from DIR/metrics.jsonl\n"
 "\n"
 "Writes DIR/loss.svg and DIR/loss.png (train loss smoothed, val loss, the EMA\n"
-"weights' val loss when --ema-decay was on, hybrid Predict phases shaded) and,\n"
+"weights' val loss when --ema was on, hybrid Predict phases shaded) and,\n"
 "for image tasks, DIR/accuracy.svg and .png. hpt train draws them at the end of\n"
 "every run; hpt plot redraws them, also for a run still in progress.\n"
 "Exit status: 0 written, 1 the run's logs cannot be read or the plot written, 2 usage error.\n");
