@@ -27,6 +27,11 @@ OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O3 -march=native) -g -fno-math-errno
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -Iinclude -MMD -MP
 LDLIBS  += -lm -lz
 
+# cJSON for every JSON file hpt reads or writes; cairo draws the plots (PNG
+# and SVG from one drawing). Both from Debian (scripts/install-deps.sh).
+CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
+LDLIBS  += $(shell pkg-config --libs libcjson cairo)
+
 ifeq ($(OMP),1)
   CFLAGS += -fopenmp
   LDFLAGS += -fopenmp

@@ -3,12 +3,16 @@
 # Debian 12's packages. Does nothing when everything is already there.
 #   gcc, make               the toolchain
 #   libopenblas-openmp-dev  OpenBLAS built on OpenMP (shares our kernels' threads)
-#   zlib1g-dev              gzip reading (Fashion-MNIST IDX files)
+#   zlib1g-dev              gzip reading (Fashion-MNIST IDX files) and CRC-32
+#   libcjson-dev            JSON reading and writing
+#   libcairo2-dev           the plots (PNG and SVG), with real fonts
+#   fonts-dejavu-core       the font the plots are drawn in
+#   pkg-config              the compiler flags of the two above
 #   fortunes                the default text corpus
 #   dataset-fashion-mnist   the image task's data (--task fashion-mnist)
 #   python3                 the CLI tests check JSON outputs with it
 set -eu
-pkgs="gcc make libc6-dev libopenblas-openmp-dev zlib1g-dev fortunes dataset-fashion-mnist python3"
+pkgs="gcc make libc6-dev pkg-config libopenblas-openmp-dev zlib1g-dev libcjson-dev libcairo2-dev fonts-dejavu-core fortunes dataset-fashion-mnist python3"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
