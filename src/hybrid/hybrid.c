@@ -18,149 +18,11 @@
  * lost. Probe passes count as training time. The hybrid layer sees the model
  * only through model.h: flat arenas and the tensor table.
  */
-#include "../train/trainer.h"
-#include "divergence.h"
-#include "dynamics.h"
-#include "encoder.h"
-#include "phase.h"
-#include "predict.h"
-#include "snapshot.h"
+#include "hybrid_internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-typedef struct hybrid {
-    hpt_hybrid_config cfg;
-    hpt_trainer *tr;
-    hpt_model *m;
-    size_t n;
-    hpt_phase_ctl ph;
-    hpt_div div;
-    hpt_predictor pred;
-
-    hpt_snapshot snap;       /* the one copy of (params, m, v) */
-    float *dir;              /* (n) the line-search direction */
-    size_t arena_bytes;
-
-    /* probe batches, copied out of the task's buffers */
-    int P, maxB, T, xdim;
-    int *pB;                 /* (P) rows of each batch */
-    int *ptok, *ptgt;        /* (P, maxB * T) */
-    float *px;               /* (P, maxB * xdim) */
-
-    /* the learned dynamics: encoder -> GRU ensemble, trained on every real
-     * step; its targets per tensor are the optimal scale of the AdamW-direction
-     * prediction, <real update, predicted update> / |predicted update|^2 */
-    hpt_encoder enc;
-    hpt_dyn dyn;
-    int nfeat, K;
-    float feat[64], y[1 + HPT_MAX_TENSORS];
-    float *fc_mean, *fc_std;         /* (max_horizon, 1+K) */
-    /* The encoder's update statistics are estimated on a fixed sample of
-     * each tensor's parameters (at most SAMPLE_MAX, one per stride block at
-     * a hashed position, so no layout aliasing): full passes over every
-     * parameter cost a 10M-parameter model 16% of its step time. */
-#define SAMPLE_MAX 1024
-    size_t ns;                       /* sampled parameters in all */
-    size_t s_off[HPT_MAX_TENSORS], s_cnt[HPT_MAX_TENSORS], s_stride[HPT_MAX_TENSORS];
-    float *theta_before, *dpred, *prev_upd;   /* (ns) each, at the sampled parameters */
-    int have_prev_upd;
-    float next_pred_loss;            /* 1-step forecast issued after the last real step */
-    float scale;             /* global predicted-step scale; halves on divergence */
-    /* the last real steps' training losses: their least-squares slope is
-     * the progress a real step buys, which a jump must match */
-#define LOSS_RING 64
-    float loss_ring[LOSS_RING];
-    int loss_n, loss_head;
-    float accept_ema;        /* acceptance history in [0, 1] */
-    double real_step_s;      /* EMA of a real step's time: the unit a failed phase is charged in */
-    FILE *phases_log;
-    char phases_path[4200];
-    uint64_t phases_bytes;   /* its length in a checkpoint being loaded */
-
-    /* accounting */
-    int backward_passes, probe_passes, rollbacks, div_rollbacks;
-    int phases_accepted, phases_rejected, predicted_steps_kept, predicted_steps_lost;
-    double phase_s[HPT_PHASE_COUNT];
-    double ctrl_s;  /* controller time on real steps beyond the trainer's step */
-    int phase_count_steps[HPT_PHASE_COUNT];
-    double alpha_sum;
-} hybrid;
-
-void hpt_hybrid_config_default(hpt_hybrid_config *c) {
-    memset(c, 0, sizeof *c);
-    hpt_phase_config pc;
-    hpt_phase_config_default(&pc);
-    c->warmup_steps = pc.warmup_steps;
-    c->full_steps = pc.full_steps;
-    c->min_predict_steps = pc.min_predict_steps;
-    c->max_predict_steps = pc.max_predict_steps;
-    c->correct_steps = pc.correct_steps;
-    c->max_consecutive_predict = pc.max_consecutive_predict;
-    c->confidence_threshold = pc.confidence_threshold;
-    c->backoff_after = pc.backoff_after;
-    c->max_backoff = pc.max_backoff;
-    c->waste_budget = pc.waste_budget;
-    c->predictor = "coast";
-    c->correction_interval = 4;
-    c->probe_batches = 2;
-    c->whole_phase = 0;
-    c->count_cost = 1;  /* reproducible by default: no wall clock in decisions */
-    c->ensemble = 3; c->hidden = 32; c->bptt = 16;
-    hpt_div_config dc;
-    hpt_div_config_default(&dc);
-    c->div_window = dc.window;
-    c->div_loss_z = dc.loss_z_warn;
-    c->div_grad_explode = dc.grad_explode;
-    c->div_grad_vanish = dc.grad_vanish;
-}
-
-static void to_phase_config(const hpt_hybrid_config *c, hpt_phase_config *pc) {
-    hpt_phase_config_default(pc);
-    pc->warmup_steps = c->warmup_steps;
-    pc->full_steps = c->full_steps;
-    pc->min_predict_steps = c->min_predict_steps;
-    pc->max_predict_steps = c->max_predict_steps;
-    pc->correct_steps = c->correct_steps;
-    pc->max_consecutive_predict = c->max_consecutive_predict;
-    pc->confidence_threshold = c->confidence_threshold;
-    pc->backoff_after = c->backoff_after;
-    pc->max_backoff = c->max_backoff;
-    pc->waste_budget = c->waste_budget;
-}
-
-static void to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc) {
-    hpt_div_config_default(dc);
-    dc->window = c->div_window;
-    dc->loss_z_warn = c->div_loss_z;
-    if (dc->loss_z_crit < dc->loss_z_warn) dc->loss_z_crit = 2.0f * dc->loss_z_warn;
-    dc->grad_explode = c->div_grad_explode;
-    dc->grad_vanish = c->div_grad_vanish;
-}
-
-hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
-    hpt_phase_config pc;
-    hpt_div_config dc;
-    to_phase_config(c, &pc);
-    to_div_config(c, &dc);
-    HPT_TRY(hpt_phase_config_check(&pc));
-    HPT_TRY(hpt_div_config_check(&dc));
-    if (hpt_pred_parse(c->predictor) < 0)
-        return hpt_fail(HPT_ERR_ARG, "--predictor must be coast, shrink, stale-adam or linear (got '%s')", c->predictor ? c->predictor : "");
-    if (c->correction_interval < 1 || c->correction_interval > 100000)
-        return hpt_fail(HPT_ERR_ARG, "--correction-interval must be in [1, 100000] (got %d)", c->correction_interval);
-    if (c->probe_batches < 1 || c->probe_batches > 64)
-        return hpt_fail(HPT_ERR_ARG, "--probe-batches must be in [1, 64] (got %d)", c->probe_batches);
-    if (c->ensemble < 1 || c->ensemble > 16) return hpt_fail(HPT_ERR_ARG, "--ensemble must be in [1, 16] (got %d)", c->ensemble);
-    if (c->hidden < 2 || c->hidden > 1024) return hpt_fail(HPT_ERR_ARG, "--hidden must be in [2, 1024] (got %d)", c->hidden);
-    if (c->bptt < 1 || c->bptt > 256) return hpt_fail(HPT_ERR_ARG, "--bptt must be in [1, 256] (got %d)", c->bptt);
-    if (c->count_cost != 0 && c->count_cost != 1) return hpt_fail(HPT_ERR_ARG, "count_cost must be 0 or 1 (got %d)", c->count_cost);
-    return HPT_OK;
-}
 
 /* ---------------------------------------------------------------- probes */
 
@@ -578,265 +440,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     return HPT_OK;
 }
 
-/* JSON has no NaN: a value not measured yet is null. */
-static void json_num_(FILE *f, const char *key, double v) {
-    if (isfinite(v)) fprintf(f, "\"%s\": %.5g", key, v); else fprintf(f, "\"%s\": null", key);
-}
-
-static void hybrid_summary(void *hctx, FILE *f) {
-    hybrid *h = hctx;
-    fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
-    /* the hybrid layer's share of the memory ledger, by role */
-    fprintf(f, "  \"memory_bytes_hybrid\": {\"snapshot\": %zu, \"buffers\": %zu, \"predictor\": %zu, "
-            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), (h->n + 3 * h->ns) * sizeof(float),
-            h->pred.arena_bytes,
-            (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float),
-            h->enc.arena_floats * sizeof(float));
-    fprintf(f, "  \"phase_steps\": {\"warmup\": %d, \"full\": %d, \"predict\": %d, \"correct\": %d},\n",
-            h->phase_count_steps[0], h->phase_count_steps[1], h->phase_count_steps[2], h->phase_count_steps[3]);
-    fprintf(f, "  \"phase_time_s\": {\"warmup\": %.3f, \"full\": %.3f, \"predict\": %.3f, \"correct\": %.3f},\n",
-            h->phase_s[0], h->phase_s[1], h->phase_s[2], h->phase_s[3]);
-    fprintf(f, "  \"backward_passes\": %d,\n  \"probe_passes\": %d,\n", h->backward_passes, h->probe_passes);
-    /* the hybrid's whole cost over plain training: Predict phases (probes,
-     * predictor, line search, rejected jumps) plus its bookkeeping on
-     * every real step */
-    fprintf(f, "  \"predictor_overhead_s\": %.6f,\n  \"controller_overhead_s\": %.6f,\n",
-            h->phase_s[HPT_PHASE_PREDICT], h->ctrl_s);
-    fprintf(f, "  \"predict_phases\": {\"accepted\": %d, \"rolled_back\": %d, \"steps_kept\": %d, \"steps_lost\": %d, "
-            "\"mean_alpha\": %.3f},\n", h->phases_accepted, h->phases_rejected, h->predicted_steps_kept,
-            h->predicted_steps_lost, h->phases_accepted ? h->alpha_sum / h->phases_accepted : 0.0);
-    fprintf(f, "  \"divergence_rollbacks\": %d,\n  \"transitions\": %d,\n", h->div_rollbacks, h->ph.transitions);
-    /* how often the realised loss fell inside the forecast's mean +- 2 std,
-     * per horizon bucket (1, 2-3, 4-7, ...), and what the corrector changed */
-    fprintf(f, "  \"calibration\": [");
-    for (int b = 0; b < hpt_dyn_buckets(&h->dyn); b++) {
-        hpt_dyn_calib cb;
-        hpt_dyn_calibration(&h->dyn, b, 0, &cb);
-        fprintf(f, "%s{\"horizons\": [%d, %d], \"scored\": %.0f, ", b ? ", " : "", cb.h_lo, cb.h_hi, cb.n);
-        json_num_(f, "coverage", cb.n > 0 ? cb.coverage_all : NAN);  /* nothing scored yet: null */
-        fputs(", ", f);
-        json_num_(f, "rmse_log_loss", cb.n > 0 ? cb.rmse : NAN);
-        fputc('}', f);
-    }
-    float before, after;
-    hpt_dyn_corrector_effect(&h->dyn, 0, &before, &after);
-    fputs("],\n  \"corrector_loss_residual\": {", f);
-    json_num_(f, "raw", before);
-    fputs(", ", f);
-    json_num_(f, "corrected", after);
-    fputs("},\n", f);
-}
-
-static void hybrid_log_config(void *hctx, hpt_log_fn log, void *ctx) {
-    hybrid *h = hctx;
-    const hpt_hybrid_config *c = &h->cfg;
-    char line[512];
-    snprintf(line, sizeof line, "hybrid     predictor %s, warmup %d, full %d, predict %d..%d, correct %d, "
-             "threshold %g, correction interval %d, %d probe batches%s; hybrid state %.1f MiB "
-             "(snapshot %.1f, buffers %.1f)",
-             c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
-             c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
-             c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0,
-             3.0 * h->n * sizeof(float) / 1048576.0, (h->n + 3.0 * h->ns) * sizeof(float) / 1048576.0);
-    if (log) log(ctx, line);
-}
-
-
-/* ---------------------------------------------------------------- checkpoints
- * The HYBR section (docs/format.md): everything the next step reads, as
- * fixed-width fields and raw little-endian bytes. One walker serves the
- * three uses (count, write, read), so the layout cannot drift between them:
- *   u32 version, the config (HYBR_CFG_BYTES), u64 phases.jsonl length, then
- *   blocks (u64 length + bytes): the phase controller, the divergence
- *   monitor, the encoder region, the 4 dynamics regions, the predictor's
- *   gates, scales, ring counters and arena, the snapshot's valid, step and
- *   arena, the driver's scalars and loss ring, its counters, prev_upd. */
-/* version 2: prev_upd holds the sampled parameters' update (ns floats), not
- * every parameter's; version 3 adds the controller's own time on real steps
- * (controller_overhead_s). Older versions are refused with that reason. */
-#define HYBR_VERSION 3u
-#define HYBR_CFG_WORDS 22
-#define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
-
-static void encode_cfg(const hpt_hybrid_config *c, unsigned char *out) {
-    uint32_t w[HYBR_CFG_WORDS];
-    int k = 0;
-#define I_(x) w[k++] = (uint32_t)(int32_t)(x)
-#define F_(x) do { float f_ = (x); memcpy(&w[k++], &f_, 4); } while (0)
-    I_(c->warmup_steps); I_(c->full_steps); I_(c->min_predict_steps); I_(c->max_predict_steps);
-    I_(c->correct_steps); I_(c->max_consecutive_predict); F_(c->confidence_threshold);
-    I_(c->backoff_after); I_(c->max_backoff); F_(c->waste_budget);
-    I_(hpt_pred_parse(c->predictor)); I_(c->correction_interval); I_(c->probe_batches); I_(c->whole_phase);
-    I_(c->ensemble); I_(c->hidden); I_(c->bptt);
-    I_(c->div_window); F_(c->div_loss_z); F_(c->div_grad_explode); F_(c->div_grad_vanish);
-    I_(c->count_cost);
-    HPT_ASSERT(k == HYBR_CFG_WORDS);
-    memcpy(out, w, sizeof w);
-}
-
-static int decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
-    uint32_t w[HYBR_CFG_WORDS];
-    memcpy(w, in, sizeof w);
-    int k = 0;
-    hpt_hybrid_config_default(c);
-#define GI_(x) x = (int32_t)w[k++]
-#define GF_(x) memcpy(&(x), &w[k++], 4)
-    GI_(c->warmup_steps); GI_(c->full_steps); GI_(c->min_predict_steps); GI_(c->max_predict_steps);
-    GI_(c->correct_steps); GI_(c->max_consecutive_predict); GF_(c->confidence_threshold);
-    GI_(c->backoff_after); GI_(c->max_backoff); GF_(c->waste_budget);
-    int kind; GI_(kind);
-    GI_(c->correction_interval); GI_(c->probe_batches); GI_(c->whole_phase);
-    GI_(c->ensemble); GI_(c->hidden); GI_(c->bptt);
-    GI_(c->div_window); GF_(c->div_loss_z); GF_(c->div_grad_explode); GF_(c->div_grad_vanish);
-    GI_(c->count_cost);
-#undef I_
-#undef F_
-#undef GI_
-#undef GF_
-    if (kind < HPT_PRED_COAST || kind > HPT_PRED_SHRINK) return 0;
-    c->predictor = hpt_pred_name((hpt_pred_kind)kind);
-    return hpt_hybrid_config_check(c) == HPT_OK;
-}
-
-hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc) {
-    uint32_t v = 0;
-    if (!tr->resume_state || tr->resume_state_n < 4 + HYBR_CFG_BYTES)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': no hybrid state (HYBR) to resume from", tr->ckpt_path);
-    memcpy(&v, tr->resume_state, 4);
-    if (v > HYBR_VERSION)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u, this hpt reads %u (upgrade hpt)", tr->ckpt_path, v,
-                        HYBR_VERSION);
-    if (v != HYBR_VERSION)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u was written by an older hpt whose hybrid state this "
-                        "one cannot continue (version %u %s); start the hybrid run again", tr->ckpt_path, v,
-                        HYBR_VERSION, v < 2 ? "samples the update statistics" : "also records the controller's own time");
-    if (!decode_cfg(tr->resume_state + 4, hc))
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", tr->ckpt_path, hpt_errmsg());
-    return HPT_OK;
-}
-
-/* mode 0 counts, 1 writes to w, 2 reads from k (*bad set on a mismatch). */
-typedef struct walker { int mode; uint64_t n; hpt_writer *w; hpt_cursor k; int bad; } walker;
-
-static void w_raw(walker *x, void *p, size_t n) {
-    if (x->mode == 0) x->n += n;
-    else if (x->mode == 1) hpt_w_bytes(x->w, p, n);
-    else if (!x->bad && !hpt_cur_bytes(&x->k, p, n)) x->bad = 1;
-}
-/* A block: u64 length, then the bytes; on read the length must match. */
-static void w_block(walker *x, void *p, size_t n) {
-    uint64_t len = n;
-    if (x->mode == 2) {
-        if (x->bad || !hpt_cur_u64(&x->k, &len) || len != n) { x->bad = 1; return; }
-        w_raw(x, p, n);
-        return;
-    }
-    w_raw(x, &len, 8);
-    w_raw(x, p, n);
-}
-
-static void walk_state(hybrid *h, walker *x) {
-    uint32_t version = HYBR_VERSION;
-    unsigned char cfg[HYBR_CFG_BYTES], cfg_now[HYBR_CFG_BYTES];
-    encode_cfg(&h->cfg, cfg_now);
-    memcpy(cfg, cfg_now, sizeof cfg);
-    w_raw(x, &version, 4);
-    if (x->mode == 2 && version != HYBR_VERSION) x->bad = 1;
-    w_raw(x, cfg, sizeof cfg);
-    if (x->mode == 2 && memcmp(cfg, cfg_now, sizeof cfg)) x->bad = 1;
-    uint64_t plen = 0;
-    if (x->mode == 1 && h->phases_log) {
-        /* the file's size, not ftell: an append stream that has not
-         * written yet may report 0 */
-        struct stat sb;
-        fflush(h->phases_log);
-        if (fstat(fileno(h->phases_log), &sb) == 0) plen = (uint64_t)sb.st_size;
-    }
-    w_raw(x, &plen, 8);
-    if (x->mode == 2) h->phases_bytes = plen;
-
-    w_block(x, &h->ph, sizeof h->ph);
-    w_block(x, &h->div, sizeof h->div);
-    hpt_region r[8];
-    int nr = hpt_encoder_regions(&h->enc, r);
-    for (int i = 0; i < nr; i++) w_block(x, r[i].ptr, r[i].bytes);
-    nr = hpt_dyn_regions(&h->dyn, r);
-    for (int i = 0; i < nr; i++) w_block(x, r[i].ptr, r[i].bytes);
-
-    int32_t iv[4] = {h->pred.ring_count, h->pred.ring_head, h->snap.valid, h->snap.step};
-    w_block(x, iv, sizeof iv);
-    w_block(x, h->pred.tensor_gate, sizeof h->pred.tensor_gate);
-    w_block(x, h->pred.tensor_scale, sizeof h->pred.tensor_scale);
-    w_block(x, h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
-    w_block(x, h->snap.arena, 3 * h->snap.n * sizeof(float));
-
-    /* the driver's own scalars */
-    int32_t dv[16] = {h->have_prev_upd, h->loss_n, h->loss_head, h->backward_passes, h->probe_passes,
-                      h->rollbacks, h->div_rollbacks, h->phases_accepted, h->phases_rejected,
-                      h->predicted_steps_kept, h->predicted_steps_lost};
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->phase_count_steps[i];
-    w_block(x, dv, sizeof dv);
-    float fv[3] = {h->next_pred_loss, h->scale, h->accept_ema};
-    w_block(x, fv, sizeof fv);
-    double gv[3 + HPT_PHASE_COUNT] = {h->real_step_s, h->alpha_sum};
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->phase_s[i];
-    gv[2 + HPT_PHASE_COUNT] = h->ctrl_s;
-    w_block(x, gv, sizeof gv);
-    w_block(x, h->loss_ring, sizeof h->loss_ring);
-    w_block(x, h->prev_upd, h->ns * sizeof(float));
-
-    if (x->mode != 2 || x->bad) return;
-    if (x->k.pos != x->k.n || iv[0] < 0 || iv[0] > h->pred.ring_c || iv[1] < 0 ||
-        iv[1] >= (h->pred.ring_c > 0 ? h->pred.ring_c : 1) || dv[1] < 0 || dv[1] > LOSS_RING || dv[2] < 0 ||
-        dv[2] >= LOSS_RING) {
-        x->bad = 1;
-        return;
-    }
-    h->pred.ring_count = iv[0]; h->pred.ring_head = iv[1]; h->snap.valid = iv[2]; h->snap.step = iv[3];
-    h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->backward_passes = dv[3];
-    h->probe_passes = dv[4]; h->rollbacks = dv[5]; h->div_rollbacks = dv[6]; h->phases_accepted = dv[7];
-    h->phases_rejected = dv[8]; h->predicted_steps_kept = dv[9]; h->predicted_steps_lost = dv[10];
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->phase_count_steps[i] = dv[11 + i];
-    h->next_pred_loss = fv[0]; h->scale = fv[1]; h->accept_ema = fv[2];
-    h->real_step_s = gv[0]; h->alpha_sum = gv[1];
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->phase_s[i] = gv[2 + i];
-    h->ctrl_s = gv[2 + HPT_PHASE_COUNT];
-}
-
-static uint64_t hybrid_state_bytes(void *hctx) {
-    walker x = {.mode = 0};
-    walk_state(hctx, &x);
-    return x.n;
-}
-
-static void hybrid_save_state(void *hctx, hpt_writer *w) {
-    walker x = {.mode = 1, .w = w};
-    walk_state(hctx, &x);
-}
-
-static hpt_status hybrid_load_state(void *hctx, const unsigned char *p, size_t n) {
-    hybrid *h = hctx;
-    walker x = {.mode = 2, .k = {p, n, 0}};
-    walk_state(h, &x);
-    if (x.bad)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) does not fit this run", h->tr->ckpt_path);
-    /* phases.jsonl: back to what it held when the checkpoint was written */
-    struct stat sb;
-    if (stat(h->phases_path, &sb) != 0 || (uint64_t)sb.st_size < h->phases_bytes)
-        return hpt_fail(HPT_ERR_IO, "'%s' is missing or shorter than at the checkpoint (%llu bytes)",
-                        h->phases_path, (unsigned long long)h->phases_bytes);
-    if (truncate(h->phases_path, (off_t)h->phases_bytes) != 0)
-        return hpt_fail(HPT_ERR_IO, "cannot truncate '%s': %s", h->phases_path, strerror(errno));
-    h->phases_log = fopen(h->phases_path, "a");
-    if (!h->phases_log) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", h->phases_path, strerror(errno));
-    return HPT_OK;
-}
-
-
-static void hybrid_free(hybrid *h);
-
-/* The driver for tr, every buffer allocated (*out NULL on failure). */
-static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out) {
+hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out) {
     *out = NULL;
     HPT_TRY(hpt_hybrid_config_check(hc));
     hybrid *h = calloc(1, sizeof *h);
@@ -849,8 +453,8 @@ static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybri
     h->accept_ema = 1.0f;
     hpt_phase_config pc;
     hpt_div_config dc;
-    to_phase_config(hc, &pc);
-    to_div_config(hc, &dc);
+    hpt_hyb_to_phase_config(hc, &pc);
+    hpt_hyb_to_div_config(hc, &dc);
     hpt_phase_init(&h->ph, &pc);
     hpt_div_init(&h->div, &dc);
     /* linear (the probe's control): 4 snapshots 5 steps apart; shrink a
@@ -900,14 +504,14 @@ static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybri
     h->px = h->xdim ? calloc((size_t)h->P * h->maxB * h->xdim, sizeof(float)) : NULL;
     char *path = h->phases_path;
     snprintf(path, sizeof h->phases_path, "%s/phases.jsonl", tr->cfg.out_dir);
-    /* a resumed run reopens it in hybrid_load_state, cut back to the checkpoint */
+    /* a resumed run reopens it in hpt_hyb_load_state, cut back to the checkpoint */
     int resumed = tr->resumed;
     if (st == HPT_OK && !resumed && hpt_mkdir_p(tr->cfg.out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
     if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || (!resumed && !h->phases_log)))
         st = hpt_fail(h->phases_log || resumed ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
     if (st == HPT_OK && resumed && !hpt_trainer_resumed_hybrid(tr))
         st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode", tr->ckpt_path);
-    if (st != HPT_OK) { hybrid_free(h); return st; }
+    if (st != HPT_OK) { hpt_hyb_free(h); return st; }
     h->arena_bytes = (4 * h->n + 3 * h->ns) * sizeof(float) + h->pred.arena_bytes +
                      (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
     *out = h;
@@ -917,45 +521,16 @@ static hpt_status hybrid_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybri
 hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
                                   hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     hybrid *h;
-    HPT_TRY(hybrid_new(tr, hc, &h));
-    hpt_run_hooks hooks = {.step = hybrid_step, .summary = hybrid_summary, .log_config = hybrid_log_config,
-                           .state_bytes = hybrid_state_bytes, .save_state = hybrid_save_state,
-                           .load_state = hybrid_load_state, .hctx = h};
+    HPT_TRY(hpt_hyb_new(tr, hc, &h));
+    hpt_run_hooks hooks = {.step = hybrid_step, .summary = hpt_hyb_summary, .log_config = hpt_hyb_log_config,
+                           .state_bytes = hpt_hyb_state_bytes, .save_state = hpt_hyb_save_state,
+                           .load_state = hpt_hyb_load_state, .hctx = h};
     hpt_status st = hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
-    hybrid_free(h);
+    hpt_hyb_free(h);
     return st;
 }
 
-hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n) {
-    *out = NULL;
-    *out_n = 0;
-    hpt_hybrid_config hc;
-    HPT_TRY(hpt_hybrid_config_resumed(tr, &hc));
-    hybrid *h;
-    HPT_TRY(hybrid_new(tr, &hc, &h));
-    hpt_status st = hybrid_load_state(h, tr->resume_state, tr->resume_state_n);
-    FILE *f = st == HPT_OK ? tmpfile() : NULL;
-    if (st == HPT_OK && !f) st = hpt_fail(HPT_ERR_IO, "tmpfile: %s", strerror(errno));
-    if (st == HPT_OK) {
-        uint64_t n = hybrid_state_bytes(h);
-        hpt_writer w = {.f = f};
-        hybrid_save_state(h, &w);
-        unsigned char *buf = malloc(n ? (size_t)n : 1);
-        if (w.err || !buf || fflush(f) != 0 || ftell(f) != (long)n || fseek(f, 0, SEEK_SET) != 0 ||
-            (n && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
-            free(buf);
-            st = hpt_fail(HPT_ERR_IO, "hybrid state round trip: write or read back failed");
-        } else {
-            *out = buf;
-            *out_n = (size_t)n;
-        }
-    }
-    if (f) fclose(f);
-    hybrid_free(h);
-    return st;
-}
-
-static void hybrid_free(hybrid *h) {
+void hpt_hyb_free(hybrid *h) {
     if (!h) return;
     if (h->phases_log) fclose(h->phases_log);
     hpt_pred_free(&h->pred);

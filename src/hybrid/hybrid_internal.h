@@ -1,0 +1,121 @@
+/*
+ * hybrid_internal.h — the hybrid driver's state, shared by the files of
+ * src/hybrid/ that make up the driver:
+ *   hybrid.c         the step hook: real steps, Predict phases, rollback
+ *   hybrid_config.c  hpt_hybrid_config: defaults, checks, its HYBR encoding
+ *   hybrid_state.c   the HYBR checkpoint section (save, load, round trip)
+ *   hybrid_report.c  the summary.json members and the start-of-run line
+ * Nothing outside src/hybrid/ includes it.
+ */
+#ifndef HPT_HYBRID_INTERNAL_H
+#define HPT_HYBRID_INTERNAL_H
+
+#include "../train/trainer.h"
+#include "divergence.h"
+#include "dynamics.h"
+#include "encoder.h"
+#include "phase.h"
+#include "predict.h"
+#include "snapshot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct hybrid {
+    hpt_hybrid_config cfg;
+    hpt_trainer *tr;
+    hpt_model *m;
+    size_t n;
+    hpt_phase_ctl ph;
+    hpt_div div;
+    hpt_predictor pred;
+
+    hpt_snapshot snap;       /* the one copy of (params, m, v) */
+    float *dir;              /* (n) the line-search direction */
+    size_t arena_bytes;
+
+    /* probe batches, copied out of the task's buffers */
+    int P, maxB, T, xdim;
+    int *pB;                 /* (P) rows of each batch */
+    int *ptok, *ptgt;        /* (P, maxB * T) */
+    float *px;               /* (P, maxB * xdim) */
+
+    /* the learned dynamics: encoder -> GRU ensemble, trained on every real
+     * step; its targets per tensor are the optimal scale of the AdamW-direction
+     * prediction, <real update, predicted update> / |predicted update|^2 */
+    hpt_encoder enc;
+    hpt_dyn dyn;
+    int nfeat, K;
+    float feat[64], y[1 + HPT_MAX_TENSORS];
+    float *fc_mean, *fc_std;         /* (max_horizon, 1+K) */
+    /* The encoder's update statistics are estimated on a fixed sample of
+     * each tensor's parameters (at most SAMPLE_MAX, one per stride block at
+     * a hashed position, so no layout aliasing): full passes over every
+     * parameter cost a 10M-parameter model 16% of its step time. */
+#define SAMPLE_MAX 1024
+    size_t ns;                       /* sampled parameters in all */
+    size_t s_off[HPT_MAX_TENSORS], s_cnt[HPT_MAX_TENSORS], s_stride[HPT_MAX_TENSORS];
+    float *theta_before, *dpred, *prev_upd;   /* (ns) each, at the sampled parameters */
+    int have_prev_upd;
+    float next_pred_loss;            /* 1-step forecast issued after the last real step */
+    float scale;             /* global predicted-step scale; halves on divergence */
+    /* the last real steps' training losses: their least-squares slope is
+     * the progress a real step buys, which a jump must match */
+#define LOSS_RING 64
+    float loss_ring[LOSS_RING];
+    int loss_n, loss_head;
+    float accept_ema;        /* acceptance history in [0, 1] */
+    double real_step_s;      /* EMA of a real step's time: the unit a failed phase is charged in */
+    FILE *phases_log;
+    char phases_path[4200];
+    uint64_t phases_bytes;   /* its length in a checkpoint being loaded */
+
+    /* accounting */
+    int backward_passes, probe_passes, rollbacks, div_rollbacks;
+    int phases_accepted, phases_rejected, predicted_steps_kept, predicted_steps_lost;
+    double phase_s[HPT_PHASE_COUNT];
+    double ctrl_s;  /* controller time on real steps beyond the trainer's step */
+    int phase_count_steps[HPT_PHASE_COUNT];
+    double alpha_sum;
+} hybrid;
+
+/* ---------------------------------------------------------------- checkpoints
+ * The HYBR section (docs/format.md): everything the next step reads, as
+ * fixed-width fields and raw little-endian bytes. One walker serves the
+ * three uses (count, write, read), so the layout cannot drift between them:
+ *   u32 version, the config (HYBR_CFG_BYTES), u64 phases.jsonl length, then
+ *   blocks (u64 length + bytes): the phase controller, the divergence
+ *   monitor, the encoder region, the 4 dynamics regions, the predictor's
+ *   gates, scales, ring counters and arena, the snapshot's valid, step and
+ *   arena, the driver's scalars and loss ring, its counters, prev_upd. */
+/* version 2: prev_upd holds the sampled parameters' update (ns floats), not
+ * every parameter's; version 3 adds the controller's own time on real steps
+ * (controller_overhead_s). Older versions are refused with that reason. */
+#define HYBR_VERSION 3u
+#define HYBR_CFG_WORDS 22
+#define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
+
+/* hybrid_config.c */
+void hpt_hyb_to_phase_config(const hpt_hybrid_config *c, hpt_phase_config *pc);
+void hpt_hyb_to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc);
+void hpt_hyb_encode_cfg(const hpt_hybrid_config *c, unsigned char *out);   /* HYBR_CFG_BYTES */
+int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c);     /* 0: invalid */
+
+/* hybrid.c: the driver for tr, every buffer allocated (*out NULL on failure) */
+hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out);
+void hpt_hyb_free(hybrid *h);
+
+/* hybrid_state.c: the run hooks for the HYBR section */
+uint64_t hpt_hyb_state_bytes(void *hctx);
+void hpt_hyb_save_state(void *hctx, hpt_writer *w);
+hpt_status hpt_hyb_load_state(void *hctx, const unsigned char *p, size_t n);
+
+/* hybrid_report.c: the run hooks for summary.json and the config log */
+void hpt_hyb_summary(void *hctx, FILE *f);
+void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx);
+
+#endif /* HPT_HYBRID_INTERNAL_H */
