@@ -13,9 +13,9 @@ command -v clang >/dev/null || { echo "fuzz: needs clang (apt-get install clang-
 out=build-fuzz
 mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/artifacts
 src=$(ls src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c src/hybrid/*.c)
-flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude -fsanitize=fuzzer,address,undefined -Wno-unknown-pragmas"
+flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson) -fsanitize=fuzzer,address,undefined -Wno-unknown-pragmas"
 for t in state text idx resume; do
-    clang $flags bench/fuzz/fuzz_$t.c $src -lm -lz -o $out/fuzz_$t
+    clang $flags bench/fuzz/fuzz_$t.c $src -lm -lz $(pkg-config --libs libcjson) -o $out/fuzz_$t
 done
 # seeds
 [ -x ./hpt ] || make -j2 hpt >&2

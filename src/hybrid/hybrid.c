@@ -16,7 +16,8 @@
  * Accepted, the step counter (the LR schedule's position) moves by the
  * predicted steps; rolled back, it does not, and only the probes' time is
  * lost. Probe passes count as training time. The hybrid layer sees the model
- * only through model.h: flat arenas and the tensor table.
+ * only through model.h (flat arenas and the tensor table) and the trainer
+ * only through trainer.h (its counters, clock, moments and batches).
  */
 #include "hybrid_internal.h"
 
@@ -27,10 +28,9 @@
 /* ---------------------------------------------------------------- probes */
 
 static void draw_probes(hybrid *h) {
-    hpt_task *t = h->tr->task_;
     for (int i = 0; i < h->P; i++) {
         hpt_batch b;
-        t->train_batch(t, &b);
+        hpt_trainer_draw_batch(h->tr, &b);
         h->pB[i] = b.B;
         size_t rows = (size_t)b.B * b.T;
         if (b.tokens) memcpy(h->ptok + (size_t)i * h->maxB * h->T, b.tokens, rows * sizeof(int));
@@ -60,11 +60,13 @@ static hpt_status probe_loss(hybrid *h, float *loss) {
 /* ---------------------------------------------------------------- snapshot */
 
 static void take_snapshot(hybrid *h) {
-    hpt_snapshot_take(&h->snap, h->m->params, h->tr->m, h->tr->v, h->tr->step);
+    hpt_snapshot_take(&h->snap, h->m->params, hpt_trainer_moment1(h->tr), hpt_trainer_moment2(h->tr),
+                      hpt_trainer_steps(h->tr));
 }
 
 static void restore_snapshot(hybrid *h) {
-    hpt_snapshot_restore(&h->snap, h->m->params, h->tr->m, h->tr->v);
+    hpt_snapshot_restore_params(&h->snap, h->m->params);
+    hpt_trainer_set_moments(h->tr, hpt_snapshot_moment1(&h->snap), hpt_snapshot_moment2(&h->snap));
 }
 
 /* params = snapshot + alpha * dir */
@@ -77,7 +79,7 @@ static void set_along(hybrid *h, float alpha) {
 
 static void log_transition(hybrid *h, hpt_phase to, const char *why) {
     if (!h->phases_log) return;
-    fprintf(h->phases_log, "{\"step\":%d,\"phase\":\"%s\",\"reason\":\"", h->tr->step, hpt_phase_name(to));
+    fprintf(h->phases_log, "{\"step\":%d,\"phase\":\"%s\",\"reason\":\"", hpt_trainer_steps(h->tr), hpt_phase_name(to));
     for (const char *c = why; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) fputc(*c, h->phases_log);
     fputs("\"}\n", h->phases_log);
     fflush(h->phases_log);
@@ -123,23 +125,24 @@ static inline size_t sample_at(const hybrid *h, const hpt_tensor_info *t, int ti
 
 static void before_real_step(hybrid *h) {
     hpt_trainer *tr = h->tr;
-    const float *p = h->m->params;
-    if (tr->updates == 0) {
+    const float *p = h->m->params, *m1 = hpt_trainer_moment1(tr), *m2 = hpt_trainer_moment2(tr);
+    const int updates = hpt_trainer_updates(tr);
+    if (updates == 0) {
         for (int ti = 0; ti < h->m->ntensors; ti++)
             for (size_t k = 0; k < h->s_cnt[ti]; k++)
                 h->theta_before[h->s_off[ti] + k] = p[sample_at(h, &h->m->tensors[ti], ti, k)];
         return;
     }
-    hpt_adamw o = hpt_trainer_adamw(tr, tr->step);
-    float bc1 = 1.0f - powf(o.beta1, (float)tr->updates);
-    float bc2s = sqrtf(1.0f - powf(o.beta2, (float)tr->updates));
+    hpt_adamw o = hpt_trainer_adamw(tr, hpt_trainer_steps(tr));
+    float bc1 = 1.0f - powf(o.beta1, (float)updates);
+    float bc2s = sqrtf(1.0f - powf(o.beta2, (float)updates));
     for (int ti = 0; ti < h->m->ntensors; ti++) {
         const hpt_tensor_info *t = &h->m->tensors[ti];
         float wd = t->decay ? o.weight_decay : 0.0f;
         for (size_t k = 0; k < h->s_cnt[ti]; k++) {
             size_t i = sample_at(h, t, ti, k), s = h->s_off[ti] + k;
             h->theta_before[s] = p[i];
-            h->dpred[s] = -o.lr * (wd * p[i] + (tr->m[i] / bc1) / (sqrtf(tr->v[i]) / bc2s + o.eps));
+            h->dpred[s] = -o.lr * (wd * p[i] + (m1[i] / bc1) / (sqrtf(m2[i]) / bc2s + o.eps));
         }
     }
 }
@@ -157,7 +160,7 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
     /* over the sampled parameters, serially: a few thousand per tensor,
      * and the same bits for any thread count (the sums steer the controller) */
     enum { NQ = 8 };
-    const float *m1 = tr->m, *m2 = tr->v;
+    const float *m1 = hpt_trainer_moment1(tr), *m2 = hpt_trainer_moment2(tr);
     float *prev = h->prev_upd;
     int have_prev = h->have_prev_upd;
     for (int ti = 0; ti < h->m->ntensors; ti++) {
@@ -176,7 +179,7 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
             q[7] += sqrt(m2[i]);
         }
         upd2 += q[0]; th2 += q[1]; dotprev += q[4]; prev2 += q[5]; mabs += q[6]; vs += q[7];
-        if (ti < h->K) h->y[1 + ti] = tr->updates > 1 && q[3] > 0.0 ? (float)(q[2] / q[3]) : NAN;
+        if (ti < h->K) h->y[1 + ti] = hpt_trainer_updates(tr) > 1 && q[3] > 0.0 ? (float)(q[2] / q[3]) : NAN;
     }
     hpt_enc_input in = {
         .loss = info->train_loss, .grad_norm = info->grad_norm, .lr = info->lr,
@@ -188,7 +191,7 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
     HPT_TRY(hpt_encoder_update(&h->enc, &in, h->feat));
     h->y[0] = info->train_loss > 0.0f ? logf(info->train_loss) : NAN;
     HPT_TRY(hpt_dyn_observe(&h->dyn, h->feat, h->y));
-    float lr1 = hpt_lr_at(&tr->cfg, tr->step);
+    float lr1 = hpt_trainer_lr(tr, hpt_trainer_steps(tr));
     HPT_TRY(hpt_dyn_forecast(&h->dyn, 1, &lr1, h->fc_mean, h->fc_std, NULL));
     h->next_pred_loss = expf(h->fc_mean[0]);
     return HPT_OK;
@@ -206,7 +209,7 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
 static float confidence_now(hybrid *h) {
     int H = h->cfg.max_predict_steps < h->dyn.HM ? h->cfg.max_predict_steps : h->dyn.HM;
     float lr[64];
-    for (int j = 0; j < H && j < 64; j++) lr[j] = hpt_lr_at(&h->tr->cfg, h->tr->step + j);
+    for (int j = 0; j < H && j < 64; j++) lr[j] = hpt_trainer_lr(h->tr, hpt_trainer_steps(h->tr) + j);
     if (hpt_dyn_forecast(&h->dyn, H, lr, h->fc_mean, h->fc_std, NULL) != HPT_OK) return 0.0f;
     /* the loss column: the per-tensor scale columns are noisy by nature
      * and only scale the step (clipped); they do not gate it */
@@ -224,10 +227,12 @@ static double phase_cost(const hybrid *h, double t0, int probes0, int applied) {
 
 static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
     hpt_trainer *tr = h->tr;
-    const hpt_train_config *c = &tr->cfg;
+    const hpt_train_config *c = hpt_trainer_config(tr);
+    const int step0 = hpt_trainer_steps(tr), updates = hpt_trainer_updates(tr);
+    const float *m1 = hpt_trainer_moment1(tr), *m2 = hpt_trainer_moment2(tr);
     double t0 = hpt_now();
     int probes0 = h->probe_passes;
-    if (horizon > c->max_iters - tr->step) horizon = c->max_iters - tr->step;
+    if (horizon > c->max_iters - step0) horizon = c->max_iters - step0;
     if (horizon < 1) horizon = 1;
 
     take_snapshot(h);
@@ -235,14 +240,14 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     float L0, Lk, prev;
     HPT_TRY(probe_loss(h, &L0));
     prev = L0;
-    hpt_adamw opt = hpt_trainer_adamw(tr, tr->step > 0 ? tr->step - 1 : 0);
-    hpt_pred_begin(&h->pred, tr->m, tr->v, &opt, tr->updates);
+    hpt_adamw opt = hpt_trainer_adamw(tr, step0 > 0 ? step0 - 1 : 0);
+    hpt_pred_begin(&h->pred, m1, m2, &opt, updates);
     /* the dynamics model scales each tensor's predicted update: its forecast
      * of the optimal scale of the AdamW-direction step, averaged over the
      * horizon and clipped to [0, 1.5] (0: this tensor does not move) */
     int fh = horizon < h->dyn.HM ? horizon : h->dyn.HM;
     float lrp[64];
-    for (int j = 0; j < fh && j < 64; j++) lrp[j] = hpt_lr_at(c, tr->step + j);
+    for (int j = 0; j < fh && j < 64; j++) lrp[j] = hpt_lr_at(c, step0 + j);
     HPT_TRY(hpt_dyn_forecast(&h->dyn, fh, lrp, h->fc_mean, h->fc_std, NULL));
     float fc_loss = expf(h->fc_mean[(size_t)(fh - 1) * (1 + h->K)]);
     for (int ti = 0; ti < h->m->ntensors && ti < h->K; ti++) {
@@ -255,8 +260,8 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     int applied = 0;
     hpt_predict_stop stopped = HPT_STOP_NONE;
     for (int k = 1; k <= horizon; k++) {
-        float lr = hpt_lr_at(c, tr->step + k - 1);
-        hpt_pred_apply(&h->pred, h->m->params, tr->m, tr->v, &opt, tr->updates, lr, k, h->scale);
+        float lr = hpt_lr_at(c, step0 + k - 1);
+        hpt_pred_apply(&h->pred, h->m->params, m1, m2, &opt, updates, lr, k, h->scale);
         hpt_phase_step_done(&h->ph);
         applied = k;
         if (!h->cfg.whole_phase && k < horizon && k % h->cfg.correction_interval == 0) {
@@ -313,7 +318,7 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     char why[240];
     if (accepted) {
         set_along(h, best_a);
-        tr->step += advance;
+        hpt_trainer_advance(tr, advance);
         h->phases_accepted++;
         h->predicted_steps_kept += advance;
         h->alpha_sum += best_a;
@@ -340,16 +345,17 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     log_transition(h, HPT_PHASE_PREDICT, why);
 
     double dt = hpt_now() - t0;
-    tr->train_s += dt;  /* probes and predicted steps are training time */
+    hpt_trainer_add_time(tr, dt);  /* probes and predicted steps are training time */
+    const int step = hpt_trainer_steps(tr);
     memset(info, 0, sizeof *info);
-    info->step = tr->step;
+    info->step = step;
     info->max_iters = c->max_iters;
     info->train_loss = accepted ? best_L : L0;  /* probe loss at the kept point */
-    info->lr = hpt_lr_at(c, tr->step > 0 ? tr->step - 1 : 0);
+    info->lr = hpt_lr_at(c, step > 0 ? step - 1 : 0);
     info->grad_norm = NAN;
     info->step_s = dt;
-    info->time_s = tr->train_s;
-    info->tokens = tr->tokens;
+    info->time_s = hpt_trainer_clock(tr);
+    info->tokens = hpt_trainer_tokens(tr);
     info->val_loss = info->val_accuracy = NAN;
     info->backward = 0;
     info->probes = h->P * (3 + (isfinite(astar) ? 1 : 0)) + h->P * ((applied - 1) / h->cfg.correction_interval);
@@ -384,7 +390,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
         if (st == HPT_ERR_NUMERIC && h->snap.valid) {
             /* a non-finite loss or gradient after a kept jump: undo it */
             restore_snapshot(h);
-            tr->step = h->snap.step;
+            hpt_trainer_rewind(tr, h->snap.step);
             h->div_rollbacks++;
             h->scale *= 0.5f;
             char w[200];
@@ -400,22 +406,22 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
         h->real_step_s = h->real_step_s > 0.0 ? 0.9 * h->real_step_s + 0.1 * info->step_s : info->step_s;
         h->accept_ema = 1.0f - 0.995f * (1.0f - h->accept_ema);
         record_loss(h, info->train_loss);
-        hpt_pred_observe(&h->pred, h->m->params, tr->updates);
+        hpt_pred_observe(&h->pred, h->m->params, hpt_trainer_updates(tr));
         float predicted = h->next_pred_loss;
         HPT_TRY(after_real_step(h, info, ph));
         hpt_phase_step_done(&h->ph);
         const char *dwhy = NULL;
-        hpt_div_level lv = hpt_div_observe(&h->div, tr->step, info->train_loss, info->grad_norm, &dwhy);
+        hpt_div_level lv = hpt_div_observe(&h->div, hpt_trainer_steps(tr), info->train_loss, info->grad_norm, &dwhy);
         if (lv == HPT_DIV_CRITICAL) {
             char w[300];
             if (h->snap.valid) {
                 restore_snapshot(h);
-                tr->step = h->snap.step;
+                hpt_trainer_rewind(tr, h->snap.step);
                 h->snap.valid = 0;
                 h->div_rollbacks++;
                 h->scale *= 0.5f;
                 snprintf(w, sizeof w, "divergence (%s): rolled back to step %d, predicted step scale %.3g",
-                         dwhy ? dwhy : "critical", tr->step, h->scale);
+                         dwhy ? dwhy : "critical", hpt_trainer_steps(tr), h->scale);
             } else {
                 snprintf(w, sizeof w, "divergence (%s): no snapshot held, forcing full steps", dwhy ? dwhy : "critical");
             }
@@ -429,12 +435,12 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     }
     info->phase = hpt_phase_name(ph);
     double whole = hpt_now() - t0, extra = whole - info->step_s;
-    if (extra > 0.0) tr->train_s += extra;  /* step_s is on the clock already */
+    if (extra > 0.0) hpt_trainer_add_time(tr, extra);  /* step_s is on the clock already */
     /* on a real step, the time beyond the trainer's own step is the
      * controller's: encoder, dynamics-model training, statistics */
     if (info->backward && extra > 0.0) h->ctrl_s += extra;
     info->step_s = whole;
-    info->time_s = tr->train_s;
+    info->time_s = hpt_trainer_clock(tr);
     h->phase_s[ph] += whole;
     h->phase_count_steps[ph] += ph == HPT_PHASE_PREDICT ? info->predicted_steps : 1;
     return HPT_OK;
@@ -447,8 +453,8 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     if (!h) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     h->cfg = *hc;
     h->tr = tr;
-    h->m = tr->model;
-    h->n = tr->model->nparams;
+    h->m = hpt_trainer_model(tr);
+    h->n = h->m->nparams;
     h->scale = 1.0f;
     h->accept_ema = 1.0f;
     hpt_phase_config pc;
@@ -474,7 +480,7 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
         dc2.hidden = hc->hidden;
         dc2.bptt = hc->bptt;
         if (dc2.max_horizon < hc->max_predict_steps) dc2.max_horizon = hc->max_predict_steps > 64 ? 64 : hc->max_predict_steps;
-        dc2.seed = tr->cfg.seed ^ 0xD1A6u;
+        dc2.seed = hpt_trainer_config(tr)->seed ^ 0xD1A6u;
         st = hpt_dyn_init(&h->dyn, &dc2, &h->enc);
     }
     h->fc_mean = calloc((size_t)64 * (1 + h->K), sizeof(float));
@@ -495,22 +501,21 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
         st = hpt_fail(HPT_ERR_NOMEM, "hybrid: out of memory");
     h->dir = st == HPT_OK ? hpt_arena_alloc(h->n) : NULL;
     h->P = hc->probe_batches;
-    h->maxB = tr->task_->batch_size;
-    h->T = tr->task_->tokens_per_sample;
-    h->xdim = tr->task_->x_dim;
+    hpt_trainer_batch_shape(tr, &h->maxB, &h->T, &h->xdim);
     h->pB = calloc((size_t)h->P, sizeof(int));
     h->ptok = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
     h->ptgt = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
     h->px = h->xdim ? calloc((size_t)h->P * h->maxB * h->xdim, sizeof(float)) : NULL;
     char *path = h->phases_path;
-    snprintf(path, sizeof h->phases_path, "%s/phases.jsonl", tr->cfg.out_dir);
+    const char *out_dir = hpt_trainer_config(tr)->out_dir;
+    snprintf(path, sizeof h->phases_path, "%s/phases.jsonl", out_dir);
     /* a resumed run reopens it in hpt_hyb_load_state, cut back to the checkpoint */
-    int resumed = tr->resumed;
-    if (st == HPT_OK && !resumed && hpt_mkdir_p(tr->cfg.out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
+    int resumed = hpt_trainer_is_resumed(tr);
+    if (st == HPT_OK && !resumed && hpt_mkdir_p(out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
     if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || (!resumed && !h->phases_log)))
         st = hpt_fail(h->phases_log || resumed ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
     if (st == HPT_OK && resumed && !hpt_trainer_resumed_hybrid(tr))
-        st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode", tr->ckpt_path);
+        st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode", hpt_trainer_checkpoint(tr));
     if (st != HPT_OK) { hpt_hyb_free(h); return st; }
     h->arena_bytes = (4 * h->n + 3 * h->ns) * sizeof(float) + h->pred.arena_bytes +
                      (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
@@ -522,7 +527,7 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
                                   hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     hybrid *h;
     HPT_TRY(hpt_hyb_new(tr, hc, &h));
-    hpt_run_hooks hooks = {.step = hybrid_step, .summary = hpt_hyb_summary, .log_config = hpt_hyb_log_config,
+    hpt_run_hooks hooks = {.step = hybrid_step, .metrics = hpt_hyb_metrics, .summary = hpt_hyb_summary, .log_config = hpt_hyb_log_config,
                            .state_bytes = hpt_hyb_state_bytes, .save_state = hpt_hyb_save_state,
                            .load_state = hpt_hyb_load_state, .hctx = h};
     hpt_status st = hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);

@@ -120,17 +120,20 @@ int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
 
 hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc) {
     uint32_t v = 0;
-    if (!tr->resume_state || tr->resume_state_n < 4 + HYBR_CFG_BYTES)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': no hybrid state (HYBR) to resume from", tr->ckpt_path);
-    memcpy(&v, tr->resume_state, 4);
+    size_t n_state;
+    const unsigned char *state = hpt_trainer_resume_state(tr, &n_state);
+    const char *ckpt_path = hpt_trainer_checkpoint(tr);
+    if (!state || n_state < 4 + HYBR_CFG_BYTES)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': no hybrid state (HYBR) to resume from", ckpt_path);
+    memcpy(&v, state, 4);
     if (v > HYBR_VERSION)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u, this hpt reads %u (upgrade hpt)", tr->ckpt_path, v,
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u, this hpt reads %u (upgrade hpt)", ckpt_path, v,
                         HYBR_VERSION);
     if (v != HYBR_VERSION)
         return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u was written by an older hpt whose hybrid state this "
-                        "one cannot continue (version %u %s); start the hybrid run again", tr->ckpt_path, v,
+                        "one cannot continue (version %u %s); start the hybrid run again", ckpt_path, v,
                         HYBR_VERSION, v < 2 ? "samples the update statistics" : "also records the controller's own time");
-    if (!hpt_hyb_decode_cfg(tr->resume_state + 4, hc))
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", tr->ckpt_path, hpt_errmsg());
+    if (!hpt_hyb_decode_cfg(state + 4, hc))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", ckpt_path, hpt_errmsg());
     return HPT_OK;
 }

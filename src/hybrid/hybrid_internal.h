@@ -4,7 +4,7 @@
  *   hybrid.c         the step hook: real steps, Predict phases, rollback
  *   hybrid_config.c  hpt_hybrid_config: defaults, checks, its HYBR encoding
  *   hybrid_state.c   the HYBR checkpoint section (save, load, round trip)
- *   hybrid_report.c  the summary.json members and the start-of-run line
+ *   hybrid_report.c  the metrics.jsonl and summary.json members, the start-of-run line
  * Nothing outside src/hybrid/ includes it.
  */
 #ifndef HPT_HYBRID_INTERNAL_H
@@ -114,7 +114,8 @@ uint64_t hpt_hyb_state_bytes(void *hctx);
 void hpt_hyb_save_state(void *hctx, hpt_writer *w);
 hpt_status hpt_hyb_load_state(void *hctx, const unsigned char *p, size_t n);
 
-/* hybrid_report.c: the run hooks for summary.json and the config log */
+/* hybrid_report.c: the run hooks for metrics.jsonl, summary.json and the config log */
+void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line);
 void hpt_hyb_summary(void *hctx, FILE *f);
 void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx);
 

@@ -1,15 +1,34 @@
 /*
- * hybrid_report.c — what a hybrid run adds to summary.json and to the
- * start-of-run log.
+ * hybrid_report.c — what a hybrid run adds to metrics.jsonl, summary.json
+ * and the start-of-run log.
  */
 #include "hybrid_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* JSON has no NaN: a value not measured yet is null. */
 static void json_num_(FILE *f, const char *key, double v) {
     if (isfinite(v)) fprintf(f, "\"%s\": %.5g", key, v); else fprintf(f, "\"%s\": null", key);
+}
+
+/* A step's phase fields (after the trainer's own members): the phase, its
+ * passes, and for a Predict phase what its jump did. */
+void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line) {
+    (void)hctx;
+    cJSON_AddStringToObject(line, "phase", info->phase);
+    cJSON_AddNumberToObject(line, "backward", info->backward);
+    cJSON_AddNumberToObject(line, "probe", info->probes);
+    if (!strcmp(info->phase, "predict")) {
+        cJSON_AddNumberToObject(line, "predicted_steps", info->predicted_steps);
+        cJSON_AddNumberToObject(line, "accepted", info->accepted);
+        hpt_json_num(line, "alpha", info->alpha);
+    }
+    hpt_json_num(line, "predicted_loss", info->predicted_loss);
+    hpt_json_num(line, "confidence", info->confidence);
+    hpt_json_num(line, "residual", info->residual);
+    hpt_json_num(line, "step_ms", info->step_s * 1e3);
 }
 
 void hpt_hyb_summary(void *hctx, FILE *f) {

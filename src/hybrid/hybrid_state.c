@@ -115,7 +115,8 @@ hpt_status hpt_hyb_load_state(void *hctx, const unsigned char *p, size_t n) {
     walker x = {.mode = 2, .k = {p, n, 0}};
     walk_state(h, &x);
     if (x.bad)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) does not fit this run", h->tr->ckpt_path);
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) does not fit this run",
+                        hpt_trainer_checkpoint(h->tr));
     /* phases.jsonl: back to what it held when the checkpoint was written */
     struct stat sb;
     if (stat(h->phases_path, &sb) != 0 || (uint64_t)sb.st_size < h->phases_bytes)
@@ -135,7 +136,9 @@ hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size
     HPT_TRY(hpt_hybrid_config_resumed(tr, &hc));
     hybrid *h;
     HPT_TRY(hpt_hyb_new(tr, &hc, &h));
-    hpt_status st = hpt_hyb_load_state(h, tr->resume_state, tr->resume_state_n);
+    size_t n_state;
+    const unsigned char *state = hpt_trainer_resume_state(tr, &n_state);
+    hpt_status st = hpt_hyb_load_state(h, state, n_state);
     FILE *f = st == HPT_OK ? tmpfile() : NULL;
     if (st == HPT_OK && !f) st = hpt_fail(HPT_ERR_IO, "tmpfile: %s", strerror(errno));
     if (st == HPT_OK) {

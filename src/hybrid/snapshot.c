@@ -27,9 +27,7 @@ void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, con
     s->step = step;
 }
 
-void hpt_snapshot_restore(const hpt_snapshot *s, float *params, float *m, float *v) {
+void hpt_snapshot_restore_params(const hpt_snapshot *s, float *params) {
     HPT_ASSERT(s->valid);
     memcpy(params, s->arena, s->n * sizeof(float));
-    memcpy(m, s->arena + s->n, s->n * sizeof(float));
-    memcpy(v, s->arena + 2 * s->n, s->n * sizeof(float));
 }

@@ -18,8 +18,12 @@ typedef struct hpt_snapshot {
 hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n);
 void hpt_snapshot_free(hpt_snapshot *s);
 void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step);
-/* Byte-for-byte restore; the snapshot stays valid. */
-void hpt_snapshot_restore(const hpt_snapshot *s, float *params, float *m, float *v);
+/* Byte-for-byte restore of the parameters; the snapshot stays valid. The
+ * moments go back through their owner (hpt_trainer_set_moments) from the
+ * views below. */
+void hpt_snapshot_restore_params(const hpt_snapshot *s, float *params);
 static inline const float *hpt_snapshot_params(const hpt_snapshot *s) { return s->arena; }
+static inline const float *hpt_snapshot_moment1(const hpt_snapshot *s) { return s->arena + s->n; }
+static inline const float *hpt_snapshot_moment2(const hpt_snapshot *s) { return s->arena + 2 * s->n; }
 
 #endif /* HPT_SNAPSHOT_H */

@@ -18,7 +18,7 @@
  */
 #include "../model/model.h"
 #include "state.h"
-#include "trainer.h"
+#include "trainer_impl.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

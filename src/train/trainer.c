@@ -4,14 +4,15 @@
  * accumulation, evaluation on fixed validation windows, and the run loop that
  * writes metrics.jsonl, summary.json, model.bin and checkpoints (checkpoint.c).
  *
- * Everything is allocated in hpt_trainer_init; a step allocates nothing.
+ * Everything is allocated in hpt_trainer_init; a step allocates nothing (the
+ * run loop builds each metrics.jsonl line as a small cJSON object).
  * Determinism: the data RNG, the model init and every kernel depend only on
  * the seed (kernels split work by output, see kernels.h), so a run is
  * reproducible bit for bit for a given seed and thread count.
  */
 #include "../kernels/kernels.h"
 #include "../model/model.h"
-#include "trainer.h"
+#include "trainer_impl.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -185,6 +186,51 @@ hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it) {
                        .weight_decay = c->weight_decay, .grad_clip = c->grad_clip};
 }
 
+float hpt_trainer_lr(const hpt_trainer *tr, int it) { return hpt_lr_at(&tr->cfg, it); }
+
+/* ---------------------------------------------------------------- for the layer above (trainer.h) */
+
+int hpt_trainer_steps(const hpt_trainer *tr) { return tr->step; }
+int hpt_trainer_updates(const hpt_trainer *tr) { return tr->updates; }
+
+void hpt_trainer_advance(hpt_trainer *tr, int k) {
+    HPT_ASSERT(k >= 0 && tr->step + k <= tr->cfg.max_iters);
+    tr->step += k;
+}
+
+void hpt_trainer_rewind(hpt_trainer *tr, int step) {
+    HPT_ASSERT(step >= 0 && step <= tr->step);
+    tr->step = step;
+}
+
+double hpt_trainer_clock(const hpt_trainer *tr) { return tr->train_s; }
+double hpt_trainer_tokens(const hpt_trainer *tr) { return tr->tokens; }
+void hpt_trainer_add_time(hpt_trainer *tr, double s) { tr->train_s += s; }
+
+const float *hpt_trainer_moment1(const hpt_trainer *tr) { return tr->m; }
+const float *hpt_trainer_moment2(const hpt_trainer *tr) { return tr->v; }
+
+void hpt_trainer_set_moments(hpt_trainer *tr, const float *m1, const float *m2) {
+    size_t n = tr->model->nparams * sizeof(float);
+    memcpy(tr->m, m1, n);
+    memcpy(tr->v, m2, n);
+}
+
+void hpt_trainer_batch_shape(const hpt_trainer *tr, int *max_b, int *t, int *x_dim) {
+    *max_b = tr->task_->batch_size;
+    *t = tr->task_->tokens_per_sample;
+    *x_dim = tr->task_->x_dim;
+}
+
+void hpt_trainer_draw_batch(hpt_trainer *tr, hpt_batch *b) { tr->task_->train_batch(tr->task_, b); }
+
+int hpt_trainer_is_resumed(const hpt_trainer *tr) { return tr->resumed; }
+
+const unsigned char *hpt_trainer_resume_state(const hpt_trainer *tr, size_t *n) {
+    *n = tr->resume_state ? tr->resume_state_n : 0;
+    return tr->resume_state;
+}
+
 hpt_status hpt_trainer_probe(hpt_trainer *tr, const hpt_batch *b, float *loss) {
     hpt_status st = hpt_model_forward(tr->model, b, loss);
     tr->model->have_targets = 0;  /* a probe is never followed by backward */
@@ -280,9 +326,16 @@ static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) {
     log(ctx, line);
 }
 
-/* JSON has no NaN/Inf: write null so every line stays parseable. */
+/* JSON has no NaN/Inf: null, so every line stays parseable. %.9g: every
+ * float round-trips. */
 static void json_num(FILE *f, const char *key, double v) {
     if (isfinite(v)) fprintf(f, "\"%s\":%.9g", key, v); else fprintf(f, "\"%s\":null", key);
+}
+
+void hpt_json_num(cJSON *obj, const char *key, double v) {
+    char buf[32];
+    if (isfinite(v)) snprintf(buf, sizeof buf, "%.9g", v);
+    cJSON_AddItemToObject(obj, key, isfinite(v) ? cJSON_CreateRaw(buf) : cJSON_CreateNull());
 }
 
 static double mib(size_t b) { return b / 1048576.0; }
@@ -351,6 +404,44 @@ static hpt_status cut_metrics(const char *path, int step, int64_t bytes) {
     hpt_status st = hpt_save_atomic(path, write_metrics_cut, &mc);
     free(buf);
     return st;
+}
+
+/* A JSON member whose value is printed by fmt (integers, exactly). */
+static void json_raw(cJSON *obj, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void json_raw(cJSON *obj, const char *key, const char *fmt, ...) {
+    char buf[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(buf));
+}
+
+/* One line of metrics.jsonl: the trainer's members, the hooks' (the hybrid's
+ * phase fields), then the evaluation's. */
+static hpt_status write_metrics_line(FILE *mf, const hpt_trainer *tr, const hpt_run_hooks *hooks,
+                                     const hpt_step_info *info, size_t rss) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    json_raw(o, "step", "%d", info->step);
+    hpt_json_num(o, "train_loss", info->train_loss);
+    hpt_json_num(o, "lr", info->lr);
+    hpt_json_num(o, "grad_norm", info->grad_norm);
+    hpt_json_num(o, "time_s", info->time_s);
+    json_raw(o, "tokens", "%.0f", info->tokens);
+    json_raw(o, "rss_bytes", "%zu", rss);
+    if (hooks->metrics) hooks->metrics(hooks->hctx, info, o);
+    if (info->evaluated) hpt_json_num(o, "val_loss", info->val_loss);
+    if (info->evaluated && tr->ema) hpt_json_num(o, "ema_val_loss", info->ema_val_loss);
+    if (info->evaluated && tr->task_->classify) hpt_json_num(o, "val_accuracy", info->val_accuracy);
+    char line[4096];
+    int ok = cJSON_PrintPreallocated(o, line, sizeof line, 0);
+    cJSON_Delete(o);
+    if (!ok) return hpt_fail(HPT_ERR_NOMEM, "a metrics.jsonl line did not fit in %zu bytes", sizeof line);
+    fputs(line, mf);
+    fputc('\n', mf);
+    fflush(mf);  /* a crash loses at most the step in flight */
+    return HPT_OK;
 }
 
 static hpt_status plain_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
@@ -469,29 +560,9 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
                 tr->final_ema_val = info.ema_val_loss;
             }
         }
-        fprintf(mf, "{\"step\":%d,", info.step);
-        json_num(mf, "train_loss", info.train_loss); fputc(',', mf);
-        json_num(mf, "lr", info.lr); fputc(',', mf);
-        json_num(mf, "grad_norm", info.grad_norm); fputc(',', mf);
-        json_num(mf, "time_s", info.time_s); fputc(',', mf);
         size_t rss = hpt_rss_bytes();
-        fprintf(mf, "\"tokens\":%.0f,\"rss_bytes\":%zu", info.tokens, rss);
-        if (info.phase) {
-            fprintf(mf, ",\"phase\":\"%s\",\"backward\":%d,\"probe\":%d,", info.phase, info.backward, info.probes);
-            if (!strcmp(info.phase, "predict")) {
-                fprintf(mf, "\"predicted_steps\":%d,\"accepted\":%d,", info.predicted_steps, info.accepted);
-                json_num(mf, "alpha", info.alpha); fputc(',', mf);
-            }
-            json_num(mf, "predicted_loss", info.predicted_loss); fputc(',', mf);
-            json_num(mf, "confidence", info.confidence); fputc(',', mf);
-            json_num(mf, "residual", info.residual); fputc(',', mf);
-            json_num(mf, "step_ms", info.step_s * 1e3);
-        }
-        if (info.evaluated) { fputc(',', mf); json_num(mf, "val_loss", info.val_loss); }
-        if (info.evaluated && tr->ema) { fputc(',', mf); json_num(mf, "ema_val_loss", info.ema_val_loss); }
-        if (info.evaluated && tr->task_->classify) { fputc(',', mf); json_num(mf, "val_accuracy", info.val_accuracy); }
-        fputs("}\n", mf);
-        fflush(mf);  /* a crash loses at most the step in flight */
+        st = write_metrics_line(mf, tr, hooks, &info, rss);
+        if (st != HPT_OK) break;
         long mpos = ftell(mf);
         tr->metrics_bytes = mpos >= 0 ? mpos : -1;
         if (on_step) on_step(ctx, &info);

@@ -1,67 +1,98 @@
 /*
- * trainer.h — the trainer's insides, for the layer above it (hybrid/).
+ * trainer.h — the trainer as the layer above it (src/hybrid/) sees it:
+ * functions over the opaque hpt_trainer, and the run hooks through which that
+ * layer replaces the per-step function and adds to the run's outputs. The
+ * struct itself is private to src/train/ (trainer_impl.h). Nothing here knows
+ * about phases or predictors: dependencies point upwards only.
  *
- * The hybrid controller drives the same trainer through these primitives: a
- * real step, a forward-only probe, the AdamW moments and the schedule, and a
- * run loop whose per-step function and summary can be replaced. Nothing
- * here knows about phases or predictors: dependencies point upwards only.
+ * Who owns what. The trainer owns the step counter (the position in the LR
+ * schedule, hpt_trainer_steps), the AdamW update count and moments, the
+ * training clock and the data cursor; the layer above changes them only
+ * through the calls below: a real step moves the step counter by one
+ * (hpt_trainer_step), a kept Predict phase by the steps it was worth
+ * (hpt_trainer_advance), a divergence rollback back to its snapshot's step
+ * (hpt_trainer_rewind).
  */
-#ifndef HPT_TRAINER_INTERNAL_H
-#define HPT_TRAINER_INTERNAL_H
+#ifndef HPT_TRAINER_H
+#define HPT_TRAINER_H
+
+#include <cJSON.h>
 
 #include "optim.h"
-#include "task.h"
 
-struct hpt_trainer {
-    hpt_train_config cfg;
-    char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
-    hpt_task *task_;
-    hpt_model *model;
-    float *opt_arena;      /* AdamW m then v, each (nparams) */
-    float *m, *v;
-    float *ema;            /* (nparams) averaged weights when cfg.ema_decay > 0, else NULL */
-    float final_ema_val;
-    int step;              /* completed steps (real or predicted): the schedule position */
-    int updates;           /* AdamW updates applied (real steps) */
-    double train_s, eval_s, tokens;
-    int lock_fd;           /* the run directory's advisory lock (-1: not held) */
-    size_t rss_warn, rss_limit;   /* runtime memory thresholds in bytes (0: off), not part of the run's config */
-    int rss_warned;
-    /* the run loop's own state, kept here so that checkpoints carry it */
-    float final_val, best_val, final_acc;
-    int next_eval;
-    int resumed;           /* 1: state restored from a checkpoint */
-    int *keep_steps;       /* (keep_last) scratch for pruning old checkpoints */
-    char ckpt_path[4400];  /* last checkpoint saved or resumed from */
-    const struct hpt_run_hooks *hooks;   /* the running loop's hooks (NULL outside a run) */
-    uint32_t resume_mode;  /* TCFG mode of the checkpoint resumed from (1: hybrid) */
-    unsigned char *resume_state;  /* its HYBR payload (owned), for hooks->load_state */
-    size_t resume_state_n;
-    int64_t metrics_bytes; /* metrics.jsonl's length when the checkpoint was saved (LOGS; -1: unknown) */
-};
+/* ---------------------------------------------------------------- counters */
 
-/* Writes DIR/checkpoints/ckpt-<step>.bin atomically and deletes all but the
- * keep_last newest (checkpoint.c). */
-hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr);
+/* Completed steps, real or predicted: the schedule position. */
+int hpt_trainer_steps(const hpt_trainer *tr);
+/* AdamW updates applied to the moments (real steps): the bias correction's t. */
+int hpt_trainer_updates(const hpt_trainer *tr);
+/* Moves the step counter by k >= 0 predicted steps (never past max_iters). */
+void hpt_trainer_advance(hpt_trainer *tr, int k);
+/* Back to a snapshot taken at step `step`: the schedule position as it was
+ * then (the update count and the moments are the caller's to restore). */
+void hpt_trainer_rewind(hpt_trainer *tr, int step);
+
+/* ---------------------------------------------------------------- clock */
+
+/* The training clock (s, evaluation excluded) and the tokens trained on. */
+double hpt_trainer_clock(const hpt_trainer *tr);
+double hpt_trainer_tokens(const hpt_trainer *tr);
+/* Adds work the trainer did not time itself (probes, predicted steps, the
+ * controller's statistics) to the training clock. */
+void hpt_trainer_add_time(hpt_trainer *tr, double s);
+
+/* ---------------------------------------------------------------- optimizer */
 
 /* The AdamW settings of step `it` (0-based), learning rate from the schedule. */
 hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it);
+/* The learning rate of step `it` (0-based). */
+float hpt_trainer_lr(const hpt_trainer *tr, int it);
+/* The AdamW moments, each (nparams) floats: read-only views for snapshots
+ * and predictors. */
+const float *hpt_trainer_moment1(const hpt_trainer *tr);
+const float *hpt_trainer_moment2(const hpt_trainer *tr);
+/* Overwrites both moments with copies (a snapshot's). */
+void hpt_trainer_set_moments(hpt_trainer *tr, const float *m1, const float *m2);
 
+/* ---------------------------------------------------------------- data */
+
+/* The shape of the task's training batches: at most max_b rows of t tokens
+ * (t = 1 for images), x_dim floats per row for image batches (0: tokens). */
+void hpt_trainer_batch_shape(const hpt_trainer *tr, int *max_b, int *t, int *x_dim);
+/* The next training batch (advances the data cursor; the buffers are the
+ * task's, valid until the next draw). */
+void hpt_trainer_draw_batch(hpt_trainer *tr, hpt_batch *b);
 /* Forward-only mean loss of a batch: no gradient, no state change except
  * the model's activation buffers. */
 hpt_status hpt_trainer_probe(hpt_trainer *tr, const hpt_batch *b, float *loss);
 
-/* Replaceable parts of the run loop. step fills info like hpt_trainer_step;
- * summary writes extra members into summary.json (each as `  "key": value,\n`);
- * log_config adds lines to the start-of-run log. Any may be NULL. */
+/* ---------------------------------------------------------------- resume */
+
+/* 1 if the trainer was restored from a checkpoint (hpt_trainer_resume). */
+int hpt_trainer_is_resumed(const hpt_trainer *tr);
+/* The layer above's state in the checkpoint resumed from (its HYBR
+ * payload; NULL and *n = 0 if none). Valid until the run's first step. */
+const unsigned char *hpt_trainer_resume_state(const hpt_trainer *tr, size_t *n);
+
+/* ---------------------------------------------------------------- run hooks */
+
+/* Replaceable parts of the run loop; any may be NULL but step.
+ *   step        one step: fills info like hpt_trainer_step.
+ *   metrics     adds the layer's own members to the step's metrics.jsonl
+ *               line (after the trainer's step, loss, lr, grad_norm, time_s,
+ *               tokens and rss_bytes, before the evaluation's members).
+ *   summary     writes extra members into summary.json (each as
+ *               `  "key": value,\n`).
+ *   log_config  adds lines to the start-of-run log.
+ * The layer above's own state in checkpoints (section HYBR, TCFG mode 1):
+ * state_bytes the exact payload length, save_state writes exactly that many
+ * bytes, load_state restores from a resumed checkpoint's payload (called
+ * once, before the first step of a resumed run). All or none. */
 typedef struct hpt_run_hooks {
     hpt_status (*step)(void *hctx, hpt_trainer *tr, hpt_step_info *info);
+    void (*metrics)(void *hctx, const hpt_step_info *info, cJSON *line);
     void (*summary)(void *hctx, FILE *f);
     void (*log_config)(void *hctx, hpt_log_fn log, void *ctx);
-    /* The layer above's own state in checkpoints (section HYBR, TCFG mode 1):
-     * state_bytes the exact payload length, save_state writes exactly that
-     * many bytes, load_state restores from a resumed checkpoint's payload
-     * (called once, before the first step of a resumed run). All or none. */
     uint64_t (*state_bytes)(void *hctx);
     void (*save_state)(void *hctx, hpt_writer *w);
     hpt_status (*load_state)(void *hctx, const unsigned char *p, size_t n);
@@ -71,9 +102,13 @@ typedef struct hpt_run_hooks {
 hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
-/* Tests (hybrid.c): builds the hybrid driver of a resumed hybrid trainer,
- * loads its checkpoint's HYBR payload and saves it again into *out
+/* A JSON number member, NaN and infinities as null (JSON has neither), with
+ * 9 significant digits: every float round-trips. */
+void hpt_json_num(cJSON *obj, const char *key, double v);
+
+/* Tests (hybrid_state.c): builds the hybrid driver of a resumed hybrid
+ * trainer, loads its checkpoint's HYBR payload and saves it again into *out
  * (malloc'd, *out_n bytes): equal to the payload byte for byte. */
 hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n);
 
-#endif /* HPT_TRAINER_INTERNAL_H */
+#endif /* HPT_TRAINER_H */

@@ -1,0 +1,48 @@
+/*
+ * trainer_impl.h — the trainer's insides, private to src/train/ (trainer.c,
+ * checkpoint.c) and its white-box tests. The layer above (src/hybrid/) sees
+ * the trainer only through trainer.h's functions.
+ */
+#ifndef HPT_TRAINER_IMPL_H
+#define HPT_TRAINER_IMPL_H
+
+#include "task.h"
+#include "trainer.h"
+
+struct hpt_trainer {
+    hpt_train_config cfg;
+    char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
+    hpt_task *task_;
+    hpt_model *model;
+    float *opt_arena;      /* AdamW m then v, each (nparams) */
+    float *m, *v;
+    float *ema;            /* (nparams) averaged weights when cfg.ema_decay > 0, else NULL */
+    float final_ema_val;
+    /* the step counter (completed steps, real or predicted: the schedule
+     * position) and the AdamW updates behind the moments: the trainer's
+     * own, moved by hpt_trainer_step and, for the layer above, only through
+     * hpt_trainer_advance and hpt_trainer_rewind (trainer.h) */
+    int step;
+    int updates;
+    double train_s, eval_s, tokens;
+    int lock_fd;           /* the run directory's advisory lock (-1: not held) */
+    size_t rss_warn, rss_limit;   /* runtime memory thresholds in bytes (0: off), not part of the run's config */
+    int rss_warned;
+    /* the run loop's own state, kept here so that checkpoints carry it */
+    float final_val, best_val, final_acc;
+    int next_eval;
+    int resumed;           /* 1: state restored from a checkpoint */
+    int *keep_steps;       /* (keep_last) scratch for pruning old checkpoints */
+    char ckpt_path[4400];  /* last checkpoint saved or resumed from */
+    const struct hpt_run_hooks *hooks;   /* the running loop's hooks (NULL outside a run) */
+    uint32_t resume_mode;  /* TCFG mode of the checkpoint resumed from (1: hybrid) */
+    unsigned char *resume_state;  /* its HYBR payload (owned), for hooks->load_state */
+    size_t resume_state_n;
+    int64_t metrics_bytes; /* metrics.jsonl's length when the checkpoint was saved (LOGS; -1: unknown) */
+};
+
+/* Writes DIR/checkpoints/ckpt-<step>.bin atomically and deletes all but the
+ * keep_last newest (checkpoint.c). */
+hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr);
+
+#endif /* HPT_TRAINER_IMPL_H */
