@@ -6,7 +6,7 @@
 #   make SANITIZE=address,undefined test   tests under ASan+UBSan, in build-<san>/
 #   make DEBUG=1         -O0 -g
 # No -ffast-math, ever: it folds isnan/isinf away and blinds the divergence
-# checks (see ../shared/reference/style-anchors.md section 3.1).
+# checks (see docs/references.md section 3).
 
 CC      ?= cc
 BLAS    ?= 1

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Quality anchor: nanoGPT's CPU shakespeare_char config (char-level, L4 H4
 # C128, block 64, batch 12, lr 1e-3, 100 warmup, cosine to 1e-4 over 2000
-# iterations, no dropout) on ../shared/data/tinyshakespeare.txt. nanoGPT
+# iterations, no dropout) on bench/data/tinyshakespeare.txt. nanoGPT
 # reports val 1.88; PyTorch on this machine kind reached 1.897
-# (../shared/reference/peers-measured.md). Validation: 200 batches of 12
+# (docs/references.md section 2.2). Validation: 200 batches of 12
 # windows spread evenly over the validation split (the whole split).
 #
 #   sh bench/anchor_shakespeare.sh [SEED ...]     (default seed 1337)
@@ -11,7 +11,7 @@
 # Writes runs/anchor-<seed>/ and bench/results/anchor_shakespeare.json.
 set -eu
 cd "$(dirname "$0")/.."
-data=${DATA:-../shared/data/tinyshakespeare.txt}
+data=${DATA:-bench/data/tinyshakespeare.txt}
 [ -f "$data" ] || { echo "anchor: $data not found" >&2; exit 1; }
 [ -x ./hpt ] || make -j2 hpt >&2
 seeds=${*:-1337}

@@ -10,7 +10,7 @@
 # Usage: bench/bench_vs_torch.sh [--iters N] [--repeats R] [--threads N]
 #                                [--data PATH] [--out FILE] [--coretype NAME] [--build]
 # Environment: ITERS, REPEATS, THREADS, DATA, OUT, OPENBLAS_CORETYPE (flags win).
-# Defaults: 150 iterations, 3 repeats, 2 threads, ../shared/data/tinyshakespeare.txt,
+# Defaults: 150 iterations, 3 repeats, 2 threads, bench/data/tinyshakespeare.txt,
 # bench/results/vs_torch.json. --build runs `make -j2 hpt` even if ./hpt exists.
 # --coretype sets OPENBLAS_CORETYPE for both programs (both load the same
 # OpenBLAS). OpenBLAS 0.3.21 does not know every new CPU and then falls back to
@@ -31,7 +31,7 @@ ROOT=$(pwd)
 ITERS=${ITERS:-150}
 REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-2}
-DATA=${DATA:-../shared/data/tinyshakespeare.txt}
+DATA=${DATA:-bench/data/tinyshakespeare.txt}
 OUT=${OUT:-bench/results/vs_torch.json}
 BUILD=0
 while [ $# -gt 0 ]; do

@@ -21,7 +21,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 make -j2 hpt >/dev/null
-SHAKE=../shared/data/tinyshakespeare.txt
+SHAKE=bench/data/tinyshakespeare.txt
 FM=/usr/share/datasets/fashion-mnist
 
 run_workload() {

@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/.."
 [ -x ./hpt ] || make -j2 hpt >&2
 seed=${1:-1337}
-data=${DATA:-../shared/data/tinyshakespeare.txt}
+data=${DATA:-bench/data/tinyshakespeare.txt}
 common="--data $data --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters 2000 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 250 --eval-iters 200 --threads 2 --seed $seed"
 ./hpt train $common --out runs/hybrid-baseline >&2
 for p in coast shrink stale-adam linear; do

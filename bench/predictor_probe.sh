@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-1000}
 seed=${2:-1337}
 make -j2 hpt >/dev/null
-data=${DATA:-../shared/data/tinyshakespeare.txt}
+data=${DATA:-bench/data/tinyshakespeare.txt}
 common="--data $data --max-iters $steps --eval-interval 0 --eval-iters 20 --threads 2 --seed $seed"
 forced="--mode hybrid --confidence-threshold 0 --backoff-after 100000 --predict-waste-budget 0.5 --warmup-steps 150"
 preds="coast shrink stale-adam linear"

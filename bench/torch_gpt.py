@@ -6,10 +6,10 @@ with hpt's architecture and training recipe, timed per iteration.
 Run it with Debian's python (torch 1.13; the python3 on PATH has no torch),
 and give torch the OpenMP build of OpenBLAS so that BLAS and torch's own
 OpenMP loops share one thread pool (the pthread build spins against it on
-2 cores and halves throughput, see ../shared/reference/peers-measured.md):
+2 cores and halves throughput, see docs/references.md section 2.2):
 
     LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
-      /usr/bin/python3 bench/torch_gpt.py --data ../shared/data/tinyshakespeare.txt \\
+      /usr/bin/python3 bench/torch_gpt.py --data bench/data/tinyshakespeare.txt \\
       --threads 2 --max-iters 150 --json bench/results/torch.json
 
 Model (= src/model/gpt2.c): learned wte (Vp, C) and wpe (block_size, C); L
@@ -164,8 +164,7 @@ def openblas_info():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                                                   "tinyshakespeare.txt"))
+    ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "data", "tinyshakespeare.txt"))
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=128)

@@ -1,7 +1,7 @@
 /*
  * compare.c — `hpt compare`: wall-clock time to the same validation loss,
  * hybrid against a tuned baseline and the controls that could explain a
- * gain away (../shared/reference/literature.md section 5).
+ * gain away (docs/references.md section 4).
  *
  * The protocol, in the order it runs:
  *   1. sweep: on the first seed, the baseline and the hybrid each train at

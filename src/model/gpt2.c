@@ -88,7 +88,7 @@ static double gpt2_train_flops(const hpt_model *m, int B, int T) {
     /* 6 FLOPs per parameter-token for the matmuls (the LM head counted once
      * through the tied wte, the position table not at all), plus attention's
      * 12*L*C*T per token without causal discount: the nanoGPT/PaLM convention
-     * used by ../shared/reference/peers-measured.md. */
+     * of docs/references.md section 2.1. */
     const gpt2 *g = m->impl;
     const hpt_gpt2_config *c = &g->cfg;
     double N = (double)m->nparams - (double)m->tensors[WPE].numel;
