@@ -46,7 +46,7 @@ static void test_predictors_move_params(void) {
         float *m1 = calloc(n, sizeof(float)), *m2 = calloc(n, sizeof(float)), *before = malloc(n * sizeof(float));
         hpt_adamw o = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
         hpt_predictor pr;
-        CHECK(hpt_pred_init(&pr, (hpt_pred_kind)hpt_pred_parse(names[k]), m, 3, 2) == HPT_OK, "%s init", names[k]);
+        CHECK(hpt_pred_init(&pr, hpt_pred_parse(names[k]), m, 3, 2) == HPT_OK, "%s init", names[k]);
         for (int t = 1; t <= 12; t++) {  /* real steps, snapshots for linear */
             train_some(m, m1, m2, 1, &o);
             hpt_pred_observe(&pr, p, t);
@@ -112,7 +112,7 @@ static void test_linear_exact(void) {
     float *p = hpt_model_params(m, &n), *base, *vel;
     line_params(n, &base, &vel);
     hpt_predictor pr;
-    hpt_pred_init(&pr, HPT_PRED_LINEAR, m, 4, 2);
+    hpt_pred_init(&pr, hpt_pred_parse("linear"), m, 4, 2);
     /* snapshots at updates 2, 4, 6, 8 */
     double maxerr = straight_line_error(&pr, p, n, base, vel, 8);
     CHECK(maxerr < 1e-5, "linear extrapolation error %.3g", maxerr);
@@ -132,7 +132,7 @@ static void test_shrink(void) {
     float *p = hpt_model_params(m, &n), *base, *vel;
     line_params(n, &base, &vel);
     hpt_predictor pr;
-    CHECK(hpt_pred_init(&pr, HPT_PRED_SHRINK, m, 6, 2) == HPT_OK, "shrink init");
+    CHECK(hpt_pred_init(&pr, hpt_pred_parse("shrink"), m, 6, 2) == HPT_OK, "shrink init");
     double maxerr = straight_line_error(&pr, p, n, base, vel, 12);
     CHECK(maxerr < 1e-4, "shrink extrapolation of a straight line: error %.3g", maxerr);
     hpt_adamw o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f};
@@ -147,8 +147,8 @@ static void test_shrink(void) {
      * with the same noise added: the drift's estimate must beat the
      * per-parameter fit's (linear) on the drifting tensors */
     hpt_predictor lin;
-    hpt_pred_init(&pr, HPT_PRED_SHRINK, m, 6, 2);
-    hpt_pred_init(&lin, HPT_PRED_LINEAR, m, 6, 2);
+    hpt_pred_init(&pr, hpt_pred_parse("shrink"), m, 6, 2);
+    hpt_pred_init(&lin, hpt_pred_parse("linear"), m, 6, 2);
     hpt_rng r;
     hpt_rng_seed(&r, 11);
     for (int u = 1; u <= 12; u++) {
@@ -215,7 +215,24 @@ static void test_config_messages(void) {
     CHECK(hpt_hybrid_config_check(&c) == HPT_ERR_ARG && strstr(hpt_errmsg(), "--full-steps"), "bad full steps: %s", hpt_errmsg());
 }
 
+/* The predictor table: each name parses to its row, and the rows keep the
+ * indices checkpoints store (HYBR): coast 0, stale-adam 1, linear 2, shrink 3. */
+static void test_predictor_table(void) {
+    const char *names[] = {"coast", "stale-adam", "linear", "shrink"};
+    CHECK(hpt_pred_count() >= 4, "%d predictors", hpt_pred_count());
+    for (int i = 0; i < 4; i++)
+        CHECK(hpt_pred_parse(names[i]) == i && !strcmp(hpt_pred_name(i), names[i]), "%s is row %d", names[i], i);
+    for (int i = 0; i < hpt_pred_count(); i++)
+        CHECK(hpt_pred_parse(hpt_pred_name(i)) == i, "row %d round-trips", i);
+    CHECK(hpt_pred_parse("oracle") == -1 && hpt_pred_parse(NULL) == -1, "unknown names are refused");
+    CHECK(hpt_pred_name(-1) == NULL && hpt_pred_name(hpt_pred_count()) == NULL, "no row past the table");
+    char list[256];
+    hpt_pred_list(list, sizeof list);
+    CHECK(!strcmp(list, "coast, stale-adam, linear or shrink"), "list: %s", list);
+}
+
 int main(void) {
+    test_predictor_table();
     hpt_set_threads(1);
     test_predictors_move_params();
     test_shrink();

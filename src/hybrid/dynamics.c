@@ -17,6 +17,7 @@
  */
 #include "dynamics.h"
 #include "../kernels/vmath.h"
+#include "../train/optim.h"
 
 #include <math.h>
 #include <string.h>
@@ -665,8 +666,8 @@ static void adam_step(hpt_dyn *d, int m) {
      * reloaded after every store (float* may alias the config) */
     const float clip = c->grad_clip > 0 && norm > c->grad_clip ? c->grad_clip / norm : 1.0f;
     const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    const float step1 = c->lr / (1.0f - powf(b1, (float)d->s.adam_t));
-    const float ib2c = 1.0f / (1.0f - powf(b2, (float)d->s.adam_t));
+    const hpt_adamw_bc bc = hpt_adamw_bias(b1, b2, d->s.adam_t);
+    const float step1 = c->lr / bc.bc1, ib2c = 1.0f / bc.bc2;
     #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * clip;

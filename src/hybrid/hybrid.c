@@ -134,8 +134,8 @@ static void before_real_step(hybrid *h) {
         return;
     }
     hpt_adamw o = hpt_trainer_adamw(tr, hpt_trainer_steps(tr));
-    float bc1 = 1.0f - powf(o.beta1, (float)updates);
-    float bc2s = sqrtf(1.0f - powf(o.beta2, (float)updates));
+    hpt_adamw_bc bc = hpt_adamw_bias(o.beta1, o.beta2, updates);
+    float bc1 = bc.bc1, bc2s = sqrtf(bc.bc2);
     for (int ti = 0; ti < h->m->ntensors; ti++) {
         const hpt_tensor_info *t = &h->m->tensors[ti];
         float wd = t->decay ? o.weight_decay : 0.0f;
@@ -463,12 +463,7 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     hpt_hyb_to_div_config(hc, &dc);
     hpt_phase_init(&h->ph, &pc);
     hpt_div_init(&h->div, &dc);
-    /* linear (the probe's control): 4 snapshots 5 steps apart; shrink a
-     * longer window, 6 snapshots 20 steps apart, so that drift can stand
-     * out of the step-to-step noise it is meant to filter */
-    hpt_pred_kind pk = (hpt_pred_kind)hpt_pred_parse(hc->predictor);
-    hpt_status st = pk == HPT_PRED_SHRINK ? hpt_pred_init(&h->pred, pk, h->m, 6, 20)
-                                           : hpt_pred_init(&h->pred, pk, h->m, 4, 5);
+    hpt_status st = hpt_pred_init(&h->pred, hpt_pred_parse(hc->predictor), h->m, 0, 0);
     /* all memory before step 0: the snapshot, the direction and the probes */
     if (st == HPT_OK) st = hpt_snapshot_init(&h->snap, h->n);
     h->K = h->m->ntensors;

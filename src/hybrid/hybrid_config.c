@@ -65,8 +65,11 @@ hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
     hpt_hyb_to_div_config(c, &dc);
     HPT_TRY(hpt_phase_config_check(&pc));
     HPT_TRY(hpt_div_config_check(&dc));
-    if (hpt_pred_parse(c->predictor) < 0)
-        return hpt_fail(HPT_ERR_ARG, "--predictor must be coast, shrink, stale-adam or linear (got '%s')", c->predictor ? c->predictor : "");
+    if (hpt_pred_parse(c->predictor) < 0) {
+        char names[256];
+        hpt_pred_list(names, sizeof names);
+        return hpt_fail(HPT_ERR_ARG, "--predictor must be %s (got '%s')", names, c->predictor ? c->predictor : "");
+    }
     if (c->correction_interval < 1 || c->correction_interval > 100000)
         return hpt_fail(HPT_ERR_ARG, "--correction-interval must be in [1, 100000] (got %d)", c->correction_interval);
     if (c->probe_batches < 1 || c->probe_batches > 64)
@@ -113,8 +116,8 @@ int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
 #undef F_
 #undef GI_
 #undef GF_
-    if (kind < HPT_PRED_COAST || kind > HPT_PRED_SHRINK) return 0;
-    c->predictor = hpt_pred_name((hpt_pred_kind)kind);
+    c->predictor = hpt_pred_name(kind);  /* the predictor table's row */
+    if (!c->predictor) return 0;
     return hpt_hybrid_config_check(c) == HPT_OK;
 }
 

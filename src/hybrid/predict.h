@@ -3,27 +3,21 @@
  * parameter arena. No model copy is ever made: a predicted step is one pass
  * over the flat arena, driven by the tensor table.
  *
- * Predictors (--predictor):
- *   coast       the AdamW step with the momentum left to decay (m <- beta1 m
- *               per predicted step, no new gradient), scaled per tensor by a
- *               gate on the tensor's gradient signal-to-noise |m^|/sqrt(v^):
- *               tensors whose recent gradients agree move, noisy ones stay.
- *               Total displacement over a phase is bounded (geometric), not
- *               linear in the horizon. This is hpt's own predictor.
- *   stale-adam  control: the last AdamW update re-applied unchanged every
- *               predicted step (the probe's "stale AdamW").
- *   linear      control: a per-parameter least-squares line through the last
- *               c snapshots (taken every s real steps), extrapolated.
- *   shrink      the per-parameter least-squares line through the last c
- *               snapshots (taken every s real steps, a longer window than
- *               linear's), each parameter's slope shrunk by its own
- *               significance, max(0, 1 - 4 / t^2) with t its t statistic
- *               against the fit's residuals, so that parameters that only
- *               jitter stay put; and each tensor gated by how straight its
- *               path was (the squared net displacement over (c-1) x the
- *               summed squared hops: 1 for a drift, 1/(c-1) for a random
- *               walk, ~1/(c-1)^2 for noise around a fixed point).
- * All four share the verification and rollback of the driver (hybrid.c).
+ * A predictor is a row of the table in predict.c (hpt_pred_ops, like the
+ * models' hpt_model_ops) and one file:
+ *   coast       pred_coast.c       hpt's own: the AdamW step with the momentum
+ *                                  left to decay, gated per tensor by the
+ *                                  gradient signal-to-noise
+ *   stale-adam  pred_stale_adam.c  control: the last AdamW update re-applied
+ *   linear      pred_linear.c      control: a per-parameter least-squares line
+ *                                  through recent snapshots, extrapolated
+ *   shrink      pred_shrink.c      that line with each slope shrunk by its
+ *                                  significance, each tensor gated by how
+ *                                  straight its path was
+ * All share the verification and rollback of the driver (hybrid.c). A new
+ * predictor is one file defining its hpt_pred_ops and one row appended to
+ * HPT_PREDICTORS in predict.c: a row's position is the predictor's index in
+ * checkpoints (HYBR), so rows are only ever appended.
  */
 #ifndef HPT_PREDICT_H
 #define HPT_PREDICT_H
@@ -31,43 +25,80 @@
 #include "../model/model.h"
 #include "../train/optim.h"
 
-typedef enum { HPT_PRED_COAST = 0, HPT_PRED_STALE_ADAM, HPT_PRED_LINEAR, HPT_PRED_SHRINK } hpt_pred_kind;
 #define HPT_PRED_MAX_RING 16
 
-/* Parses "coast", "stale-adam", "linear", "shrink"; -1 if unknown. */
-int hpt_pred_parse(const char *name);
-const char *hpt_pred_name(hpt_pred_kind k);
+typedef struct hpt_predictor hpt_predictor;
 
-typedef struct hpt_predictor {
-    hpt_pred_kind kind;
+/* One predictor. Every function pointer but apply may be NULL. */
+typedef struct hpt_pred_ops {
+    const char *name;            /* its --predictor value */
+    /* the ring of parameter snapshots it fits (0: keeps none): ring_c of
+     * them, one every ring_s real steps, unless hpt_pred_init overrides */
+    int ring_c, ring_s;
+    /* after the common init: the predictor's own thresholds */
+    hpt_status (*init)(hpt_predictor *p);
+    /* after every real step (the updates-th AdamW update) */
+    void (*observe)(hpt_predictor *p, const float *params, int updates);
+    /* whether it has what it needs to propose (NULL: always) */
+    int (*ready)(const hpt_predictor *p);
+    /* prepares a Predict phase from the moments and the last real step's
+     * AdamW settings and update count t */
+    void (*begin)(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *o, int t);
+    /* predicted step k (1-based within the phase) in place, scaled by
+     * scale: params += scale * delta_k. lr is this step's scheduled rate. */
+    void (*apply)(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
+                  const hpt_adamw *o, int t, float lr, int k, float scale);
+    /* frees what init allocated beyond the common arena */
+    void (*free)(hpt_predictor *p);
+} hpt_pred_ops;
+
+/* The index of a --predictor name in the table (its checkpoint code), or -1. */
+int hpt_pred_parse(const char *name);
+/* The name of index i, or NULL when there is no such row. */
+const char *hpt_pred_name(int i);
+int hpt_pred_count(void);
+/* "coast, stale-adam, linear or shrink", for messages. */
+void hpt_pred_list(char *buf, size_t cap);
+
+struct hpt_predictor {
+    const hpt_pred_ops *ops;
+    int index;                   /* its row in the table */
     size_t n;                    /* parameters */
     const hpt_model *m;          /* for the tensor table */
     float snr_lo, snr_hi;        /* coast gate: scale 0 below lo, 1 above hi */
     float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast, shrink) */
     float straight_lo, straight_hi;      /* shrink gate: 0 at or below lo, 1 at or above hi */
     float tensor_scale[HPT_MAX_TENSORS];  /* per-tensor scale from the dynamics model, all predictors (1: none) */
-    /* linear, shrink: ring of c parameter snapshots, one every s real steps */
+    /* the ring (ops->ring_c > 0): c parameter snapshots, one every s real steps */
     float *ring;                 /* (c, n) */
     int ring_c, ring_s, ring_count, ring_head;
     float *slope;                /* (n) per-step slope of the last fit */
     float *arena;                /* owns ring and slope */
     size_t arena_bytes;
-} hpt_predictor;
+};
 
-hpt_status hpt_pred_init(hpt_predictor *p, hpt_pred_kind kind, const hpt_model *m, int ring_c, int ring_s);
+/* Predictor `index` for model m; ring_c, ring_s > 0 override the row's ring
+ * geometry (tests), 0 keeps it. */
+hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ring_c, int ring_s);
 void hpt_pred_free(hpt_predictor *p);
-
-/* After every real step (the updates-th AdamW update): the linear predictor
- * takes its snapshots here. */
 void hpt_pred_observe(hpt_predictor *p, const float *params, int updates);
-/* Whether the predictor has what it needs to propose (linear: a full ring). */
 int hpt_pred_ready(const hpt_predictor *p);
-/* Prepares a Predict phase (coast: per-tensor gates from m, v; linear: the
- * fit). opt/t: the AdamW settings and update count of the last real step. */
 void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *opt, int t);
-/* Applies predicted step k (1-based within the phase) in place, scaled by
- * `scale`: params += scale * delta_k. lr is this step's scheduled rate. */
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *opt, int t, float lr, int k, float scale);
+
+/* ---------------------------------------------------------------- for the predictor files */
+
+/* The ring's observe and ready: a snapshot every ring_s updates; ready once full. */
+void hpt_pred_ring_observe(hpt_predictor *p, const float *params, int updates);
+int hpt_pred_ring_ready(const hpt_predictor *p);
+/* The ring's snapshots, oldest first (ring_count of them). */
+void hpt_pred_ring_oldest_first(const hpt_predictor *p, const float *snap[HPT_PRED_MAX_RING]);
+/* params += scale * tensor_scale * gate * slope per tensor (gate NULL: 1). */
+void hpt_pred_apply_slope(hpt_predictor *p, float *params, float scale, const float *gate);
+/* The AdamW step from the stored moments, its momentum scaled by decay_m,
+ * per tensor by tensor_scale * gate (gate NULL: 1). */
+void hpt_pred_apply_adamw(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
+                          const hpt_adamw *o, int t, float lr, float scale, float decay_m, const float *gate);
 
 #endif /* HPT_PREDICT_H */

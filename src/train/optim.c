@@ -23,3 +23,7 @@ hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adam
     }
     return HPT_OK;
 }
+
+hpt_adamw_bc hpt_adamw_bias(float beta1, float beta2, int64_t t) {
+    return (hpt_adamw_bc){.bc1 = 1.0f - powf(beta1, (float)t), .bc2 = 1.0f - powf(beta2, (float)t)};
+}
