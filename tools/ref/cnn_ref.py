@@ -15,28 +15,16 @@ conv2d 3x3 (in_c -> c1, padding 1, bias) -> ReLU -> max_pool2d(2)
 -> flatten (c2 * H/4 * W/4, channel-major) -> Linear (hidden) -> ReLU
 -> Linear (n_classes); loss = cross-entropy, mean over the batch.
 
-Fixture layout (little-endian, no padding; i32 = int32, f32 = float32):
+Fixture layout: ref_common.py's, with (i32 = int32, f32 = float32)
 
-    char[8]  magic       "HPTCNNRF"
-    i32      version     1
-    i32[8]   config      in_c, in_h, in_w, c1, c2, hidden, n_classes, B
-    i32      nsteps
-    f32[6]   optimizer   lr, beta1, beta2, eps, weight_decay, grad_clip
-    i32      ntensors    8
-    ntensors x { char[16] name (NUL-padded); i32 ndim; i32[4] shape (unused = 1) }
-                         in cnn.c's table order: conv1w conv1b conv2w conv2b
-                         fc1w fc1b fc2w fc2b (conv weights (out, in, 3, 3),
-                         linear weights (out, in))
-    f32[B*in_c*in_h*in_w] x   input images, NCHW
-    i32[B]   targets
-    f32[P]   params      initial parameters, tensors concatenated in table
-                         order (P = total numel)
-    f32[B*n_classes] logits
-    f32      loss        mean cross-entropy
-    f32[P]   grads       d loss / d params, table order
-    f32[nsteps] losses   loss of each training step, before its update
-    f32[nsteps] norms    global grad norm of each step, before clipping
-    f32[P]   final       parameters after nsteps steps
+    magic                "HPTCNNRF"
+    header   i32[8]      in_c, in_h, in_w, c1, c2, hidden, n_classes, B
+             i32         nsteps
+             f32[6]      lr, beta1, beta2, eps, weight_decay, grad_clip
+    tensors  8, in cnn.c's table order: conv1w conv1b conv2w conv2b fc1w fc1b
+             fc2w fc2b (conv weights (out, in, 3, 3), linear weights (out, in))
+    inputs   f32[B*in_c*in_h*in_w] x, input images, NCHW; i32[B] targets
+    logits   f32[B*n_classes]
 
 Training: nsteps steps on the same batch; each step is zero_grad, forward,
 backward, clip_grad_norm_(clip), AdamW (betas, eps; weight decay only on the
@@ -48,6 +36,8 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ref_common import reference_run, write_fixture
 
 torch.set_num_threads(1)
 torch.manual_seed(4321)
@@ -88,56 +78,10 @@ def forward(inp):
     return F.linear(h, P["fc2w"], P["fc2b"])
 
 
-def flat(ts):
-    return np.concatenate([t.detach().numpy().astype("<f4").ravel() for t in ts])
-
-
-init = flat(params)
-
-# forward + backward at the initial parameters
-logits = forward(x)
-loss = F.cross_entropy(logits, targets)
-loss.backward()
-grads = flat([p.grad for p in params])
-
-# training on the same batch
-decay = [p for (_, _, d), p in zip(TABLE, params) if d]
-no_decay = [p for (_, _, d), p in zip(TABLE, params) if not d]
-opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                         {"params": no_decay, "weight_decay": 0.0}],
-                        lr=LR, betas=(BETA1, BETA2), eps=EPS)
-losses, norms = [], []
-for it in range(NSTEPS):
-    opt.zero_grad(set_to_none=False)
-    l = F.cross_entropy(forward(x), targets)
-    l.backward()
-    n = torch.nn.utils.clip_grad_norm_(params, CLIP)
-    opt.step()
-    losses.append(l.item())
-    norms.append(n.item())
-final = flat(params)
-
-out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/cnn_ref.bin"
-with open(out, "wb") as f:
-    f.write(b"HPTCNNRF")
-    f.write(struct.pack("<i", 1))
-    f.write(struct.pack("<8i", IN_C, IN_H, IN_W, C1, C2, HID, K, B))
-    f.write(struct.pack("<i", NSTEPS))
-    f.write(struct.pack("<6f", LR, BETA1, BETA2, EPS, WD, CLIP))
-    f.write(struct.pack("<i", len(TABLE)))
-    for name, shape, _ in TABLE:
-        dims = list(shape) + [1] * (4 - len(shape))
-        f.write(struct.pack("<16s5i", name.encode(), len(shape), *dims))
-    f.write(x.numpy().astype("<f4").tobytes())
-    f.write(targets.numpy().astype("<i4").tobytes())
-    f.write(init.tobytes())
-    f.write(logits.detach().numpy().astype("<f4").ravel().tobytes())
-    f.write(struct.pack("<f", loss.item()))
-    f.write(grads.tobytes())
-    f.write(np.array(losses, dtype="<f4").tobytes())
-    f.write(np.array(norms, dtype="<f4").tobytes())
-    f.write(final.tobytes())
-
-print("wrote %s: %d params, loss %.6f, losses %s, norms %s" % (
-    out, init.size, loss.item(), " ".join("%.4f" % v for v in losses),
-    " ".join("%.3f" % v for v in norms)))
+r = reference_run(TABLE, params, lambda: forward(x), lambda lg: F.cross_entropy(lg, targets), NSTEPS,
+                  lambda it: LR, (BETA1, BETA2), EPS, WD, CLIP)
+header = (struct.pack("<8i", IN_C, IN_H, IN_W, C1, C2, HID, K, B) + struct.pack("<i", NSTEPS) +
+          struct.pack("<6f", LR, BETA1, BETA2, EPS, WD, CLIP))
+inputs = x.numpy().astype("<f4").tobytes() + targets.numpy().astype("<i4").tobytes()
+write_fixture(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/cnn_ref.bin", b"HPTCNNRF", header,
+              TABLE, inputs, r["logits"].detach().numpy(), r)

@@ -16,27 +16,17 @@ C -> 4C, GELU tanh approximation, 4C -> C; residual); final LayerNorm; logits
 = lnf @ wte^T over the padded vocab Vp, cross-entropy (mean over B*T) over the
 first V logits only. Everything is float32, single-threaded.
 
-Fixture layout (little-endian, no padding; i32 = int32, f32 = float32):
+Fixture layout: ref_common.py's, with (i32 = int32, f32 = float32)
 
-    char[8]  magic       "HPTGPT2R"
-    i32      version     1
-    i32[8]   config      V, Vp, maxT, L, NH, C, B, T
-    i32[3]   schedule    nsteps, warmup_iters, max_iters
-    f32[7]   optimizer   lr, min_lr, beta1, beta2, eps, weight_decay, grad_clip
-    i32      ntensors    16
-    ntensors x { char[16] name (NUL-padded); i32 ndim; i32[4] shape (unused = 1) }
-                         in gpt2.c's table order: wte wpe ln1w ln1b qkvw qkvb
-                         attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb lnfw lnfb
-    i32[B*T] tokens
-    i32[B*T] targets
-    f32[P]   params      initial parameters, tensors concatenated in table
-                         order (P = total numel; weights (out, in) row-major)
-    f32[B*T*V] logits    before softmax, only the V real columns
-    f32      loss        mean cross-entropy
-    f32[P]   grads       d loss / d params, table order
-    f32[nsteps] losses   loss of each training step, before its update
-    f32[nsteps] norms    global grad norm of each step, before clipping
-    f32[P]   final       parameters after nsteps steps
+    magic                "HPTGPT2R"
+    header   i32[8]      V, Vp, maxT, L, NH, C, B, T
+             i32[3]      nsteps, warmup_iters, max_iters
+             f32[7]      lr, min_lr, beta1, beta2, eps, weight_decay, grad_clip
+    tensors  16, in gpt2.c's table order: wte wpe ln1w ln1b qkvw qkvb attprojw
+             attprojb ln2w ln2b fcw fcb fcprojw fcprojb lnfw lnfb (weights
+             (out, in) row-major)
+    inputs   i32[B*T] tokens; i32[B*T] targets
+    logits   f32[B*T*V], before softmax, only the V real columns
 
 Training: nsteps steps on the same batch; each step is zero_grad, forward,
 backward, clip_grad_norm_(1.0), AdamW (betas, eps; weight decay only on wte,
@@ -47,9 +37,10 @@ import math
 import struct
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ref_common import reference_run, write_fixture
 
 torch.set_num_threads(1)
 torch.manual_seed(1234)
@@ -128,59 +119,10 @@ def lr_at(it):  # hpt_lr_at
     return MIN_LR + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (LR - MIN_LR)
 
 
-def flat(ts):
-    return np.concatenate([t.detach().numpy().astype("<f4").ravel() for t in ts])
-
-
-init = flat(params)
-
-# forward + backward at the initial parameters
-logits = forward(tokens)
-loss = loss_of(logits)
-loss.backward()
-logits_v = logits[..., :V].detach().numpy().astype("<f4").ravel()
-grads = flat([p.grad for p in params])
-
-# training on the same batch
-decay = [p for (_, _, d), p in zip(TABLE, params) if d]
-no_decay = [p for (_, _, d), p in zip(TABLE, params) if not d]
-opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                         {"params": no_decay, "weight_decay": 0.0}],
-                        lr=LR, betas=(BETA1, BETA2), eps=EPS)
-losses, norms = [], []
-for it in range(NSTEPS):
-    for g in opt.param_groups:
-        g["lr"] = lr_at(it)
-    opt.zero_grad(set_to_none=False)
-    l = loss_of(forward(tokens))
-    l.backward()
-    n = torch.nn.utils.clip_grad_norm_(params, CLIP)
-    opt.step()
-    losses.append(l.item())
-    norms.append(n.item())
-final = flat(params)
-
-out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/gpt2_ref.bin"
-with open(out, "wb") as f:
-    f.write(b"HPTGPT2R")
-    f.write(struct.pack("<i", 1))
-    f.write(struct.pack("<8i", V, Vp, maxT, L, NH, C, B, T))
-    f.write(struct.pack("<3i", NSTEPS, WARMUP, MAX_ITERS))
-    f.write(struct.pack("<7f", LR, MIN_LR, BETA1, BETA2, EPS, WD, CLIP))
-    f.write(struct.pack("<i", len(TABLE)))
-    for name, shape, _ in TABLE:
-        dims = list(shape) + [1] * (4 - len(shape))
-        f.write(struct.pack("<16s5i", name.encode(), len(shape), *dims))
-    f.write(tokens.numpy().astype("<i4").tobytes())
-    f.write(targets.numpy().astype("<i4").tobytes())
-    f.write(init.tobytes())
-    f.write(logits_v.tobytes())
-    f.write(struct.pack("<f", loss.item()))
-    f.write(grads.tobytes())
-    f.write(np.array(losses, dtype="<f4").tobytes())
-    f.write(np.array(norms, dtype="<f4").tobytes())
-    f.write(final.tobytes())
-
-print("wrote %s: %d params, loss %.6f, losses %s, norms %s" % (
-    out, init.size, loss.item(), " ".join("%.4f" % x for x in losses),
-    " ".join("%.3f" % x for x in norms)))
+r = reference_run(TABLE, params, lambda: forward(tokens), loss_of, NSTEPS, lr_at, (BETA1, BETA2), EPS, WD,
+                  CLIP)
+header = (struct.pack("<8i", V, Vp, maxT, L, NH, C, B, T) + struct.pack("<3i", NSTEPS, WARMUP, MAX_ITERS) +
+          struct.pack("<7f", LR, MIN_LR, BETA1, BETA2, EPS, WD, CLIP))
+inputs = tokens.numpy().astype("<i4").tobytes() + targets.numpy().astype("<i4").tobytes()
+write_fixture(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/gpt2_ref.bin", b"HPTGPT2R", header,
+              TABLE, inputs, r["logits"][..., :V].detach().numpy(), r)
