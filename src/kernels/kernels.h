@@ -53,6 +53,10 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 /* ReLU elementwise (classifiers). */
 void relu_forward(float *out, const float *inp, size_t n);
 void relu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* d *= (out > 0), in place: ReLU's backward over a gradient buffer that
+ * holds d(out) and becomes d(inp), out being the ReLU's output (an exception
+ * to the accumulate rule: the classifiers keep one buffer per layer). */
+void relu_backward_inplace(float *d, const float *out, size_t n);
 
 /* out = a + b; backward: da += dout, db += dout. */
 void residual_forward(float *out, const float *a, const float *b, size_t n);

@@ -166,6 +166,11 @@ void relu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     for (size_t i = 0; i < n; i++) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
 }
 
+void relu_backward_inplace(float *d, const float *out, size_t n) {
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
+}
+
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];

@@ -14,8 +14,7 @@
  * masks in place, so a layer keeps one buffer. The logits buffer becomes
  * probabilities and then dlogits in place.
  */
-#include "../kernels/kernels.h"
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,11 +49,7 @@ enum { KS = 3, PAD = 1 };  /* 3x3 kernels, "same" padding */
     X(dp1,     (size_t)B * c1 * S1)                                             \
     X(da1,     (size_t)B * c1 * S0)
 
-typedef struct cnn_acts {
-#define X(name, size) float *name;
-    CNN_ACTS(X)
-#undef X
-} cnn_acts;
+typedef struct cnn_acts { CNN_ACTS(HPT_ACT_FIELD) } cnn_acts;
 
 typedef struct cnn {
     hpt_cnn_config cfg;
@@ -70,12 +65,6 @@ static void cnn_free_impl(void *impl) {
     if (!g) return;
     hpt_arena_free(g->act_arena);
     free(g);
-}
-
-/* d *= (y > 0): ReLU's backward in place, y being the ReLU output. */
-static void relu_mask(float *d, const float *y, size_t n) {
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
 }
 
 static double cnn_macs(const cnn *g) {
@@ -96,10 +85,7 @@ static hpt_status cnn_forward(hpt_model *m, const hpt_batch *batch, float *loss)
     const hpt_cnn_config *c = &g->cfg;
     const int B = batch->B, K = c->n_classes;
     if (!batch->x) return hpt_fail(HPT_ERR_ARG, "cnn: batch has no images (x)");
-    if (batch->targets)
-        for (int i = 0; i < B; i++)
-            if (batch->targets[i] < 0 || batch->targets[i] >= K)
-                return hpt_fail(HPT_ERR_ARG, "cnn: target %d out of range [0,%d)", batch->targets[i], K);
+    if (batch->targets && hpt_check_classes("cnn", batch->targets, B, K) != HPT_OK) return HPT_ERR_ARG;
     g->cur_B = B;
     cnn_acts *a = &g->a;
     float *P[NUM_PARAM_TENSORS];
@@ -116,14 +102,7 @@ static hpt_status cnn_forward(hpt_model *m, const hpt_batch *batch, float *loss)
     matmul_forward(a->logits, a->h, P[FC2W], P[FC2B], B, c->hidden, K);
 
     m->logits = a->logits; m->n_out = K; m->out_row = K;
-    if (batch->targets) {
-        int *tg = (int *)a->targets;
-        memcpy(tg, batch->targets, (size_t)B * sizeof(int));
-        softmax_xent_forward(a->losses, a->logits, tg, B, K, K);
-        double s = 0.0;  /* serial sum: deterministic */
-        for (int i = 0; i < B; i++) s += a->losses[i];
-        if (loss) *loss = (float)(s / B);
-    }
+    if (batch->targets) hpt_classifier_loss(a->losses, a->logits, a->targets, batch->targets, B, K, loss);
     return HPT_OK;
 }
 
@@ -141,19 +120,19 @@ static hpt_status cnn_backward(hpt_model *m, float loss_scale) {
     softmax_xent_backward(a->logits, (const int *)a->targets, loss_scale / (float)B, B, K, K);
     memset(a->dh, 0, (size_t)B * HD * sizeof(float));
     matmul_backward(a->dh, G[FC2W], G[FC2B], a->logits, a->h, P[FC2W], B, HD, K);
-    relu_mask(a->dh, a->h, (size_t)B * HD);
+    relu_backward_inplace(a->dh, a->h, (size_t)B * HD);
     memset(a->dp2, 0, (size_t)B * g->F * sizeof(float));
     matmul_backward(a->dp2, G[FC1W], G[FC1B], a->dh, a->p2, P[FC1W], B, g->F, HD);
     memset(a->da2, 0, (size_t)B * c->c2 * S1 * sizeof(float));
     maxpool2_backward(a->da2, a->dp2, (const int *)a->idx2, B, c->c2, g->H1, g->W1);
-    relu_mask(a->da2, a->a2, (size_t)B * c->c2 * S1);
+    relu_backward_inplace(a->da2, a->a2, (size_t)B * c->c2 * S1);
     memset(a->dp1, 0, (size_t)B * c->c1 * S1 * sizeof(float));
     /* cols2 doubles as the dcols scratch: it is consumed here */
     conv2d_backward(a->dp1, G[CONV2W], G[CONV2B], a->cols2, a->da2, a->cols2, P[CONV2W],
                     B, c->c1, g->H1, g->W1, c->c2, KS, PAD);
     memset(a->da1, 0, (size_t)B * c->c1 * S0 * sizeof(float));
     maxpool2_backward(a->da1, a->dp1, (const int *)a->idx1, B, c->c1, g->H0, g->W0);
-    relu_mask(a->da1, a->a1, (size_t)B * c->c1 * S0);
+    relu_backward_inplace(a->da1, a->a1, (size_t)B * c->c1 * S0);
     conv2d_backward(NULL, G[CONV1W], G[CONV1B], NULL, a->da1, a->cols1, P[CONV1W],
                     B, c->in_c, g->H0, g->W0, c->c1, KS, PAD);
     return HPT_OK;
@@ -211,20 +190,8 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
     hpt_status st = hpt_model_alloc_params(m, specs, NUM_PARAM_TENSORS);
     if (st != HPT_OK) { hpt_model_free(m); return st; }
 
-    const size_t sizes[] = {
-#define X(name, size) size,
-        CNN_ACTS(X)
-#undef X
-    };
-    float **ptrs[] = {
-#define X(name, size) &g->a.name,
-        CNN_ACTS(X)
-#undef X
-    };
-    size_t total = 0;
-    g->act_arena = hpt_arena_carve(sizes, (int)(sizeof sizes / sizeof sizes[0]), ptrs, &total);
+    HPT_CARVE_ACTS(m, g->act_arena, cnn_acts, &g->a, CNN_ACTS);
     if (!g->act_arena) { hpt_model_free(m); return HPT_ERR_NOMEM; }
-    m->act_bytes = total * sizeof(float);
 
     /* He normal (std sqrt(2 / fan_in)) for the layers feeding a ReLU,
      * PyTorch's Linear default (uniform +-1/sqrt(fan_in)) for the output
@@ -235,13 +202,8 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
     for (int i = CONV1W; i <= FC2W; i += 2) {
         float *w = hpt_tensor_ptr(m->params, m, i);
         size_t n = m->tensors[i].numel;
-        if (i != FC2W) {
-            float std = sqrtf(2.0f / (float)fan_in[i]);
-            for (size_t k = 0; k < n; k++) w[k] = std * hpt_rng_normal(&rng);
-        } else {
-            float bound = 1.0f / sqrtf((float)fan_in[i]);
-            for (size_t k = 0; k < n; k++) w[k] = bound * (2.0f * hpt_rng_uniform(&rng) - 1.0f);
-        }
+        if (i != FC2W) hpt_init_he_normal(w, n, fan_in[i], &rng);
+        else hpt_init_linear_uniform(w, n, fan_in[i], &rng);
     }
 
     /* state-file config words: family, in_c, in_h, in_w, c1, c2, hidden, n_classes */

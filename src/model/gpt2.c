@@ -10,8 +10,7 @@
  * halves activation memory. The logits buffer is turned into probabilities
  * and then into dlogits in place.
  */
-#include "../kernels/kernels.h"
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,8 +21,8 @@
 enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
        FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NUM_PARAM_TENSORS };
 
-/* Activation arena, one X-macro line per buffer: the enum, the size table and
- * the pointer list cannot drift apart. Sizes use L, B, T, C, NH, Vp. */
+/* Activation arena, one X-macro line per buffer (family.h). Sizes use L, B,
+ * T, C, NH, Vp. */
 #define GPT2_ACTS(X)                                                    \
     X(encoded,   (size_t)B * T * C)           /* (B,T,C) */             \
     X(ln1,       (size_t)L * B * T * C)       /* (L,B,T,C) */           \
@@ -53,11 +52,7 @@ enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
     X(dfch,      (size_t)B * T * 4 * C)                                 \
     X(dfch_gelu, (size_t)B * T * 4 * C)
 
-typedef struct gpt2_acts {
-#define X(name, size) float *name;
-    GPT2_ACTS(X)
-#undef X
-} gpt2_acts;
+typedef struct gpt2_acts { GPT2_ACTS(HPT_ACT_FIELD) } gpt2_acts;
 
 typedef struct gpt2 {
     hpt_gpt2_config cfg;
@@ -146,9 +141,7 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
     m->logits = a->logits; m->n_out = V; m->out_row = Vp;
     if (batch->targets) {
         softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp);
-        double s = 0.0;  /* serial sum: deterministic */
-        for (size_t i = 0; i < (size_t)B * T; i++) s += a->losses[i];
-        float mean = (float)(s / ((double)B * T));
+        float mean = hpt_mean_loss(a->losses, (size_t)B * T);
         if (loss) *loss = mean;
     }
     return HPT_OK;
@@ -258,22 +251,8 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
     hpt_status st = hpt_model_alloc_params(m, specs, NUM_PARAM_TENSORS);
     if (st != HPT_OK) { hpt_model_free(m); return st; }
 
-    /* activation arena */
-    const size_t sizes[] = {
-#define X(name, size) size,
-        GPT2_ACTS(X)
-#undef X
-    };
-    float **ptrs[] = {
-#define X(name, size) &g->a.name,
-        GPT2_ACTS(X)
-#undef X
-    };
-    int nacts = (int)(sizeof sizes / sizeof sizes[0]);
-    size_t total = 0;
-    g->act_arena = hpt_arena_carve(sizes, nacts, ptrs, &total);
+    HPT_CARVE_ACTS(m, g->act_arena, gpt2_acts, &g->a, GPT2_ACTS);
     if (!g->act_arena) { hpt_model_free(m); return HPT_ERR_NOMEM; }
-    m->act_bytes = total * sizeof(float);
 
     /* GPT-2 init: N(0, 0.02) for matrices and embeddings, residual
      * projections scaled by 1/sqrt(2L), biases 0, LayerNorm gains 1. The

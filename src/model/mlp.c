@@ -10,8 +10,7 @@
  * backward pass ping-pongs between two hidden-sized gradient buffers, and the
  * logits buffer becomes probabilities and then dlogits in place.
  */
-#include "../kernels/kernels.h"
-#include "model.h"
+#include "family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,11 +30,7 @@ _Static_assert(sizeof(int) == sizeof(float), "int buffers are carved from the fl
     X(d0,      (size_t)B * MH)     /* backward ping-pong */                  \
     X(d1,      (size_t)B * MH)
 
-typedef struct mlp_acts {
-#define X(name, size) float *name;
-    MLP_ACTS(X)
-#undef X
-} mlp_acts;
+typedef struct mlp_acts { MLP_ACTS(HPT_ACT_FIELD) } mlp_acts;
 
 typedef struct mlp {
     hpt_mlp_config cfg;
@@ -56,12 +51,6 @@ static void mlp_free_impl(void *impl) {
     free(g);
 }
 
-/* d *= (y > 0): ReLU's backward in place, y being the ReLU output. */
-static void relu_mask(float *d, const float *y, size_t n) {
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
-}
-
 static double mlp_train_flops(const hpt_model *m, int B, int T) {
     /* 6 FLOPs per multiply-accumulate per sample (2 forward, 4 backward) */
     const mlp *g = m->impl;
@@ -76,10 +65,7 @@ static hpt_status mlp_forward(hpt_model *m, const hpt_batch *batch, float *loss)
     mlp *g = m->impl;
     const int B = batch->B, K = g->cfg.n_classes, nh = g->cfg.n_hidden;
     if (!batch->x) return hpt_fail(HPT_ERR_ARG, "mlp: batch has no features (x)");
-    if (batch->targets)
-        for (int i = 0; i < B; i++)
-            if (batch->targets[i] < 0 || batch->targets[i] >= K)
-                return hpt_fail(HPT_ERR_ARG, "mlp: target %d out of range [0,%d)", batch->targets[i], K);
+    if (batch->targets && hpt_check_classes("mlp", batch->targets, B, K) != HPT_OK) return HPT_ERR_ARG;
     g->cur_B = B;
     mlp_acts *a = &g->a;
     memcpy(a->x, batch->x, (size_t)B * g->cfg.n_in * sizeof(float));
@@ -96,14 +82,7 @@ static hpt_status mlp_forward(hpt_model *m, const hpt_batch *batch, float *loss)
         }
     }
     m->logits = a->logits; m->n_out = K; m->out_row = K;
-    if (batch->targets) {
-        int *tg = (int *)a->targets;
-        memcpy(tg, batch->targets, (size_t)B * sizeof(int));
-        softmax_xent_forward(a->losses, a->logits, tg, B, K, K);
-        double s = 0.0;  /* serial sum: deterministic */
-        for (int i = 0; i < B; i++) s += a->losses[i];
-        if (loss) *loss = (float)(s / B);
-    }
+    if (batch->targets) hpt_classifier_loss(a->losses, a->logits, a->targets, batch->targets, B, K, loss);
     return HPT_OK;
 }
 
@@ -122,7 +101,7 @@ static hpt_status mlp_backward(hpt_model *m, float loss_scale) {
         }
         matmul_backward(dnext, hpt_tensor_ptr(m->grads, m, 2 * l), hpt_tensor_ptr(m->grads, m, 2 * l + 1),
                         dcur, in, hpt_tensor_ptr(m->params, m, 2 * l), B, g->din[l], g->dout[l]);
-        if (l > 0) relu_mask(dnext, in, (size_t)B * g->din[l]);
+        if (l > 0) relu_backward_inplace(dnext, in, (size_t)B * g->din[l]);
         dcur = dnext;
     }
     return HPT_OK;
@@ -183,20 +162,8 @@ hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint6
     hpt_status st = hpt_model_alloc_params(m, specs, 2 * g->nl);
     if (st != HPT_OK) { hpt_model_free(m); return st; }
 
-    const size_t sizes[] = {
-#define X(name, size) size,
-        MLP_ACTS(X)
-#undef X
-    };
-    float **ptrs[] = {
-#define X(name, size) &g->a.name,
-        MLP_ACTS(X)
-#undef X
-    };
-    size_t total = 0;
-    g->act_arena = hpt_arena_carve(sizes, (int)(sizeof sizes / sizeof sizes[0]), ptrs, &total);
+    HPT_CARVE_ACTS(m, g->act_arena, mlp_acts, &g->a, MLP_ACTS);
     if (!g->act_arena) { hpt_model_free(m); return HPT_ERR_NOMEM; }
-    m->act_bytes = total * sizeof(float);
 
     /* He normal for layers feeding a ReLU, PyTorch's Linear default
      * (uniform +-1/sqrt(fan_in)) for the output layer, biases 0. */
@@ -205,13 +172,8 @@ hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint6
     for (int l = 0; l <= nh; l++) {
         float *w = hpt_tensor_ptr(m->params, m, 2 * l);
         size_t n = m->tensors[2 * l].numel;
-        if (l < nh) {
-            float std = sqrtf(2.0f / (float)g->din[l]);
-            for (size_t k = 0; k < n; k++) w[k] = std * hpt_rng_normal(&rng);
-        } else {
-            float bound = 1.0f / sqrtf((float)g->din[l]);
-            for (size_t k = 0; k < n; k++) w[k] = bound * (2.0f * hpt_rng_uniform(&rng) - 1.0f);
-        }
+        if (l < nh) hpt_init_he_normal(w, n, g->din[l], &rng);
+        else hpt_init_linear_uniform(w, n, g->din[l], &rng);
     }
 
     /* state-file config words: family, n_in, n_classes, n_hidden, hidden[0..3] */

@@ -1,0 +1,88 @@
+/*
+ * family.h — what the model families (gpt2.c, mlp.c, cnn.c) share inside
+ * src/model/: the activation arena carved from an X-macro size table, the
+ * classifier head's loss, and the classifiers' weight initialisers.
+ */
+#ifndef HPT_FAMILY_H
+#define HPT_FAMILY_H
+
+#include "../kernels/kernels.h"
+#include "model.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------- activation arena */
+
+/* A family lists its activation buffers once, as an X-macro of
+ * X(name, size) lines, e.g.
+ *     #define MY_ACTS(X)  X(h, (size_t)B * H)  X(logits, (size_t)B * K)
+ * declares the struct of pointers with
+ *     typedef struct my_acts { MY_ACTS(HPT_ACT_FIELD) } my_acts;
+ * and carves the arena at init with
+ *     HPT_CARVE_ACTS(m, g->act_arena, my_acts, &g->a, MY_ACTS);
+ * which sets every pointer of g->a, in table order, the arena (NULL when
+ * out of memory) and m->act_bytes. The sizes are evaluated there, so they
+ * name the init's locals (B, T, C, ...). The struct, the size table and the
+ * pointer list cannot drift apart. */
+#define HPT_ACT_FIELD(name, size) float *name;
+#define HPT_ACT_SIZE_(name, size) (size),
+#define HPT_ACT_PTR_(name, size) &hpt_acts_->name,
+#define HPT_CARVE_ACTS(m, arena, acts_type, acts, ACTS) do {                       \
+    acts_type *hpt_acts_ = (acts);                                                 \
+    const size_t hpt_sizes_[] = {ACTS(HPT_ACT_SIZE_)};                             \
+    float **hpt_ptrs_[] = {ACTS(HPT_ACT_PTR_)};                                    \
+    size_t hpt_total_ = 0;                                                         \
+    (arena) = hpt_arena_carve(hpt_sizes_, (int)(sizeof hpt_sizes_ / sizeof hpt_sizes_[0]), \
+                              hpt_ptrs_, &hpt_total_);                             \
+    (m)->act_bytes = hpt_total_ * sizeof(float);                                   \
+} while (0)
+
+/* ------------------------------------------------------------- losses */
+
+/* The mean of n per-position losses, summed serially in double so the
+ * result does not depend on the thread count. */
+static inline float hpt_mean_loss(const float *losses, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += losses[i];
+    return (float)(s / (double)n);
+}
+
+/* A classifier's targets must be classes: [0, K). family names the model in
+ * the message. */
+static inline hpt_status hpt_check_classes(const char *family, const int *targets, int B, int K) {
+    for (int i = 0; i < B; i++)
+        if (targets[i] < 0 || targets[i] >= K)
+            return hpt_fail(HPT_ERR_ARG, "%s: target %d out of range [0,%d)", family, targets[i], K);
+    return HPT_OK;
+}
+
+/* A classifier's loss over logits (B,K): copies the targets into the
+ * activation arena (int, for the backward pass: the caller's buffer may
+ * change before it), turns the logits into probabilities in place and
+ * stores the mean cross-entropy in *loss (when loss is not NULL). */
+static inline void hpt_classifier_loss(float *losses, float *logits, float *targets_copy,
+                                       const int *targets, int B, int K, float *loss) {
+    int *tg = (int *)targets_copy;
+    memcpy(tg, targets, (size_t)B * sizeof(int));
+    softmax_xent_forward(losses, logits, tg, B, K, K);
+    float mean = hpt_mean_loss(losses, (size_t)B);
+    if (loss) *loss = mean;
+}
+
+/* ------------------------------------------------------ initialisation */
+
+/* He normal, std sqrt(2 / fan_in): the classifiers' layers feeding a ReLU. */
+static inline void hpt_init_he_normal(float *w, size_t n, int fan_in, hpt_rng *rng) {
+    float std = sqrtf(2.0f / (float)fan_in);
+    for (size_t k = 0; k < n; k++) w[k] = std * hpt_rng_normal(rng);
+}
+
+/* PyTorch's Linear default, uniform in +-1/sqrt(fan_in): the classifiers'
+ * output layer. */
+static inline void hpt_init_linear_uniform(float *w, size_t n, int fan_in, hpt_rng *rng) {
+    float bound = 1.0f / sqrtf((float)fan_in);
+    for (size_t k = 0; k < n; k++) w[k] = bound * (2.0f * hpt_rng_uniform(rng) - 1.0f);
+}
+
+#endif /* HPT_FAMILY_H */
