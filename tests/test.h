@@ -1,13 +1,16 @@
 /*
  * test.h — a tiny test harness (sds testhelp.h style): CHECK records a
  * failure and goes on, TEST_REPORT prints "N passed, N failed" and returns the
- * exit status, so every test binary exits non-zero on any failure.
+ * exit status, so every test binary exits non-zero on any failure. Also the
+ * few helpers several test programs share.
  */
 #ifndef HPT_TEST_H
 #define HPT_TEST_H
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int test_passed_, test_failed_;
 
@@ -31,5 +34,45 @@ static int test_passed_, test_failed_;
 #define TEST_REPORT(name) (                                                \
     printf("%s: %d passed, %d failed\n", (name), test_passed_, test_failed_), \
     test_failed_ ? 1 : 0)
+
+/* Largest |a[i] - b[i]|, NaN if any difference is NaN. */
+static inline double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > m || d != d) m = d;
+    }
+    return m;
+}
+
+/* A scratch directory for the program's files, /tmp/<prefix>.XXXXXX:
+ * test_tmpdir_make at the start, test_tmp_path for the files in it,
+ * test_tmpdir_remove at the end. */
+static inline char *test_dir_(void) { static char dir[64]; return dir; }
+static inline const char *test_tmpdir(void) { return test_dir_(); }
+
+/* Returns 0 (after a message) when the directory cannot be made. */
+static inline int test_tmpdir_make(const char *prefix) {
+    snprintf(test_dir_(), 64, "/tmp/%s.XXXXXX", prefix);
+    if (mkdtemp(test_dir_())) return 1;
+    perror("mkdtemp");
+    return 0;
+}
+
+/* dir/name, in one of 8 rotating buffers: up to 8 results are valid at once. */
+static inline const char *test_tmp_path(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", test_tmpdir(), name);
+    return p;
+}
+
+static inline void test_tmpdir_remove(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir());
+    if (strncmp(test_tmpdir(), "/tmp/", 5) == 0 && system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", test_tmpdir());
+}
 
 #endif /* HPT_TEST_H */

@@ -18,16 +18,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static char g_dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", g_dir, name);
-    return p;
-}
-
 static void write_bytes(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) { perror(path); exit(2); }
@@ -164,7 +154,7 @@ static int stray_files(const char *dir, const char *keep) {
 }
 
 static void test_save_atomic(void) {
-    const char *dir = tmp_path("save");
+    const char *dir = test_tmp_path("save");
     CHECK(hpt_mkdir_p(dir) == HPT_OK, "mkdir_p %s: %s", dir, hpt_errmsg());
     char path[300];
     snprintf(path, sizeof path, "%s/state.bin", dir);
@@ -223,7 +213,7 @@ static void test_tokenizers(void) {
 
     /* byte: vocabulary 256, NUL bytes fine, split 90/10 */
     const char bytes[] = "hello\0world\xff!";
-    const char *pb = tmp_path("bytes.txt");
+    const char *pb = test_tmp_path("bytes.txt");
     write_bytes(pb, bytes, sizeof bytes - 1);
     st = hpt_text_load(&t, pb, HPT_TOK_BYTE);
     CHECK(st == HPT_OK && t, "byte tokenizer: %s", hpt_errmsg());
@@ -242,7 +232,7 @@ static void test_tokenizers(void) {
     }
 
     /* char: distinct codepoints, sorted; exact round trip of every byte */
-    const char *pc = tmp_path("utf8.txt");
+    const char *pc = test_tmp_path("utf8.txt");
     write_bytes(pc, UTF8_TEXT, sizeof UTF8_TEXT - 1);
     st = hpt_text_load(&t, pc, HPT_TOK_CHAR);
     CHECK(st == HPT_OK && t, "char tokenizer: %s", hpt_errmsg());
@@ -288,25 +278,25 @@ static void test_tokenizers(void) {
     CHECK(hpt_text_from_vocab(&t3, HPT_TOK_CHAR, dup, 3) == HPT_ERR_FORMAT, "repeated codepoint accepted");
 
     /* errors, each naming the file */
-    const char *pe = tmp_path("empty.txt");
+    const char *pe = test_tmp_path("empty.txt");
     write_bytes(pe, "", 0);
     t = (hpt_text *)&t;
     st = hpt_text_load(&t, pe, HPT_TOK_CHAR);
     CHECK(st == HPT_ERR_DATA && t == NULL && strstr(hpt_errmsg(), pe), "empty file: %d '%s'", st, hpt_errmsg());
     st = hpt_text_load(&t, pe, HPT_TOK_BYTE);
     CHECK(st == HPT_ERR_DATA, "empty file (byte): %d", st);
-    const char *pm = tmp_path("missing.txt");
+    const char *pm = test_tmp_path("missing.txt");
     st = hpt_text_load(&t, pm, HPT_TOK_CHAR);
     CHECK(st == HPT_ERR_IO && strstr(hpt_errmsg(), pm), "missing file: %d '%s'", st, hpt_errmsg());
     st = hpt_text_load(&t, pb, HPT_TOK_CHAR);  /* contains NUL */
     CHECK(st == HPT_ERR_DATA && strstr(hpt_errmsg(), "NUL"), "NUL with char tokenizer: %d '%s'", st, hpt_errmsg());
-    const char *p1 = tmp_path("one.txt");
+    const char *p1 = test_tmp_path("one.txt");
     write_bytes(p1, "aaaa", 4);
     st = hpt_text_load(&t, p1, HPT_TOK_CHAR);
     CHECK(st == HPT_ERR_DATA, "one distinct character accepted: %d", st);
     st = hpt_text_load(&t, pc, (hpt_tokenizer_kind)7);
     CHECK(st == HPT_ERR_ARG, "tokenizer kind 7 accepted: %d", st);
-    st = hpt_text_load(&t, g_dir, HPT_TOK_BYTE);
+    st = hpt_text_load(&t, test_tmpdir(), HPT_TOK_BYTE);
     CHECK(st == HPT_ERR_IO, "a directory as data: %d", st);
 }
 
@@ -321,7 +311,7 @@ static void test_windows(void) {
     char data[1000];
     for (int i = 0; i < 900; i++) data[i] = (char)('a' + i % 26);
     for (int i = 900; i < 1000; i++) data[i] = (char)('0' + i % 10);
-    const char *p = tmp_path("windows.txt");
+    const char *p = test_tmp_path("windows.txt");
     write_bytes(p, data, sizeof data);
     hpt_text *t = NULL;
     CHECK(hpt_text_load(&t, p, HPT_TOK_BYTE) == HPT_OK, "load: %s", hpt_errmsg());
@@ -435,7 +425,7 @@ static void round_trip(const char *data_path, hpt_tokenizer_kind kind, const cha
     size_t n;
     float *p = hpt_model_params(m, &n);
     for (size_t i = 0; i < n; i++) p[i] += 1e-3f * (float)(i % 13);  /* not just init values */
-    const char *path = tmp_path(name);
+    const char *path = test_tmp_path(name);
     CHECK(hpt_weights_save(path, m, tok) == HPT_OK, "save %s: %s", path, hpt_errmsg());
 
     hpt_model *m2 = NULL;
@@ -482,15 +472,15 @@ static void round_trip(const char *data_path, hpt_tokenizer_kind kind, const cha
 }
 
 static void test_weights(void) {
-    round_trip(tmp_path("utf8.txt"), HPT_TOK_CHAR, "char.bin");
-    round_trip(tmp_path("windows.txt"), HPT_TOK_BYTE, "byte.bin");
+    round_trip(test_tmp_path("utf8.txt"), HPT_TOK_CHAR, "char.bin");
+    round_trip(test_tmp_path("windows.txt"), HPT_TOK_BYTE, "byte.bin");
 
-    const char *good = tmp_path("char.bin");
+    const char *good = test_tmp_path("char.bin");
     size_t len;
     unsigned char *orig = read_bytes(good, &len);
     if (!orig) { CHECK(0, "cannot read %s", good); return; }
     unsigned char *buf = malloc(len + 64);
-    const char *bad = tmp_path("bad.bin");
+    const char *bad = test_tmp_path("bad.bin");
 
     /* a section of a later version is skipped: insert "XTRA" before END! */
     memcpy(buf, orig, len - 20);
@@ -574,7 +564,7 @@ static void test_weights(void) {
     /* missing file: an I/O error, not a format error */
     hpt_model *m = NULL;
     hpt_text *tok = NULL;
-    const char *missing = tmp_path("missing.bin");
+    const char *missing = test_tmp_path("missing.bin");
     hpt_status st = hpt_weights_load(missing, 1, 0, &m, &tok);
     CHECK(st == HPT_ERR_IO && strstr(hpt_errmsg(), missing), "missing model file: %d '%s'", st, hpt_errmsg());
     free(buf);
@@ -582,12 +572,6 @@ static void test_weights(void) {
 }
 
 /* ---------------------------------------------------------------- main */
-
-static void remove_tree(const char *dir) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (strncmp(dir, "/tmp/hpt_test_base.", 19) == 0 && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
 
 /* hpt_set_threads flushes denormals on the caller and on every OpenMP
  * worker: 1e-30 * 1e-10 is 1e-40 (a denormal) unless flushed to 0. NaN and
@@ -612,8 +596,7 @@ static void test_denormals(void) {
 
 int main(void) {
     test_denormals();
-    snprintf(g_dir, sizeof g_dir, "/tmp/hpt_test_base.XXXXXX");
-    if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
+    if (!test_tmpdir_make("hpt_test_base")) return 2;
     hpt_set_threads(1);
     printf("crc32\n");
     test_crc();
@@ -627,6 +610,6 @@ int main(void) {
     test_windows();
     printf("weights\n");
     test_weights();
-    remove_tree(g_dir);
+    test_tmpdir_remove();
     return TEST_REPORT("test_base");
 }

@@ -28,15 +28,6 @@ static float *randn(size_t n, float scale) {
     return p;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (e > m || e != e) m = e;
-    }
-    return m;
-}
-
 static double max_abs(const float *a, size_t n) {
     double m = 0.0;
     for (size_t i = 0; i < n; i++) if (fabs(a[i]) > m) m = fabs(a[i]);

@@ -68,15 +68,6 @@ static double dot_d(const float *a, const float *b, size_t n) {
     return s;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > m || d != d) m = d;
-    }
-    return m;
-}
-
 /* Objective L(ctx): runs the forward kernel on the current inputs. */
 typedef double (*objective_fn)(void *ctx);
 
@@ -412,6 +403,22 @@ static double ew_obj(void *p) {
     return dot_d(c->out, c->R, c->n);
 }
 
+/* The gradient checks of a unary elementwise backward (dinp, inp, dout, n)
+ * on c: finite differences through ew_obj, and accumulation. */
+typedef void (*unary_bwd_fn)(float *dinp, const float *inp, const float *dout, size_t n);
+static void check_unary_backward(const char *what, unary_bwd_fn backward, ew_ctx *c) {
+    const size_t n = c->n;
+    float *d0 = frand(n, 0, 1), *d = fcopy(d0, n);
+    backward(d, c->a, c->R, n);
+    fd_check(what, c->a, n, d, d0, ew_obj, c, 1e-2f, 1e-3, 1e-4);
+    float *d1 = falloc(n), *d2 = falloc(n);
+    backward(d1, c->a, c->R, n);
+    backward(d2, c->a, c->R, n);
+    backward(d2, c->a, c->R, n);
+    check_twice(what, d1, d2, n);
+    free(d0); free(d); free(d1); free(d2);
+}
+
 static void test_gelu(void) {
     const size_t n = 13;
     ew_ctx c = {.n = n, .kind = 0};
@@ -427,15 +434,8 @@ static void test_gelu(void) {
     }
     printf("  gelu_forward: max err vs double %.3g\n", ferr);
     CHECK(ferr <= 1e-6, "gelu_forward: max err %.3g vs double", ferr);
-    float *d0 = frand(n, 0, 1), *d = fcopy(d0, n);
-    gelu_backward(d, c.a, c.R, n);
-    fd_check("gelu dinp", c.a, n, d, d0, ew_obj, &c, 1e-2f, 1e-3, 1e-4);
-    float *d1 = falloc(n), *d2 = falloc(n);
-    gelu_backward(d1, c.a, c.R, n);
-    gelu_backward(d2, c.a, c.R, n);
-    gelu_backward(d2, c.a, c.R, n);
-    check_twice("gelu dinp", d1, d2, n);
-    free(c.a); free(c.R); free(c.out); free(d0); free(d); free(d1); free(d2);
+    check_unary_backward("gelu dinp", gelu_backward, &c);
+    free(c.a); free(c.R); free(c.out);
 }
 
 static void test_relu(void) {
@@ -453,15 +453,13 @@ static void test_relu(void) {
     int fok = 1;
     for (size_t i = 0; i < n; i++) fok &= c.out[i] == (c.a[i] > 0 ? c.a[i] : 0.0f);
     CHECK(fok, "relu_forward is not max(x, 0)");
-    float *d0 = frand(n, 0, 1), *d = fcopy(d0, n);
-    relu_backward(d, c.a, c.R, n);
-    fd_check("relu dinp", c.a, n, d, d0, ew_obj, &c, 1e-2f, 1e-3, 1e-4);
-    float *d1 = falloc(n), *d2 = falloc(n);
-    relu_backward(d1, c.a, c.R, n);
-    relu_backward(d2, c.a, c.R, n);
-    relu_backward(d2, c.a, c.R, n);
-    check_twice("relu dinp", d1, d2, n);
-    free(c.a); free(c.R); free(c.out); free(d0); free(d); free(d1); free(d2);
+    check_unary_backward("relu dinp", relu_backward, &c);
+    /* the classifiers' in-place form: d(out) becomes d(inp), masked by out */
+    float *want = falloc(n), *d = fcopy(c.R, n);
+    relu_backward(want, c.a, c.R, n);
+    relu_backward_inplace(d, c.out, n);
+    CHECK(!memcmp(d, want, n * sizeof(float)), "relu_backward_inplace differs from relu_backward");
+    free(c.a); free(c.R); free(c.out); free(want); free(d);
 }
 
 static void test_residual(void) {
@@ -788,6 +786,9 @@ static buf run_all_kernels(uint64_t seed) {
     gelu_backward(dx, x, y, n); put(&out, "gelu_backward dinp", dx, n);
     relu_forward(e, x, n); put(&out, "relu_forward out", e, n);
     relu_backward(dx, x, y, n); put(&out, "relu_backward dinp", dx, n);
+    float *dm = fcopy(y, n);
+    relu_backward_inplace(dm, e, n); put(&out, "relu_backward_inplace d", dm, n);
+    free(dm);
     residual_forward(e, x, y, n); put(&out, "residual_forward out", e, n);
     residual_backward(dx, dy, y, n); put(&out, "residual_backward da", dx, n); put(&out, "residual_backward db", dy, n);
     scale_inplace(dx, 0.37f, n); put(&out, "scale_inplace x", dx, n);
