@@ -361,24 +361,30 @@ static void model_determinism(init_fn init, const void *cfg, int n_in, int n_cls
     free(x); free(y);
 }
 
+/* model_grad_check on a random batch of B inputs of nin floats each and
+ * targets y; then frees the model (NULL: a failed init, already reported). */
+static void grad_check_random_batch(hpt_model *m, int B, size_t nin, const int *y, const char *label) {
+    if (!m) return;
+    float *x = randn((size_t)B * nin, 1.0f);
+    hpt_batch b = {.B = B, .T = 1, .x = x, .targets = y};
+    model_grad_check(m, &b, label);
+    hpt_model_free(m);
+    free(x);
+}
+
 static void mlp_checks(void) {
     /* tiny: gradient checks */
     hpt_mlp_config c = {.n_in = 12, .n_hidden = 2, .hidden = {7, 5}, .n_classes = 4};
     hpt_model *m = NULL;
     enum { B = 3 };
+    const int y[B] = {1, 3, 0};
     CHECK(hpt_mlp_init(&m, &c, B, 11) == HPT_OK, "mlp init: %s", hpt_errmsg());
-    float *x = randn(B * 12, 1.0f);
-    int y[B] = {1, 3, 0};
-    hpt_batch b = {.B = B, .T = 1, .x = x, .targets = y};
-    model_grad_check(m, &b, "mlp");
-    hpt_model_free(m);
+    grad_check_random_batch(m, B, 12, y, "mlp");
 
     hpt_mlp_config c0 = {.n_in = 12, .n_hidden = 0, .n_classes = 4};  /* softmax regression */
     CHECK(hpt_mlp_init(&m, &c0, B, 11) == HPT_OK, "mlp init: %s", hpt_errmsg());
-    model_grad_check(m, &b, "mlp0");
     CHECK(!strcmp(hpt_model_describe(m), "mlp 12-4 (B 3)"), "describe: '%s'", hpt_model_describe(m));
-    hpt_model_free(m);
-    free(x);
+    grad_check_random_batch(m, B, 12, y, "mlp0");
 
     hpt_mlp_config d;
     hpt_mlp_config_default(&d);
@@ -407,23 +413,13 @@ static void cnn_checks(void) {
     hpt_model *m = NULL;
     enum { B = 3 };
     CHECK(hpt_cnn_init(&m, &c, B, 5) == HPT_OK, "cnn init: %s", hpt_errmsg());
-    float *x = randn(B * 64, 1.0f);
-    int y[B] = {2, 0, 3};
-    hpt_batch b = {.B = B, .T = 1, .x = x, .targets = y};
-    model_grad_check(m, &b, "cnn");
-    hpt_model_free(m);
-    free(x);
+    grad_check_random_batch(m, B, 64, (const int[B]){2, 0, 3}, "cnn");
 
     /* two input channels, odd 9x7 input (pooling drops edges: 9x7 -> 4x3 -> 2x1) */
     hpt_cnn_config c2 = {.in_c = 2, .in_h = 9, .in_w = 7, .c1 = 3, .c2 = 4, .hidden = 6, .n_classes = 3};
     CHECK(hpt_cnn_init(&m, &c2, B, 6) == HPT_OK, "cnn init: %s", hpt_errmsg());
-    x = randn(B * 2 * 9 * 7, 1.0f);
-    int y2[B] = {2, 0, 1};
-    hpt_batch b2 = {.B = B, .T = 1, .x = x, .targets = y2};
-    model_grad_check(m, &b2, "cnn2");
     CHECK(!strcmp(hpt_model_describe(m), "cnn 2x9x7 c3-c4-h6-3 (B 3)"), "describe: '%s'", hpt_model_describe(m));
-    hpt_model_free(m);
-    free(x);
+    grad_check_random_batch(m, B, 2 * 9 * 7, (const int[B]){2, 0, 1}, "cnn2");
 
     hpt_cnn_config d;
     hpt_cnn_config_default(&d);
