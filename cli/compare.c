@@ -336,6 +336,9 @@ static run *do_run(compare *c, int arm, float lr, uint64_t seed) {
         /* a fresh run: no stale summary may be read back as its result */
         snprintf(path, sizeof path, "%s/summary.json", r->dir);
         unlink(path);
+        /* and it replaces whatever an earlier attempt left (not in the reuse key) */
+        a.v[a.n++] = "--overwrite";
+        a.v[a.n] = NULL;
     }
     if (hpt_mkdir_p(r->dir) != HPT_OK) die_status(HPT_ERR_IO);
     snprintf(path, sizeof path, "%s/compare-args.txt", r->dir);

@@ -137,6 +137,8 @@ static void usage(FILE *f) {
 "  --seed N               seed for init and data order                              [1337]\n"
 "  --threads N            OpenMP and OpenBLAS threads, 0 = all cores                [0]\n"
 "  --out DIR              output directory                                          [runs/latest]\n"
+"  --overwrite            replace a run already in --out (its logs, checkpoints, model);\n"
+"                         without it such a directory is refused (continue it with --resume)\n"
 "  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
 "  --rss-warn MIB         warn once when resident memory passes MIB                 [off]\n"
 "  --rss-limit MIB        past MIB resident, save an emergency checkpoint and stop  [off]\n"
@@ -277,6 +279,7 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
                   "(only --threads, equal to the stored count, and --log-interval can)", train_flag);
     hpt_trainer *tr;
     install_stop_handlers();
+    hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));
     hpt_status st = hpt_trainer_resume(&tr, dir, threads, on_log, NULL);
     if (st != HPT_OK) die_status(st);
     apply_memory_limits(tr);
@@ -355,6 +358,7 @@ static int cmd_train(int argc, char **argv) {
         else if (!strcmp(n, "--keep-last")) c.keep_last = (int)parse_int(n, flag_value(&a), 1, 1000);
         else if (!strcmp(n, "--ema")) c.ema_decay = parse_float(n, flag_value(&a));
         else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
+        else if (!strcmp(n, "--overwrite")) c.existing_run = HPT_RUNDIR_OVERWRITE;
         else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
         else if (!strcmp(n, "--rss-warn")) g_rss_warn_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
         else if (!strcmp(n, "--rss-limit")) g_rss_limit_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
@@ -402,6 +406,7 @@ static int cmd_train(int argc, char **argv) {
     if (st != HPT_OK) die_status(st);
     if (hybrid && (st = hpt_hybrid_config_check(&hc)) != HPT_OK) die_status(st);
     hpt_trainer *tr;
+    hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));  /* refused before allocating, if over */
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);
     apply_memory_limits(tr);

@@ -203,7 +203,8 @@ int cmd_plot(int argc, char **argv) {
     }
     if (!dir) die_usage("%s", "hpt plot needs a run directory: hpt plot DIR");
     hpt_status st = cli_plot_run(dir);
-    if (st != HPT_OK) die_status(st);
+    /* the directory was named correctly: what fails is its content, not the usage */
+    if (st != HPT_OK) die_status(st == HPT_ERR_ARG ? HPT_ERR_DATA : st);
     fprintf(stderr, "plot: %s/loss.{svg,png}\n", dir);
     return 0;
 }

@@ -208,6 +208,9 @@ int hpt_text_decode(const hpt_text *t, int id, char *buf);
 
 /* ---------------------------------------------------------------- training */
 
+/* What a new run does with a run already in its output directory. */
+typedef enum hpt_rundir_mode { HPT_RUNDIR_REFUSE = 0, HPT_RUNDIR_OVERWRITE = 1, HPT_RUNDIR_CONTINUE = 2 } hpt_rundir_mode;
+
 typedef struct hpt_train_config {
     /* task: "text" (GPT-2 on a text file) or "fashion-mnist" (an image
      * classifier); model: "gpt2" for text, "mlp" or "cnn" for images */
@@ -235,6 +238,11 @@ typedef struct hpt_train_config {
      * them: the cheap control that often explains away "prediction" gains.
      * Its update counts on the training clock. 0: off. */
     float ema_decay;
+    /* a run already in out_dir: refused (HPT_RUNDIR_REFUSE, the default),
+     * replaced once every check of the new run passed (OVERWRITE, hpt train
+     * --overwrite), or continued (CONTINUE: hpt_trainer_resume's own). Not
+     * stored in checkpoints. */
+    hpt_rundir_mode existing_run;
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
@@ -387,6 +395,11 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_t
 uint32_t hpt_crc32(uint32_t crc, const void *buf, size_t n);
 size_t hpt_rss_bytes(void);        /* resident set size now */
 size_t hpt_peak_rss_bytes(void);   /* high-water mark of the RSS */
+/* The most a model and its training state may plan to allocate, in bytes
+ * (hpt train's --rss-limit); 0: none. Models, trainers and loaders compute
+ * their arenas' sizes before allocating and refuse (HPT_ERR_NOMEM, with the
+ * figures) a plan above it or above the machine's available memory. */
+void hpt_set_memory_ceiling(size_t bytes);
 double hpt_now(void);              /* monotonic seconds */
 
 #ifdef __cplusplus

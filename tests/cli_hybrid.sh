@@ -25,7 +25,7 @@ $HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --confidence-t
 for pred in stale-adam shrink; do
 $HPT train $small --max-iters 200 --eval-interval 100 --mode hybrid --warmup-steps 20 --full-steps 5 \
     --min-predict-steps 2 --max-predict-steps 6 --correct-steps 2 --confidence-threshold 0 \
-    --predictor $pred --out "$tmp/hyb" >"$tmp/hyb.log" 2>&1 || fail "hybrid run ($pred): $(tail -2 "$tmp/hyb.log")"
+    --predictor $pred --overwrite --out "$tmp/hyb" >"$tmp/hyb.log" 2>&1 || fail "hybrid run ($pred): $(tail -2 "$tmp/hyb.log")"
 python3 - "$tmp/hyb" <<'PY' || fail "hybrid accounting ($pred)"
 import json, sys
 d = sys.argv[1]

@@ -428,6 +428,11 @@ static void conf_count_matches(hpt_model *m, const char *what) {
     size_t n = 0;
     CHECK(m && hpt_model_conf_params(m->conf, m->nconf, &n) == HPT_OK && n == m->nparams,
           "%s: conf says %zu parameters, the table has %zu", what, n, m ? m->nparams : 0);
+    /* and hpt_model_conf_bytes (the memory check) with its activation table */
+    size_t pb = 0, ab = 0;
+    CHECK(m && hpt_model_conf_bytes(m->conf, m->nconf, m->max_B, m->max_T, &pb, &ab) &&
+          pb == m->nparams * sizeof(float) && ab == m->act_bytes,
+          "%s: conf_bytes says %zu activation bytes, init allocated %zu", what, ab, m ? m->act_bytes : 0);
     hpt_model_free(m);
 }
 

@@ -221,6 +221,56 @@ size_t hpt_rss_bytes(void) {
     return ok ? (size_t)rss * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
+/* The kernel's estimate of what can be allocated without swapping
+ * (MemAvailable), lowered to what the cgroup (a container's limit) has left
+ * where one is set. 0: unknown. */
+size_t hpt_mem_available(void) {
+    size_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) { avail = (size_t)kb * 1024; break; }
+        fclose(f);
+    }
+    unsigned long long max = 0, cur = 0;
+    f = fopen("/sys/fs/cgroup/memory.max", "r");  /* "max" (no limit) does not scan */
+    int have_max = f && fscanf(f, "%llu", &max) == 1;
+    if (f) fclose(f);
+    f = have_max ? fopen("/sys/fs/cgroup/memory.current", "r") : NULL;
+    if (f && fscanf(f, "%llu", &cur) == 1 && cur <= max && (!avail || max - cur < avail)) avail = (size_t)(max - cur);
+    if (f) fclose(f);
+    return avail;
+}
+
+static size_t g_mem_ceiling;
+void hpt_set_memory_ceiling(size_t bytes) { g_mem_ceiling = bytes; }
+
+void hpt_fmt_bytes(char *buf, size_t n, size_t bytes) {
+    double b = (double)bytes;
+    if (b >= 1073741824.0) snprintf(buf, n, "%.1f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else snprintf(buf, n, "%.1f KiB", b / 1024.0);
+}
+
+hpt_status hpt_mem_check(const char *what, size_t need, const char *detail) {
+    char nb[32], lb[32];
+    hpt_fmt_bytes(nb, sizeof nb, need);
+    if (g_mem_ceiling && need > g_mem_ceiling) {
+        hpt_fmt_bytes(lb, sizeof lb, g_mem_ceiling);
+        return hpt_fail(HPT_ERR_NOMEM, "%s needs %s (%s), more than --rss-limit %s allows; nothing was allocated",
+                        what, nb, detail, lb);
+    }
+    size_t avail = hpt_mem_available();
+    if (avail && need > avail) {
+        hpt_fmt_bytes(lb, sizeof lb, avail);
+        return hpt_fail(HPT_ERR_NOMEM, "%s needs %s (%s) but only %s is available on this machine "
+                        "(MemAvailable); nothing was allocated: choose a smaller model or batch", what, nb, detail, lb);
+    }
+    return HPT_OK;
+}
+
 size_t hpt_peak_rss_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;

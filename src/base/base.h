@@ -53,6 +53,9 @@ uint64_t hpt_rng_below(hpt_rng *r, uint64_t n); /* [0, n), n > 0 */
 
 /* Reads a whole file. *out is malloc'd with one extra NUL byte. */
 hpt_status hpt_read_file(const char *path, unsigned char **out, size_t *len);
+/* Opens a regular file read-only (fd and length out); a FIFO, device or
+ * directory is refused at once instead of blocking in open or read. */
+hpt_status hpt_open_regular(const char *path, int *fd, size_t *size);
 
 /* Atomic save (redis rdbSave): write to PATH.tmp.<pid>, fflush, fsync, rename
  * over PATH, fsync the directory. A crash leaves either the old or the new
@@ -60,12 +63,22 @@ hpt_status hpt_read_file(const char *path, unsigned char **out, size_t *len);
 typedef hpt_status (*hpt_write_fn)(FILE *f, void *ctx);
 hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx);
 hpt_status hpt_mkdir_p(const char *path);
+/* PATH made absolute (realpath: symlinks resolved), so that a path stored in
+ * a checkpoint means the same file from any working directory; PATH as given
+ * where it does not resolve (or is empty), so errors name what was typed. */
+void hpt_abs_path(char *dst, size_t n, const char *path);
 /* Advisory lock on a run directory (flock on DIR/.hpt.lock, holding our pid),
  * so two trainers never write the same checkpoints and logs. Fails with a
  * message naming the holder's pid. The kernel drops the lock when the process
  * dies, even by SIGKILL, so a killed run can be resumed at once. */
 hpt_status hpt_dir_lock(const char *dir, int *fd);
 void hpt_dir_unlock(int fd);   /* fd < 0: no-op */
+/* Fails like hpt_dir_lock when another process holds DIR's lock; creates
+ * nothing and holds nothing after it returns (a read-only check). */
+hpt_status hpt_dir_lock_probe(const char *dir);
+/* Unlocks and removes DIR/.hpt.lock: for a command that took the lock on a
+ * directory that turned out to hold no run, so that it leaves nothing behind. */
+void hpt_dir_unlock_discard(const char *dir, int fd);
 
 /* Little-endian fixed-width writer that keeps a running CRC-32 of what it
  * wrote and a sticky error flag (check once, at the end). The library only
@@ -84,6 +97,16 @@ int hpt_cur_u64(hpt_cursor *c, uint64_t *v);
 int hpt_cur_bytes(hpt_cursor *c, void *dst, size_t n);
 
 /* --------------------------------------------------------------- system */
+
+/* Memory that can still be allocated: MemAvailable from /proc/meminfo,
+ * lowered to the cgroup's remaining limit where one is set; 0: unknown. */
+size_t hpt_mem_available(void);
+/* Refuses (HPT_ERR_NOMEM) a plan to allocate `need` bytes that exceeds the
+ * memory available or the ceiling (hpt_set_memory_ceiling), with a message
+ * giving what (e.g. "training"), the figures and detail (the breakdown). */
+hpt_status hpt_mem_check(const char *what, size_t need, const char *detail);
+/* "12.3 MiB": bytes in KiB, MiB or GiB for messages. */
+void hpt_fmt_bytes(char *buf, size_t n, size_t bytes);
 
 /* Sets OpenMP and OpenBLAS threads together (see hpt_set_threads). */
 int hpt_omp_max_threads(void);

@@ -29,24 +29,49 @@ uint32_t hpt_crc32(uint32_t crc, const void *buf, size_t n) {
 
 /* --------------------------------------------------------------- reading */
 
+/* Opens PATH for reading, refusing anything but a regular file before a
+ * read can block: open(2) of a FIFO waits for a writer unless O_NONBLOCK
+ * (which returns at once), and a FIFO, device or directory has no length to
+ * read. Blocking mode is restored for the reads that follow. */
+hpt_status hpt_open_regular(const char *path, int *fd_out, size_t *size) {
+    *fd_out = -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return hpt_fail(HPT_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return hpt_fail(HPT_ERR_IO, "'%s' is not a regular file (it is a %s): hpt reads only regular files", path,
+                        S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISDIR(sb.st_mode) ? "directory" :
+                        S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : S_ISSOCK(sb.st_mode) ? "socket" : "special file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (size) *size = (size_t)sb.st_size;
+    *fd_out = fd;
+    return HPT_OK;
+}
+
 hpt_status hpt_read_file(const char *path, unsigned char **out, size_t *len) {
     *out = NULL; *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return hpt_fail(HPT_ERR_IO, "'%s' is not a regular file", path);
-    }
-    size_t n = (size_t)sb.st_size;
+    int fd;
+    size_t n;
+    HPT_TRY(hpt_open_regular(path, &fd, &n));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { int e = errno; close(fd); return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", path, strerror(e)); }
     unsigned char *buf = malloc(n + 1);
     if (!buf) { fclose(f); return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu bytes for '%s'", n, path); }
     size_t got = fread(buf, 1, n, f);
-    int err = ferror(f);
+    int err = ferror(f) ? errno : 0;
     fclose(f);
     if (got != n || err) {
         free(buf);
-        return hpt_fail(HPT_ERR_IO, "short read on '%s' (%zu of %zu bytes)", path, got, n);
+        return hpt_fail(HPT_ERR_IO, "short read on '%s' (%zu of %zu bytes)%s%s", path, got, n,
+                        err ? ": " : "", err ? strerror(err) : "");
     }
     buf[n] = 0;
     *out = buf; *len = n;
@@ -99,23 +124,45 @@ static void fsync_dir_of(const char *path) {
     if (fd >= 0) { fsync(fd); close(fd); }
 }
 
+void hpt_abs_path(char *dst, size_t n, const char *path) {
+    char *abs = *path ? realpath(path, NULL) : NULL;
+    snprintf(dst, n, "%s", abs && strlen(abs) < n ? abs : path);
+    free(abs);
+}
+
+/* Every message of a failed save names the file being saved (PATH, not
+ * only its temporary twin): "No space left on device" alone does not say
+ * which of a run's files was lost. */
 hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    if (!f) return hpt_fail(HPT_ERR_IO, "cannot save '%s': cannot create '%s': %s", path, tmp, strerror(errno));
     hpt_status st = fn(f, ctx);
+    if (st != HPT_OK && !strstr(hpt_errmsg(), path)) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", hpt_errmsg());
+        st = hpt_fail(st, "cannot save '%s': %s", path, why);
+    }
     if (st == HPT_OK && fflush(f) != 0)
-        st = hpt_fail(HPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        st = hpt_fail(HPT_ERR_IO, "cannot save '%s': writing '%s': %s", path, tmp, strerror(errno));
     if (st == HPT_OK && fsync(fileno(f)) != 0)
-        st = hpt_fail(HPT_ERR_IO, "cannot fsync '%s': %s", tmp, strerror(errno));
+        st = hpt_fail(HPT_ERR_IO, "cannot save '%s': fsync of '%s': %s", path, tmp, strerror(errno));
     if (fclose(f) != 0 && st == HPT_OK)
-        st = hpt_fail(HPT_ERR_IO, "cannot close '%s': %s", tmp, strerror(errno));
+        st = hpt_fail(HPT_ERR_IO, "cannot save '%s': closing '%s': %s", path, tmp, strerror(errno));
     if (st == HPT_OK && rename(tmp, path) != 0)
-        st = hpt_fail(HPT_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        st = hpt_fail(HPT_ERR_IO, "cannot save '%s': renaming '%s' over it: %s", path, tmp, strerror(errno));
     if (st != HPT_OK) { unlink(tmp); return st; }
     fsync_dir_of(path);  /* make the rename itself durable */
     return HPT_OK;
+}
+
+static hpt_status in_use(const char *dir, int fd) {
+    char pid[32] = {0};
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    if (n > 0 && pid[n - 1] == '\n') pid[n - 1] = 0;
+    return hpt_fail(HPT_ERR_IO, "run directory '%s' is in use by another hpt (pid %s): wait for it to "
+                    "finish, stop it, or choose another --out", dir, n > 0 ? pid : "unknown");
 }
 
 hpt_status hpt_dir_lock(const char *dir, int *fd_out) {
@@ -125,12 +172,9 @@ hpt_status hpt_dir_lock(const char *dir, int *fd_out) {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = {0};
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        if (n > 0 && pid[n - 1] == '\n') pid[n - 1] = 0;
+        hpt_status st = in_use(dir, fd);
         close(fd);
-        return hpt_fail(HPT_ERR_IO, "run directory '%s' is in use by another hpt (pid %s): wait for it to "
-                        "finish, stop it, or choose another --out", dir, n > 0 ? pid : "unknown");
+        return st;
     }
     char buf[32];
     int len = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
@@ -142,6 +186,24 @@ hpt_status hpt_dir_lock(const char *dir, int *fd_out) {
     return HPT_OK;
 }
 
+hpt_status hpt_dir_lock_probe(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.hpt.lock", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return HPT_OK;  /* never locked */
+    hpt_status st = flock(fd, LOCK_EX | LOCK_NB) != 0 ? in_use(dir, fd) : HPT_OK;
+    close(fd);  /* releases the probe's lock, if it got one */
+    return st;
+}
+
 void hpt_dir_unlock(int fd) {
     if (fd >= 0) close(fd);  /* closing the descriptor releases the flock */
+}
+
+void hpt_dir_unlock_discard(const char *dir, int fd) {
+    if (fd < 0) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.hpt.lock", dir);
+    unlink(path);  /* while still held: no other hpt can be between its open and its flock of it */
+    close(fd);
 }

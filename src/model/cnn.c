@@ -216,3 +216,18 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
     *out = m;
     return HPT_OK;
 }
+
+/* The activation arena's length in floats, from the same table (CNN_ACTS)
+ * and slice rounding as hpt_cnn_init, without allocating (see
+ * hpt_model_check_memory). Valid for configs within init's limits. */
+size_t hpt_cnn_act_floats(const hpt_cnn_config *cfg, int B) {
+    const size_t C0 = (size_t)cfg->in_c, c1 = (size_t)cfg->c1, c2 = (size_t)cfg->c2;
+    const size_t HD = (size_t)cfg->hidden, K = (size_t)cfg->n_classes;
+    const size_t H1 = (size_t)cfg->in_h / 2, W1 = (size_t)cfg->in_w / 2;
+    const size_t S0 = (size_t)cfg->in_h * cfg->in_w, S1 = H1 * W1, F = c2 * (H1 / 2) * (W1 / 2);
+    size_t total = 0;
+#define X(name, size) total += ((size) + 15) / 16 * 16;
+    CNN_ACTS(X)
+#undef X
+    return total;
+}

@@ -279,3 +279,17 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
     *out = m;
     return HPT_OK;
 }
+
+/* The activation arena's length in floats, from the same table (GPT2_ACTS)
+ * and slice rounding as hpt_gpt2_init, without allocating: the memory check
+ * (hpt_model_check_memory) sizes a model with it before building one. Valid
+ * for configs within init's limits. */
+size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T) {
+    const size_t L = (size_t)cfg->n_layer, NH = (size_t)cfg->n_head, C = (size_t)cfg->n_embd;
+    const size_t Vp = (size_t)hpt_gpt2_padded_vocab(cfg->vocab_size);
+    size_t total = 0;
+#define X(name, size) total += ((size) + 15) / 16 * 16;
+    GPT2_ACTS(X)
+#undef X
+    return total;
+}

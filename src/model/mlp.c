@@ -189,3 +189,19 @@ hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint6
     *out = m;
     return HPT_OK;
 }
+
+/* The activation arena's length in floats, from the same table (MLP_ACTS)
+ * and slice rounding as hpt_mlp_init, without allocating (see
+ * hpt_model_check_memory). Valid for configs within init's limits. */
+size_t hpt_mlp_act_floats(const hpt_mlp_config *cfg, int B) {
+    const size_t NI = (size_t)cfg->n_in, K = (size_t)cfg->n_classes;
+    size_t SH = 0, MH = 0, total = 0;
+    for (int l = 0; l < cfg->n_hidden && l < HPT_MLP_MAX_HIDDEN; l++) {
+        SH += (size_t)cfg->hidden[l];
+        if ((size_t)cfg->hidden[l] > MH) MH = (size_t)cfg->hidden[l];
+    }
+#define X(name, size) total += ((size) + 15) / 16 * 16;
+    MLP_ACTS(X)
+#undef X
+    return total;
+}

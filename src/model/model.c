@@ -86,6 +86,9 @@ size_t hpt_model_backward_calls(const hpt_model *m) { return m->backward_calls; 
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T) {
     *out = NULL;
     if (nconf < 1) return hpt_fail(HPT_ERR_FORMAT, "empty model config");
+    /* a file's config may ask for more than the machine has (a forged one,
+     * or one from a bigger machine): refuse before allocating */
+    HPT_TRY(hpt_model_check_memory(conf, nconf, B, T, NULL, 0));
     switch (conf[0]) {
     case HPT_FAMILY_GPT2: {
         if (nconf < 6) return hpt_fail(HPT_ERR_FORMAT, "short GPT-2 config");
@@ -159,4 +162,63 @@ hpt_status hpt_model_conf_params(const uint32_t *conf, int nconf, size_t *out) {
     if (n > 1e11) return hpt_fail(HPT_ERR_FORMAT, "model config describes %.3g parameters", n);
     *out = (size_t)n;
     return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *param_bytes, size_t *act_bytes) {
+    size_t n, acts = 0;
+    *param_bytes = *act_bytes = 0;
+    if (hpt_model_conf_params(conf, nconf, &n) != HPT_OK || B < 1) return 0;
+    /* outside a family's init limits the products below could overflow, and
+     * its init refuses the config anyway (with its own message) */
+    switch (conf[0]) {
+    case HPT_FAMILY_GPT2: {
+        hpt_gpt2_config c = {.vocab_size = (int)conf[1], .block_size = (int)conf[2], .n_layer = (int)conf[3],
+                             .n_head = (int)conf[4], .n_embd = (int)conf[5]};
+        if (T <= 0) T = c.block_size;
+        if (c.block_size < 1 || c.block_size > 8192 || c.n_layer < 1 || c.n_layer > 256 || c.n_head < 1 ||
+            c.n_embd < 1 || c.n_embd > 16384 || c.n_head > c.n_embd || B > 65536 || T > c.block_size)
+            return 0;
+        acts = hpt_gpt2_act_floats(&c, B, T);
+        break;
+    }
+    case HPT_FAMILY_MLP: {
+        hpt_mlp_config c = {.n_in = (int)conf[1], .n_classes = (int)conf[2], .n_hidden = (int)conf[3]};
+        for (int i = 0; i < HPT_MLP_MAX_HIDDEN; i++) c.hidden[i] = (int)conf[4 + i];
+        if (B > (1 << 20)) return 0;
+        acts = hpt_mlp_act_floats(&c, B);
+        break;
+    }
+    case HPT_FAMILY_CNN: {
+        hpt_cnn_config c = {.in_c = (int)conf[1], .in_h = (int)conf[2], .in_w = (int)conf[3], .c1 = (int)conf[4],
+                            .c2 = (int)conf[5], .hidden = (int)conf[6], .n_classes = (int)conf[7]};
+        if (c.in_c > 64 || c.in_h > 1024 || c.in_w > 1024 || c.c1 > 4096 || c.c2 > 4096 || B > (1 << 20)) return 0;
+        acts = hpt_cnn_act_floats(&c, B);
+        break;
+    }
+    default:
+        return 0;
+    }
+    *param_bytes = n * sizeof(float);
+    *act_bytes = acts * sizeof(float);
+    return 1;
+}
+
+hpt_status hpt_model_check_memory(const uint32_t *conf, int nconf, int B, int T, const char *extra_name,
+                                  size_t extra_bytes) {
+    size_t pb, ab;
+    if (!hpt_model_conf_bytes(conf, nconf, B, T, &pb, &ab)) return HPT_OK;  /* init refuses it */
+    char detail[256], pbs[32], abs_[32], ebs[32];
+    hpt_fmt_bytes(pbs, sizeof pbs, pb);
+    hpt_fmt_bytes(abs_, sizeof abs_, ab);
+    int k = snprintf(detail, sizeof detail, "parameters %s, gradients %s, activations %s", pbs, pbs, abs_);
+    if (extra_name) {
+        hpt_fmt_bytes(ebs, sizeof ebs, extra_bytes);
+        snprintf(detail + k, sizeof detail - (size_t)k, ", %s %s", extra_name, ebs);
+    }
+    /* saturating: a sum past SIZE_MAX is "too much" all the same */
+    size_t need = 2 * pb + ab;
+    need = need + extra_bytes < need ? SIZE_MAX : need + extra_bytes;
+    return hpt_mem_check(extra_name ? "training" : "the model", need, detail);
 }

@@ -57,6 +57,24 @@ hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, in
 /* Model families, the first word of conf. */
 enum { HPT_FAMILY_GPT2 = 1, HPT_FAMILY_MLP = 2, HPT_FAMILY_CNN = 3 };
 
+/* Each family's activation arena in floats, computed from its own size table
+ * without allocating (for hpt_model_check_memory; configs within the
+ * family's init limits). */
+size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T);
+size_t hpt_mlp_act_floats(const hpt_mlp_config *cfg, int B);
+size_t hpt_cnn_act_floats(const hpt_cnn_config *cfg, int B);
+
+/* The bytes a model of this config needs at batch B x T (T <= 0: its
+ * block size): parameters (as many again for gradients) and activations,
+ * from the family's size tables, without allocating. Returns 0 (and leaves
+ * the sizes 0) for a config the family's init would refuse. */
+int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *param_bytes, size_t *act_bytes);
+/* Refuses (HPT_ERR_NOMEM, with the figures) a model whose arenas, plus
+ * extra_bytes named extra_name (a trainer's AdamW state; NULL: none), exceed
+ * the memory available (hpt_mem_check). Called before anything is allocated. */
+hpt_status hpt_model_check_memory(const uint32_t *conf, int nconf, int B, int T, const char *extra_name,
+                                  size_t extra_bytes);
+
 /* Pointer to tensor i inside an arena (params or grads). */
 static inline float *hpt_tensor_ptr(float *arena, const hpt_model *m, int i) {
     return arena + m->tensors[i].offset;

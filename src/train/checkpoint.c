@@ -370,7 +370,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     }
     if (ns == 0) {
         free(steps);
-        hpt_dir_unlock(lock_fd);
+        hpt_dir_unlock_discard(dir, lock_fd);  /* no run here: leave no .hpt.lock behind */
         return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s' (train with --save-interval N, or stop a run with "
                         "Ctrl-C / SIGTERM, to write them)", cdir);
     }
@@ -407,6 +407,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
                       "thread count (or without --threads)", threads, c.threads);
     if (st == HPT_OK) {
         c.out_dir = dir;  /* the directory named on the command line, wherever it was first written */
+        c.existing_run = HPT_RUNDIR_CONTINUE;
         st = hpt_trainer_init(&tr, &c);
         if (st == HPT_OK) { tr->resume_mode = mode; tr->lock_fd = lock_fd; lock_fd = -1; }
     }

@@ -9,11 +9,13 @@
  * the cursor is (position in the epoch, RNG state) and the permutation is
  * rebuilt from the RNG, so it can be saved and restored exactly.
  */
+#include "preflight.h"
 #include "task.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -46,7 +48,11 @@ static uint32_t be32(const unsigned char *p) {
  * allocate gigabytes (found by bench/fuzz.sh's fuzz_idx). */
 static hpt_status idx_open(const char *path, int ndim, uint32_t dims[3], gzFile *out) {
     *out = NULL;
-    gzFile f = gzopen(path, "rb");
+    int fd;  /* a FIFO or device is refused before gzopen could block on it */
+    hpt_status ost = hpt_open_regular(path, &fd, NULL);
+    if (ost != HPT_OK && access(path, F_OK) == 0) return ost;  /* there, but not a readable regular file */
+    gzFile f = ost == HPT_OK ? gzdopen(fd, "rb") : NULL;
+    if (!f && ost == HPT_OK) close(fd);
     if (!f) return hpt_fail(HPT_ERR_IO, "cannot open '%s' (install Debian's dataset-fashion-mnist, "
                             "or point --data at a directory with the four IDX .gz files)", path);
     unsigned char hdr[16];
@@ -213,10 +219,16 @@ static hpt_status build_model(hpt_model **m, const hpt_train_config *c) {
     if (!strcmp(c->model, "mlp")) {
         hpt_mlp_config mc;
         hpt_mlp_config_default(&mc);
+        const uint32_t conf[8] = {HPT_FAMILY_MLP, (uint32_t)mc.n_in, (uint32_t)mc.n_classes, (uint32_t)mc.n_hidden,
+                                  (uint32_t)mc.hidden[0], (uint32_t)mc.hidden[1], (uint32_t)mc.hidden[2], (uint32_t)mc.hidden[3]};
+        HPT_TRY(hpt_train_check_memory(c, conf, 8, c->batch_size, 1));  /* before allocating the arenas */
         return hpt_mlp_init(m, &mc, c->batch_size, c->seed);
     }
     hpt_cnn_config cc;
     hpt_cnn_config_default(&cc);
+    const uint32_t conf[8] = {HPT_FAMILY_CNN, (uint32_t)cc.in_c, (uint32_t)cc.in_h, (uint32_t)cc.in_w, (uint32_t)cc.c1,
+                              (uint32_t)cc.c2, (uint32_t)cc.hidden, (uint32_t)cc.n_classes};
+    HPT_TRY(hpt_train_check_memory(c, conf, 8, c->batch_size, 1));
     return hpt_cnn_init(m, &cc, c->batch_size, c->seed);
 }
 

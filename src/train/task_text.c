@@ -3,6 +3,7 @@
  * training windows from a seeded RNG (the data cursor is its one u64 state),
  * and fixed validation windows.
  */
+#include "preflight.h"
 #include "task.h"
 
 #include <stdio.h>
@@ -96,7 +97,10 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
 
     hpt_gpt2_config mc = {.vocab_size = hpt_text_vocab_size(tt->text), .block_size = T,
                           .n_layer = c->n_layer, .n_head = c->n_head, .n_embd = c->n_embd};
-    st = hpt_gpt2_init(&t->model, &mc, B, T, c->seed);
+    const uint32_t conf[6] = {HPT_FAMILY_GPT2, (uint32_t)mc.vocab_size, (uint32_t)T, (uint32_t)c->n_layer,
+                              (uint32_t)c->n_head, (uint32_t)c->n_embd};
+    st = hpt_train_check_memory(c, conf, 6, B, T);  /* before allocating the arenas */
+    if (st == HPT_OK) st = hpt_gpt2_init(&t->model, &mc, B, T, c->seed);
     if (st != HPT_OK) { text_free(t); return st; }
 
     t->name = "text";

@@ -12,6 +12,7 @@
  */
 #include "../kernels/kernels.h"
 #include "../model/model.h"
+#include "preflight.h"
 #include "trainer_impl.h"
 
 #include <errno.h>
@@ -131,11 +132,12 @@ void hpt_request_stop(void) { stop_requested = 1; }
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     *out = NULL;
     HPT_TRY(hpt_train_config_check(c));
+    HPT_TRY(hpt_rundir_check(c->out_dir, c->existing_run));  /* preflight.c */
     hpt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     tr->lock_fd = -1;
     tr->cfg = *c;
-    snprintf(tr->data_path, sizeof tr->data_path, "%s", c->data_path ? c->data_path : "");
+    hpt_abs_path(tr->data_path, sizeof tr->data_path, c->data_path ? c->data_path : "");  /* resumable from any cwd */
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
     snprintf(tr->task_name, sizeof tr->task_name, "%s", c->task);
     snprintf(tr->model_name, sizeof tr->model_name, "%s", c->model);
@@ -176,6 +178,8 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->final_acc = NAN;
     tr->metrics_bytes = -1;
     tr->next_eval = tr->cfg.eval_interval > 0 ? tr->cfg.eval_interval : tr->cfg.max_iters;
+    /* every check passed: only now may --overwrite remove the old run */
+    if ((st = hpt_rundir_prepare(tr->cfg.out_dir, c->existing_run, &tr->lock_fd)) != HPT_OK) { hpt_trainer_free(tr); return st; }
     *out = tr;
     return HPT_OK;
 }
