@@ -51,7 +51,7 @@ assert any(t["phase"] == "predict" for t in trans)
 # the loss plot shades the Predict phases
 import xml.dom.minidom
 svg = xml.dom.minidom.parse(f"{d}/loss.svg")
-assert any(t.firstChild and t.firstChild.data == "hybrid Predict phases" for t in svg.getElementsByTagName("text")), "no Predict band in loss.svg"
+assert "legend: hybrid Predict phases" in svg.getElementsByTagName("desc")[0].firstChild.data.splitlines(), "no Predict band in loss.svg"
 pt = sum(s["phase_time_s"].values())
 assert abs(s["train_s"] - pt) <= 0.01 * s["train_s"] + 1e-3, (s["train_s"], s["phase_time_s"])
 # the controller's own time on real steps is part of that clock, not all of it

@@ -138,8 +138,8 @@ if python3 - "$tmp/run1" <<'EOF'
 import sys, os, xml.dom.minidom
 d = sys.argv[1]
 svg = xml.dom.minidom.parse(d + "/loss.svg")
-text = " ".join(t.firstChild.data for t in svg.getElementsByTagName("text") if t.firstChild)
-ok = "train loss (smoothed)" in text and "val loss" in text
+text = svg.getElementsByTagName("desc")[0].firstChild.data.splitlines()   # the legend, as text
+ok = "legend: train loss (smoothed)" in text and "legend: val loss" in text
 ok = ok and open(d + "/loss.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 ok = ok and not os.path.exists(d + "/accuracy.svg")   # text tasks have no accuracy
 sys.exit(0 if ok else 1)

@@ -1,37 +1,37 @@
 /*
- * plot.c — the line charts of plot.h: one layout, two writers.
+ * plot.c — the line charts of plot.h, drawn with cairo.
  *
- * Design. layout_compute() turns an hpt_plot into pixel geometry once: data
- * ranges, ticks and their labels, the margins those labels need, the plot
- * rectangle and the legend box. The SVG writer and the PNG rasteriser both
- * draw from that layout, so the two files agree to the pixel except for the
- * fonts. Series go through one walker (walk_series) that maps points to
- * pixels, breaks lines at NaN/Inf gaps and clips segments to the plot
- * rectangle, emitting runs: BEGIN, POINT..., END. A run of one point (BEGIN
- * then END) is a lone point and is drawn as a dot. An SVG run is one
- * <polyline>; a PNG run is a chain of anti-aliased segments.
+ * Design. layout_compute() turns an hpt_plot into geometry once: data
+ * ranges, ticks and their labels, the margins those labels need (measured
+ * in the real font), the plot rectangle and the legend box, put in the
+ * corner of the plot where it hides the least data. draw_chart() then paints
+ * that layout on a cairo context, and hpt_plot_write runs it twice: on an
+ * SVG surface and on an RGB image surface saved as PNG, so the two files are
+ * the same figure.
  *
- * Coordinates are pixels, origin top left, y down. Pixel (i, j) covers
- * [i, i+1) x [j, j+1) and the rasteriser samples coverage at its centre, so
- * a 1 px rule on column i in the PNG is the SVG line at x = i + 0.5.
+ * Text. DejaVu Sans through cairo's toy font API, with hinted metrics off so
+ * that text measures the same on both surfaces (cairo's SVG surface turns
+ * them off anyway). Labels are made valid UTF-8 first: cairo refuses a
+ * malformed string and would put the whole drawing into an error state.
  *
- * PNG. The canvas is the PNG scanline buffer itself, (H, 1 + 3W) bytes with
- * each row's filter byte (type 0, none) in front, so encoding is a single
- * compress2 call. Lines are drawn as coverage (distance from the pixel
- * centre to the segment, minus the half width), accumulated with max() over
- * a whole series and composited once, so polyline joints and overlapping
- * round caps do not darken.
+ * SVG metadata. Cairo writes text as glyph outlines, not <text>, so the SVG
+ * also gets a <title> (the chart title) and a <desc> that lists the axes and
+ * the legend entries one per line ("legend: val loss"): a reader, a screen
+ * reader or a test can find what the chart shows without OCR.
  *
- * No state outside the arguments: the palette and the font are const tables.
+ * Coordinates are pixels, origin top left, y down. Rules (grid, ticks,
+ * frame) sit on pixel centres (n + 0.5) so that 1 px lines are crisp in the
+ * PNG; curves are anti-aliased by cairo.
  */
 #include "plot.h"
 #include "../base/base.h"
 
+#include <cairo.h>
+#include <cairo-svg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 /* ------------------------------------------------------------ style */
 
@@ -59,20 +59,36 @@ static const uint32_t palette[HPT_PLOT_MAX_SERIES] = {
 #define COL_GRID   0xE3E3E3u
 #define COL_HLINE  0x444444u
 #define COL_LEGEND 0xBBBBBBu   /* legend border */
-#define BAND_ALPHA 18          /* bands: black at 18/255 (7%) over what is below */
-#define LEGEND_ALPHA 217       /* legend fill: white at 85%, so curves show through faintly */
+#define COL_BAND   0x332288u   /* bands: indigo at 10% over what is below, a tint the grey grid lines do not have */
+#define BAND_ALPHA 0.10
+#define LEGEND_ALPHA 0.85      /* legend fill: white at 85%, so curves show through faintly */
+#define FONT "DejaVu Sans"
 
-/* Line sizes in pixels at text scale 1; they grow with the text scale (L->s)
- * so that a large chart keeps its proportions. */
-#define LINE_HW 1.0            /* series: half width, so 2 px lines */
+/* Sizes in pixels of an 800 x 500 chart; they grow with the scale (L->s) so
+ * that a large chart keeps its proportions. */
+#define FS_TICK 11.0
+#define FS_LABEL 12.0          /* axis labels and legend */
+#define FS_TITLE 15.0
+#define LINE_W 2.0             /* series */
 #define DOT_R 2.5              /* radius of a lone point */
 #define DASH_ON 8.0            /* dashed series: 8 px on, 5 px off */
 #define DASH_OFF 5.0
-#define HLINE_HW 0.75          /* reference line: 1.5 px, 6 on 4 off */
+#define HLINE_W 1.5            /* reference line: 1.5 px, 6 on 4 off */
 #define HLINE_ON 6.0
 #define HLINE_OFF 4.0
-#define TICK_LEN 5
+#define TICK_LEN 5.0
+#define SWATCH 24.0            /* legend sample line */
 #define MAX_TICKS 24
+#define MAX_TEXT 256           /* bytes kept of a label */
+
+#ifdef __SANITIZE_ADDRESS__
+/* LeakSanitizer: fontconfig, under cairo's toy font API, keeps what it
+ * allocates for the life of the process (not a leak of hpt's). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libfontconfig.so\n"; }
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) { return "print_suppressions=0"; }   /* stderr stays the program's */
+#endif
 
 uint32_t hpt_plot_color(int i) {
     int k = i % HPT_PLOT_MAX_SERIES;
@@ -84,175 +100,80 @@ void hpt_plot_init(hpt_plot *p) {
     p->hline = NAN;
 }
 
-/* ------------------------------------------------------------ font */
+/* ------------------------------------------------------------ text */
 
-/* A 5x7 bitmap font designed for this file: each glyph is 9 rows of 5 bits
- * (bit 4 = leftmost column), rows 0-6 above the baseline, rows 7-8 for
- * descenders (g j p q y , ; _). Glyphs advance 6 columns, so the text run is
- * monospaced and its width is known without a font file, which is also what
- * lets the SVG (monospace, 0.6 em per character) reserve the same space. */
-#define GLYPH_H 9
-#define GLYPH_CAP 7
-#define ADVANCE 6
-
-static const unsigned char font_ascii[95][GLYPH_H] = {   /* code points 32..126 */
-    {0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00}, /* space */
-    {0x04,0x04,0x04,0x04,0x04,0x00,0x04,0x00,0x00}, /* ! */
-    {0x0a,0x0a,0x0a,0x00,0x00,0x00,0x00,0x00,0x00}, /* " */
-    {0x0a,0x0a,0x1f,0x0a,0x1f,0x0a,0x0a,0x00,0x00}, /* # */
-    {0x04,0x0f,0x14,0x0e,0x05,0x1e,0x04,0x00,0x00}, /* $ */
-    {0x18,0x19,0x02,0x04,0x08,0x13,0x03,0x00,0x00}, /* % */
-    {0x0c,0x12,0x14,0x08,0x15,0x12,0x0d,0x00,0x00}, /* & */
-    {0x04,0x04,0x08,0x00,0x00,0x00,0x00,0x00,0x00}, /* quote */
-    {0x02,0x04,0x08,0x08,0x08,0x04,0x02,0x00,0x00}, /* ( */
-    {0x08,0x04,0x02,0x02,0x02,0x04,0x08,0x00,0x00}, /* ) */
-    {0x00,0x04,0x15,0x0e,0x15,0x04,0x00,0x00,0x00}, /* * */
-    {0x00,0x04,0x04,0x1f,0x04,0x04,0x00,0x00,0x00}, /* + */
-    {0x00,0x00,0x00,0x00,0x00,0x0c,0x0c,0x04,0x08}, /* , */
-    {0x00,0x00,0x00,0x1f,0x00,0x00,0x00,0x00,0x00}, /* - */
-    {0x00,0x00,0x00,0x00,0x00,0x0c,0x0c,0x00,0x00}, /* . */
-    {0x00,0x01,0x02,0x04,0x08,0x10,0x00,0x00,0x00}, /* / */
-    {0x0e,0x11,0x13,0x15,0x19,0x11,0x0e,0x00,0x00}, /* 0 */
-    {0x04,0x0c,0x04,0x04,0x04,0x04,0x0e,0x00,0x00}, /* 1 */
-    {0x0e,0x11,0x01,0x02,0x04,0x08,0x1f,0x00,0x00}, /* 2 */
-    {0x1f,0x02,0x04,0x02,0x01,0x11,0x0e,0x00,0x00}, /* 3 */
-    {0x02,0x06,0x0a,0x12,0x1f,0x02,0x02,0x00,0x00}, /* 4 */
-    {0x1f,0x10,0x1e,0x01,0x01,0x11,0x0e,0x00,0x00}, /* 5 */
-    {0x06,0x08,0x10,0x1e,0x11,0x11,0x0e,0x00,0x00}, /* 6 */
-    {0x1f,0x01,0x02,0x04,0x08,0x08,0x08,0x00,0x00}, /* 7 */
-    {0x0e,0x11,0x11,0x0e,0x11,0x11,0x0e,0x00,0x00}, /* 8 */
-    {0x0e,0x11,0x11,0x0f,0x01,0x02,0x0c,0x00,0x00}, /* 9 */
-    {0x00,0x0c,0x0c,0x00,0x0c,0x0c,0x00,0x00,0x00}, /* : */
-    {0x00,0x0c,0x0c,0x00,0x0c,0x0c,0x04,0x08,0x00}, /* ; */
-    {0x02,0x04,0x08,0x10,0x08,0x04,0x02,0x00,0x00}, /* < */
-    {0x00,0x00,0x1f,0x00,0x1f,0x00,0x00,0x00,0x00}, /* = */
-    {0x08,0x04,0x02,0x01,0x02,0x04,0x08,0x00,0x00}, /* > */
-    {0x0e,0x11,0x01,0x02,0x04,0x00,0x04,0x00,0x00}, /* ? */
-    {0x0e,0x11,0x01,0x0d,0x15,0x15,0x0e,0x00,0x00}, /* @ */
-    {0x0e,0x11,0x11,0x11,0x1f,0x11,0x11,0x00,0x00}, /* A */
-    {0x1e,0x11,0x11,0x1e,0x11,0x11,0x1e,0x00,0x00}, /* B */
-    {0x0e,0x11,0x10,0x10,0x10,0x11,0x0e,0x00,0x00}, /* C */
-    {0x1c,0x12,0x11,0x11,0x11,0x12,0x1c,0x00,0x00}, /* D */
-    {0x1f,0x10,0x10,0x1e,0x10,0x10,0x1f,0x00,0x00}, /* E */
-    {0x1f,0x10,0x10,0x1e,0x10,0x10,0x10,0x00,0x00}, /* F */
-    {0x0e,0x11,0x10,0x17,0x11,0x11,0x0f,0x00,0x00}, /* G */
-    {0x11,0x11,0x11,0x1f,0x11,0x11,0x11,0x00,0x00}, /* H */
-    {0x0e,0x04,0x04,0x04,0x04,0x04,0x0e,0x00,0x00}, /* I */
-    {0x07,0x02,0x02,0x02,0x02,0x12,0x0c,0x00,0x00}, /* J */
-    {0x11,0x12,0x14,0x18,0x14,0x12,0x11,0x00,0x00}, /* K */
-    {0x10,0x10,0x10,0x10,0x10,0x10,0x1f,0x00,0x00}, /* L */
-    {0x11,0x1b,0x15,0x15,0x11,0x11,0x11,0x00,0x00}, /* M */
-    {0x11,0x11,0x19,0x15,0x13,0x11,0x11,0x00,0x00}, /* N */
-    {0x0e,0x11,0x11,0x11,0x11,0x11,0x0e,0x00,0x00}, /* O */
-    {0x1e,0x11,0x11,0x1e,0x10,0x10,0x10,0x00,0x00}, /* P */
-    {0x0e,0x11,0x11,0x11,0x15,0x12,0x0d,0x00,0x00}, /* Q */
-    {0x1e,0x11,0x11,0x1e,0x14,0x12,0x11,0x00,0x00}, /* R */
-    {0x0f,0x10,0x10,0x0e,0x01,0x01,0x1e,0x00,0x00}, /* S */
-    {0x1f,0x04,0x04,0x04,0x04,0x04,0x04,0x00,0x00}, /* T */
-    {0x11,0x11,0x11,0x11,0x11,0x11,0x0e,0x00,0x00}, /* U */
-    {0x11,0x11,0x11,0x11,0x11,0x0a,0x04,0x00,0x00}, /* V */
-    {0x11,0x11,0x11,0x15,0x15,0x15,0x0a,0x00,0x00}, /* W */
-    {0x11,0x11,0x0a,0x04,0x0a,0x11,0x11,0x00,0x00}, /* X */
-    {0x11,0x11,0x0a,0x04,0x04,0x04,0x04,0x00,0x00}, /* Y */
-    {0x1f,0x01,0x02,0x04,0x08,0x10,0x1f,0x00,0x00}, /* Z */
-    {0x0e,0x08,0x08,0x08,0x08,0x08,0x0e,0x00,0x00}, /* [ */
-    {0x00,0x10,0x08,0x04,0x02,0x01,0x00,0x00,0x00}, /* backslash */
-    {0x0e,0x02,0x02,0x02,0x02,0x02,0x0e,0x00,0x00}, /* ] */
-    {0x04,0x0a,0x11,0x00,0x00,0x00,0x00,0x00,0x00}, /* ^ */
-    {0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x1f,0x00}, /* _ */
-    {0x08,0x04,0x00,0x00,0x00,0x00,0x00,0x00,0x00}, /* ` */
-    {0x00,0x00,0x0e,0x01,0x0f,0x11,0x0f,0x00,0x00}, /* a */
-    {0x10,0x10,0x16,0x19,0x11,0x11,0x1e,0x00,0x00}, /* b */
-    {0x00,0x00,0x0e,0x10,0x10,0x11,0x0e,0x00,0x00}, /* c */
-    {0x01,0x01,0x0d,0x13,0x11,0x11,0x0f,0x00,0x00}, /* d */
-    {0x00,0x00,0x0e,0x11,0x1f,0x10,0x0e,0x00,0x00}, /* e */
-    {0x06,0x09,0x08,0x1c,0x08,0x08,0x08,0x00,0x00}, /* f */
-    {0x00,0x00,0x0f,0x11,0x11,0x11,0x0f,0x01,0x0e}, /* g */
-    {0x10,0x10,0x16,0x19,0x11,0x11,0x11,0x00,0x00}, /* h */
-    {0x04,0x00,0x0c,0x04,0x04,0x04,0x0e,0x00,0x00}, /* i */
-    {0x02,0x00,0x06,0x02,0x02,0x02,0x02,0x12,0x0c}, /* j */
-    {0x10,0x10,0x12,0x14,0x18,0x14,0x12,0x00,0x00}, /* k */
-    {0x0c,0x04,0x04,0x04,0x04,0x04,0x0e,0x00,0x00}, /* l */
-    {0x00,0x00,0x1a,0x15,0x15,0x15,0x15,0x00,0x00}, /* m */
-    {0x00,0x00,0x16,0x19,0x11,0x11,0x11,0x00,0x00}, /* n */
-    {0x00,0x00,0x0e,0x11,0x11,0x11,0x0e,0x00,0x00}, /* o */
-    {0x00,0x00,0x1e,0x11,0x11,0x11,0x1e,0x10,0x10}, /* p */
-    {0x00,0x00,0x0f,0x11,0x11,0x11,0x0f,0x01,0x01}, /* q */
-    {0x00,0x00,0x16,0x19,0x10,0x10,0x10,0x00,0x00}, /* r */
-    {0x00,0x00,0x0f,0x10,0x0e,0x01,0x1e,0x00,0x00}, /* s */
-    {0x08,0x08,0x1c,0x08,0x08,0x09,0x06,0x00,0x00}, /* t */
-    {0x00,0x00,0x11,0x11,0x11,0x13,0x0d,0x00,0x00}, /* u */
-    {0x00,0x00,0x11,0x11,0x11,0x0a,0x04,0x00,0x00}, /* v */
-    {0x00,0x00,0x11,0x11,0x15,0x15,0x0a,0x00,0x00}, /* w */
-    {0x00,0x00,0x11,0x0a,0x04,0x0a,0x11,0x00,0x00}, /* x */
-    {0x00,0x00,0x11,0x11,0x11,0x11,0x0f,0x01,0x0e}, /* y */
-    {0x00,0x00,0x1f,0x02,0x04,0x08,0x1f,0x00,0x00}, /* z */
-    {0x03,0x04,0x04,0x08,0x04,0x04,0x03,0x00,0x00}, /* { */
-    {0x04,0x04,0x04,0x04,0x04,0x04,0x04,0x00,0x00}, /* | */
-    {0x18,0x04,0x04,0x02,0x04,0x04,0x18,0x00,0x00}, /* } */
-    {0x00,0x00,0x08,0x15,0x02,0x00,0x00,0x00,0x00}, /* ~ */
-};
-
-/* The few non-ASCII symbols a training chart tends to use. */
-static const struct { uint32_t cp; unsigned char rows[GLYPH_H]; } font_extra[] = {
-    {0x00d7, {0x00,0x11,0x0a,0x04,0x0a,0x11,0x00,0x00,0x00}}, /* multiplication sign */
-    {0x00b1, {0x04,0x04,0x1f,0x04,0x04,0x00,0x1f,0x00,0x00}}, /* plus-minus */
-    {0x00b0, {0x0c,0x12,0x12,0x0c,0x00,0x00,0x00,0x00,0x00}}, /* degree */
-    {0x00b5, {0x00,0x00,0x11,0x11,0x11,0x19,0x16,0x10,0x10}}, /* micro */
-    {0x00b7, {0x00,0x00,0x00,0x0c,0x0c,0x00,0x00,0x00,0x00}}, /* middle dot */
-    {0x2013, {0x00,0x00,0x00,0x1e,0x00,0x00,0x00,0x00,0x00}}, /* en dash */
-    {0x2014, {0x00,0x00,0x00,0x1f,0x00,0x00,0x00,0x00,0x00}}, /* em dash */
-    {0x2192, {0x00,0x04,0x02,0x1f,0x02,0x04,0x00,0x00,0x00}}, /* right arrow */
-    {0x2264, {0x02,0x04,0x08,0x04,0x02,0x00,0x0f,0x00,0x00}}, /* less or equal */
-    {0x2265, {0x08,0x04,0x02,0x04,0x08,0x00,0x1e,0x00,0x00}}, /* greater or equal */
-    {0x03bb, {0x10,0x08,0x08,0x04,0x0a,0x11,0x11,0x00,0x00}}, /* lambda */
-    {0x03b7, {0x00,0x00,0x16,0x19,0x11,0x11,0x11,0x01,0x01}}, /* eta */
-};
-
-/* Decodes the UTF-8 sequence at s (NUL-terminated) into *cp and returns its
- * length. A malformed sequence (stray continuation byte, overlong form,
- * surrogate, beyond U+10FFFF, cut short) gives U+FFFD and length 1, so the
- * caller always advances and never reads past the terminator: a continuation
- * check fails on the NUL before the next byte is looked at. */
-static int utf8_next(const unsigned char *s, uint32_t *cp) {
+/* Length of the valid UTF-8 character at s, or 0 when it is malformed (stray
+ * continuation byte, overlong form, surrogate, beyond U+10FFFF, cut short).
+ * A continuation check fails on the NUL, so it never reads past the end. */
+static int utf8_len(const unsigned char *s) {
     unsigned c = s[0];
-    if (c < 0x80) { *cp = c; return 1; }
+    if (c < 0x80) return 1;
     int len;
     uint32_t v, min;
     if ((c & 0xE0) == 0xC0)      { len = 2; v = c & 0x1F; min = 0x80; }
     else if ((c & 0xF0) == 0xE0) { len = 3; v = c & 0x0F; min = 0x800; }
     else if ((c & 0xF8) == 0xF0) { len = 4; v = c & 0x07; min = 0x10000; }
-    else { *cp = 0xFFFD; return 1; }
+    else return 0;
     for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) { *cp = 0xFFFD; return 1; }
+        if ((s[i] & 0xC0) != 0x80) return 0;
         v = (v << 6) | (s[i] & 0x3F);
     }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { *cp = 0xFFFD; return 1; }
-    *cp = v;
-    return len;
+    return v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) ? 0 : len;
 }
 
-static const unsigned char *glyph_for(uint32_t cp) {
-    if (cp >= 32 && cp <= 126) return font_ascii[cp - 32];
-    for (size_t i = 0; i < sizeof font_extra / sizeof font_extra[0]; i++)
-        if (font_extra[i].cp == cp) return font_extra[i].rows;
-    return font_ascii['?' - 32];
+/* Copies s (NULL: "") into out[MAX_TEXT] as text cairo and XML accept:
+ * malformed bytes become '?', control characters spaces; cut at a
+ * character boundary. */
+static void clean_text(char *out, const char *s) {
+    size_t o = 0;
+    for (const unsigned char *u = (const unsigned char *)(s ? s : ""); *u;) {
+        int len = utf8_len(u);
+        if (o + (len ? len : 1) >= MAX_TEXT) break;
+        if (len == 0) { out[o++] = '?'; u++; continue; }
+        if (len == 1) out[o++] = *u < 0x20 || *u == 0x7F ? ' ' : (char)*u;
+        else memcpy(out + o, u, (size_t)len), o += (size_t)len;
+        u += len;
+    }
+    out[o] = 0;
 }
 
-static int text_chars(const char *s) {
-    int n = 0;
-    uint32_t cp;
-    for (const unsigned char *u = (const unsigned char *)s; *u; u += utf8_next(u, &cp)) n++;
-    return n;
+/* Hinted metrics off: advances are the font's own, the same on the image
+ * and the SVG surface, so the layout measured once fits both. */
+static void set_font(cairo_t *cr, double size) {
+    cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, size);
+    cairo_font_options_t *fo = cairo_font_options_create();
+    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+    cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_SLIGHT);
+    cairo_font_options_set_antialias(fo, CAIRO_ANTIALIAS_GRAY);
+    cairo_set_font_options(cr, fo);
+    cairo_font_options_destroy(fo);
 }
 
-/* Width in pixels of s drawn at scale sc: no trailing spacing column. */
-static int text_width(const char *s, int sc) {
-    int n = s ? text_chars(s) : 0;
-    return n ? n * ADVANCE * sc - sc : 0;
+static double text_width(cairo_t *cr, double size, const char *s) {
+    cairo_text_extents_t e;
+    set_font(cr, size);
+    cairo_text_extents(cr, s, &e);
+    return e.x_advance;
 }
 
-static int has_text(const char *s) { return s && *s; }
+/* Height of a line of text (ascent + descent) and its ascent. */
+static double line_height(cairo_t *cr, double size, double *ascent) {
+    cairo_font_extents_t e;
+    set_font(cr, size);
+    cairo_font_extents(cr, &e);
+    if (ascent) *ascent = e.ascent;
+    return e.ascent + e.descent;
+}
+
+/* Draws s with its line box's top at `top`; align 0 left, 0.5 centred,
+ * 1 right of x. */
+static void text_at(cairo_t *cr, double size, const char *s, double x, double top, double align) {
+    double asc;
+    line_height(cr, size, &asc);
+    cairo_move_to(cr, x - align * text_width(cr, size, s), top + asc);
+    cairo_show_text(cr, s);
+}
 
 /* ------------------------------------------------------------ layout */
 
@@ -261,46 +182,43 @@ typedef struct axis {
     int nticks;
     double tick[MAX_TICKS];        /* (nticks,) ascending values */
     char label[MAX_TICKS][32];     /* (nticks,) formatted values */
-    int label_w;                   /* widest label at the text scale, pixels */
+    double label_w;                /* widest label, pixels */
 } axis;
 
 enum { LEG_SERIES, LEG_BAND, LEG_HLINE };
-typedef struct legend_entry { int kind, series; const char *text; } legend_entry;
+typedef struct legend_entry { int kind, series; char text[MAX_TEXT]; } legend_entry;
 
 typedef struct layout {
     const hpt_plot *p;
     int W, H;                 /* image size, pixels */
-    int s, ts;                /* text scale of labels and of the title */
+    double s;                 /* size scale: 1 at 800 x 500 */
+    double fs_tick, fs_label, fs_title;
+    char title[MAX_TEXT], xlabel[MAX_TEXT], ylabel[MAX_TEXT];
     int x0, y0, x1, y1;       /* plot area: columns [x0, x1), rows [y0, y1) */
     axis x, y;
     int hline_on;             /* a finite hline inside the y range */
     int nleg;
     legend_entry leg[HPT_PLOT_MAX_SERIES + 2];   /* (nleg,) */
-    int lx, ly, lw, lh;       /* legend box, pixels */
-    int lrow;                 /* legend row height */
+    double lx, ly, lw, lh;    /* legend box, pixels */
+    double lrow;              /* legend row height */
 } layout;
 
 /* Data to pixels. The x range maps onto [x0, x1] and the y range onto
- * [y1, y0] (up is smaller y). Clamped far outside the image so that an
- * extreme value under a user-given y range stays a finite double; the
- * clipper then cuts it, with a negligible change of slope. */
+ * [y1, y0] (up is smaller y). Clamped far outside the image but inside
+ * cairo's fixed-point range, so that an extreme value under a user-given
+ * y range stays drawable; the clip then cuts it, with a negligible change
+ * of slope. */
 static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 static double map_x(const layout *L, double v) {
-    return clampd(L->x0 + (v - L->x.lo) / (L->x.hi - L->x.lo) * (L->x1 - L->x0), -1e7, 1e7);
+    return clampd(L->x0 + (v - L->x.lo) / (L->x.hi - L->x.lo) * (L->x1 - L->x0), -1e5, 1e5);
 }
 static double map_y(const layout *L, double v) {
-    return clampd(L->y1 - (v - L->y.lo) / (L->y.hi - L->y.lo) * (L->y1 - L->y0), -1e7, 1e7);
+    return clampd(L->y1 - (v - L->y.lo) / (L->y.hi - L->y.lo) * (L->y1 - L->y0), -1e5, 1e5);
 }
-/* Column (or row) of the 1 px rule for a value, kept inside the plot area
+/* The pixel centre of the 1 px rule for a value, kept inside the plot area
  * so that the rule at the top of the range is not drawn on the frame. */
-static int rule_col(const layout *L, double v) {
-    int c = (int)floor(map_x(L, v));
-    return c < L->x0 ? L->x0 : c > L->x1 - 1 ? L->x1 - 1 : c;
-}
-static int rule_row(const layout *L, double v) {
-    int r = (int)floor(map_y(L, v));
-    return r < L->y0 ? L->y0 : r > L->y1 - 1 ? L->y1 - 1 : r;
-}
+static double rule_x(const layout *L, double v) { return clampd(floor(map_x(L, v)), L->x0, L->x1 - 1) + 0.5; }
+static double rule_y(const layout *L, double v) { return clampd(floor(map_y(L, v)), L->y0, L->y1 - 1) + 0.5; }
 
 static double point_x(const hpt_plot_series *s, int i) { return s->x ? s->x[i] : (double)i; }
 static int point_ok(const hpt_plot_series *s, int i) {
@@ -363,35 +281,34 @@ static void format_tick(char *buf, size_t size, double v, int k, double mag) {
 }
 
 /* Fills a->tick/label for [a->lo, a->hi] with about `target` ticks, then
- * widens the step until the labels fit in extent pixels (need(label) pixels
- * per tick: label width plus a gap across, or the text height up). Stops
- * widening at 2 ticks, which always fit on a chart of the minimum size. */
-static void make_ticks(axis *a, int target, int extent, int across, int sc) {
+ * widens the step until the labels fit in extent pixels (a label's width
+ * plus a gap across, or twice the text height up). Stops widening at 2
+ * ticks, which always fit on a chart of the minimum size. */
+static void make_ticks(cairo_t *m, const layout *L, axis *a, int target, double extent, int across) {
     double span = a->hi - a->lo;
     int k = (int)floor(log10(span / target));
     double f = span / target / pow(10, k);   /* in [1, 10) up to rounding */
-    int m = f <= 1.0 ? 1 : f <= 2.0 ? 2 : f <= 5.0 ? 5 : 10;
-    if (m == 10) { m = 1; k++; }
+    int mm = f <= 1.0 ? 1 : f <= 2.0 ? 2 : f <= 5.0 ? 5 : 10;
+    if (mm == 10) { mm = 1; k++; }
     for (int tries = 0; tries < 64; tries++) {
-        double step = step_value(1, m, k);
+        double step = step_value(1, mm, k);
         long long i0 = (long long)ceil(a->lo / step - 1e-9), i1 = (long long)floor(a->hi / step + 1e-9);
         long long n = i1 - i0 + 1;
-        if (n > MAX_TICKS) { next_step(&m, &k); continue; }
+        if (n > MAX_TICKS) { next_step(&mm, &k); continue; }
         a->nticks = (int)(n < 0 ? 0 : n);
         double mag = 0;
         for (int t = 0; t < a->nticks; t++) {
-            a->tick[t] = step_value(i0 + t, m, k);
+            a->tick[t] = step_value(i0 + t, mm, k);
             mag = fmax(mag, fabs(a->tick[t]));
         }
         a->label_w = 0;
         for (int t = 0; t < a->nticks; t++) {
             format_tick(a->label[t], sizeof a->label[t], a->tick[t], k, mag > 0 ? mag : step);
-            int w = text_width(a->label[t], sc);
-            if (w > a->label_w) a->label_w = w;
+            a->label_w = fmax(a->label_w, text_width(m, L->fs_tick, a->label[t]));
         }
-        int need = across ? a->label_w + 12 * sc : GLYPH_CAP * sc * 2 + 8;
-        if (n <= 2 || (long long)need * n <= extent) return;
-        next_step(&m, &k);
+        double need = across ? a->label_w + 12 * L->s : 2 * line_height(m, L->fs_tick, NULL) + 8;
+        if (n <= 2 || need * (double)n <= extent) return;
+        next_step(&mm, &k);
     }
 }
 
@@ -420,17 +337,11 @@ static hpt_status check_plot(const hpt_plot *p) {
     return HPT_OK;
 }
 
-static hpt_status layout_compute(const hpt_plot *p, layout *L) {
-    memset(L, 0, sizeof *L);
-    L->p = p;
-    L->W = p->width ? p->width : 800;
-    L->H = p->height ? p->height : 500;
-    /* 5x7 glyphs read well up to about 1000 px; larger charts get 2x text. */
-    L->s = (L->W >= 1400 && L->H >= 800) ? 2 : 1;
-    L->ts = L->s + 1;
-    int s = L->s;
-
-    /* Data ranges over the points that will be drawn. */
+/* The x and y ranges: the drawn points (and the reference line), or the
+ * caller's y range. Bands set the x range only when there is no data; with
+ * data they are clipped to it, so an open-ended phase does not stretch the
+ * axis. */
+static hpt_status data_ranges(const hpt_plot *p, layout *L) {
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     for (int i = 0; i < p->nseries; i++) {
         const hpt_plot_series *se = &p->series[i];
@@ -441,8 +352,6 @@ static hpt_status layout_compute(const hpt_plot *p, layout *L) {
             ylo = fmin(ylo, yv); yhi = fmax(yhi, yv);
         }
     }
-    /* Bands set the x range only when there is no data; with data they are
-     * clipped to it, so an open-ended phase does not stretch the axis. */
     if (!(xlo <= xhi)) {
         for (int i = 0; i < p->nbands; i++) {
             const hpt_plot_band *b = &p->bands[i];
@@ -461,607 +370,373 @@ static hpt_status layout_compute(const hpt_plot *p, layout *L) {
         L->y.lo = ylo; L->y.hi = yhi;
     }
     L->hline_on = isfinite(p->hline) && p->hline >= L->y.lo && p->hline <= L->y.hi;
+    return HPT_OK;
+}
 
-    /* Vertical layout: title, plot, tick labels, x label. The frame sits
-     * one pixel outside the plot area, the ticks below or left of it. */
-    int top = 12 + (has_text(p->title) ? GLYPH_H * L->ts + 10 : 0);
-    int bottom = 1 + TICK_LEN + 4 + GLYPH_H * s + (has_text(p->xlabel) ? 6 + GLYPH_H * s : 0) + 8;
-    L->y0 = top;
-    L->y1 = L->H - bottom;
-    if (L->y1 - L->y0 < 40)
-        return hpt_fail(HPT_ERR_ARG, "plot: height %d leaves no room for the plot", L->H);
-    make_ticks(&L->y, (L->y1 - L->y0) / 50 < 3 ? 3 : (L->y1 - L->y0) / 50, L->y1 - L->y0, 0, s);
+/* The plot rectangle inside the margins that title, tick labels and axis
+ * labels need, and the ticks themselves. */
+static hpt_status plot_area(cairo_t *m, layout *L) {
+    double lh_tick = line_height(m, L->fs_tick, NULL), lh_label = line_height(m, L->fs_label, NULL);
+    double top = 10 * L->s + (L->title[0] ? line_height(m, L->fs_title, NULL) + 8 * L->s : 0);
+    double bottom = 1 + TICK_LEN * L->s + 3 + lh_tick + (L->xlabel[0] ? 4 + lh_label : 0) + 6 * L->s;
+    L->y0 = (int)ceil(top);
+    L->y1 = L->H - (int)ceil(bottom);
+    if (L->y1 - L->y0 < 40) return hpt_fail(HPT_ERR_ARG, "plot: height %d leaves no room for the plot", L->H);
+    int ty = (L->y1 - L->y0) / (int)(50 * L->s);
+    make_ticks(m, L, &L->y, ty < 3 ? 3 : ty, L->y1 - L->y0, 0);
 
     /* Horizontal: y label (rotated), y tick labels, plot, room for half of
      * the last x tick label. The x ticks depend on the plot width, whose
      * right margin depends on the x labels: two passes settle it. */
-    int left = 10 + (has_text(p->ylabel) ? GLYPH_H * s + 8 : 0) + L->y.label_w + 4 + TICK_LEN + 1;
-    int right = 16;
+    double left = 8 * L->s + (L->ylabel[0] ? lh_label + 6 * L->s : 0) + L->y.label_w + 4 + TICK_LEN * L->s + 1;
+    double right = 16 * L->s;
     for (int pass = 0; pass < 2; pass++) {
-        L->x0 = left;
-        L->x1 = L->W - right;
-        if (L->x1 - L->x0 < 40)
-            return hpt_fail(HPT_ERR_ARG, "plot: width %d leaves no room for the plot", L->W);
-        int target = (L->x1 - L->x0) / 90;
-        make_ticks(&L->x, target < 3 ? 3 : target > 12 ? 12 : target, L->x1 - L->x0, 1, s);
-        int need = 0;
+        L->x0 = (int)ceil(left);
+        L->x1 = L->W - (int)ceil(right);
+        if (L->x1 - L->x0 < 40) return hpt_fail(HPT_ERR_ARG, "plot: width %d leaves no room for the plot", L->W);
+        int tx = (L->x1 - L->x0) / (int)(90 * L->s);
+        make_ticks(m, L, &L->x, tx < 3 ? 3 : tx > 12 ? 12 : tx, L->x1 - L->x0, 1);
+        double need = 0;
         if (L->x.nticks > 0) {
             const char *last = L->x.label[L->x.nticks - 1];
-            need = rule_col(L, L->x.tick[L->x.nticks - 1]) + text_width(last, s) / 2 + 4 - (L->W - 1);
+            need = rule_x(L, L->x.tick[L->x.nticks - 1]) + text_width(m, L->fs_tick, last) / 2 + 4 - L->W;
         }
         if (need <= 0) break;
         right += need;
     }
-
-    /* Legend: series with a name, then the bands, then the reference line. */
-    for (int i = 0; i < p->nseries; i++)
-        if (has_text(p->series[i].name))
-            L->leg[L->nleg++] = (legend_entry){ LEG_SERIES, i, p->series[i].name };
-    if (has_text(p->band_label) && p->nbands > 0)
-        L->leg[L->nleg++] = (legend_entry){ LEG_BAND, -1, p->band_label };
-    if (has_text(p->hline_label) && L->hline_on)
-        L->leg[L->nleg++] = (legend_entry){ LEG_HLINE, -1, p->hline_label };
-    int tw = 0;
-    for (int i = 0; i < L->nleg; i++) {
-        int w = text_width(L->leg[i].text, s);
-        if (w > tw) tw = w;
-    }
-    L->lrow = GLYPH_H * s + 5;
-    L->lw = 8 + 24 * s + 6 + tw + 8;
-    L->lh = 6 + L->nleg * L->lrow - (L->lrow - GLYPH_H * s) + 4;   /* 6 px above the caps, 4 below the descenders */
-    L->lx = L->x1 - 8 - L->lw;
-    if (L->lx < L->x0 + 2) L->lx = L->x0 + 2;   /* wider than the plot: overflow right, clipped */
-    L->ly = L->y0 + 8;
     return HPT_OK;
 }
 
-/* ------------------------------------------------------------ series walk */
-
-enum { RUN_BEGIN, RUN_POINT, RUN_END };
-typedef void (*run_fn)(void *ctx, int ev, double x, double y);
-
-/* Liang-Barsky: the part [t0, t1] of P + t (Q - P), t in [0, 1], inside
- * the box. Returns 0 when the segment misses it. */
-static int clip_segment(double bx0, double by0, double bx1, double by1,
-                        double px, double py, double qx, double qy, double *t0, double *t1) {
-    double dx = qx - px, dy = qy - py;
-    double pk[4] = { -dx, dx, -dy, dy };
-    double qk[4] = { px - bx0, bx1 - px, py - by0, by1 - py };
-    double a = 0, b = 1;
-    for (int k = 0; k < 4; k++) {
-        if (pk[k] == 0) {
-            if (qk[k] < 0) return 0;      /* parallel to this edge and outside it */
-        } else {
-            double r = qk[k] / pk[k];
-            if (pk[k] < 0) { if (r > b) return 0; if (r > a) a = r; }
-            else           { if (r < a) return 0; if (r < b) b = r; }
-        }
-    }
-    *t0 = a;
-    *t1 = b;
-    return 1;
-}
-
-/* Maps series s to pixels and emits its visible runs to fn. The clip box is
- * the plot area grown by half a pixel, so points exactly on the range ends
- * (x always has some) count as inside. A run stays open while its last
- * point is inside; a segment that leaves the box ends the run, and one that
- * re-enters starts a new run at the entry point. */
-static void walk_series(const layout *L, const hpt_plot_series *s, run_fn fn, void *ctx) {
-    double bx0 = L->x0 - 0.5, bx1 = L->x1 + 0.5, by0 = L->y0 - 0.5, by1 = L->y1 + 0.5;
-    int open = 0;         /* a run is open, and its last point is the previous point */
-    int have_prev = 0;    /* the previous point is finite */
-    double px = 0, py = 0;
-    int pin = 0;          /* the previous point is inside the box */
-    for (int i = 0; i < s->n; i++) {
-        if (!point_ok(s, i)) {
-            if (open) fn(ctx, RUN_END, 0, 0);
-            open = have_prev = 0;
-            continue;
-        }
-        double qx = map_x(L, point_x(s, i)), qy = map_y(L, s->y[i]);
-        int qin = qx >= bx0 && qx <= bx1 && qy >= by0 && qy <= by1;
-        if (!have_prev) {
-            /* First point after a gap: the next segment draws it, unless it
-             * has no neighbour, in which case it is a lone dot. */
-            if (qin && !(i + 1 < s->n && point_ok(s, i + 1))) {
-                fn(ctx, RUN_BEGIN, qx, qy);
-                fn(ctx, RUN_END, 0, 0);
+/* How much of the data a legend box at (bx, by) would hide: the points of
+ * every series, and samples along its segments every ~2 px, inside the box
+ * (grown by 3 px), plus the reference line if it crosses the box. */
+static double legend_cover(const layout *L, double bx, double by) {
+    double ax0 = bx - 3, ax1 = bx + L->lw + 3, ay0 = by - 3, ay1 = by + L->lh + 3, n = 0;
+    for (int i = 0; i < L->p->nseries; i++) {
+        const hpt_plot_series *se = &L->p->series[i];
+        double px = 0, py = 0;
+        int prev = 0;
+        for (int j = 0; j < se->n; j++) {
+            if (!point_ok(se, j)) { prev = 0; continue; }
+            double qx = map_x(L, point_x(se, j)), qy = map_y(L, se->y[j]);
+            int k = prev ? 1 + (int)fmin(hypot(qx - px, qy - py) / 2, 1000) : 1;
+            for (int t = 1; t <= k; t++) {
+                double x = qx + (px - qx) * (k - t) / k * prev, y = qy + (py - qy) * (k - t) / k * prev;
+                n += x >= ax0 && x <= ax1 && y >= ay0 && y <= ay1;
             }
-        } else {
-            double t0 = 0, t1 = 1;
-            int vis = (pin && qin) || clip_segment(bx0, by0, bx1, by1, px, py, qx, qy, &t0, &t1);
-            if (vis) {
-                /* An inside end is exact (t = 0 or 1), not a rounded ratio,
-                 * so a run continues exactly when its last point is inside. */
-                if (pin) t0 = 0;
-                if (qin) t1 = 1;
-                if (!(open && t0 == 0)) {
-                    if (open) fn(ctx, RUN_END, 0, 0);
-                    fn(ctx, RUN_BEGIN, px + t0 * (qx - px), py + t0 * (qy - py));
-                }
-                fn(ctx, RUN_POINT, px + t1 * (qx - px), py + t1 * (qy - py));
-                open = qin;
-                if (!open) fn(ctx, RUN_END, 0, 0);
-            } else if (open) {
-                fn(ctx, RUN_END, 0, 0);
-                open = 0;
-            }
+            px = qx; py = qy; prev = 1;
         }
-        px = qx; py = qy; pin = qin; have_prev = 1;
     }
-    if (open) fn(ctx, RUN_END, 0, 0);
+    if (L->hline_on && map_y(L, L->p->hline) >= ay0 && map_y(L, L->p->hline) <= ay1) n += L->lw / 2;
+    return n;
 }
 
-/* ------------------------------------------------------------ SVG */
-
-/* Writes s as XML character data / attribute text: & < > " ' escaped,
- * control characters (not allowed in XML 1.0) as spaces, malformed UTF-8 as
- * '?', everything else as the UTF-8 it was. */
-static void svg_escape(FILE *f, const char *s) {
-    if (!s) return;
-    const unsigned char *u = (const unsigned char *)s;
-    while (*u) {
-        uint32_t cp;
-        int len = utf8_next(u, &cp);
-        if (len == 1 && *u >= 0x80) { fputc('?', f); u++; continue; }   /* malformed */
-        switch (cp) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            if (cp < 0x20 || cp == 0x7F || cp == 0xFFFE || cp == 0xFFFF) fputc(cp == 0x7F ? '?' : ' ', f);
-            else fwrite(u, 1, (size_t)len, f);
-        }
-        u += len;
-    }
-}
-
-static void svg_color(char *buf, uint32_t c) { snprintf(buf, 8, "#%06x", (unsigned)(c & 0xFFFFFF)); }
-
-/* Text whose cap height starts at row `top`; the baseline is GLYPH_CAP
- * scaled pixels lower, and font-size 10*sc gives a cap height close to 7*sc.
- * anchor: "start", "middle" or "end". */
-static void svg_text(FILE *f, const char *s, double x, double top, int sc, const char *anchor) {
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"%s\">", x, top + GLYPH_CAP * sc, 10 * sc, anchor);
-    svg_escape(f, s);
-    fputs("</text>\n", f);
-}
-
-typedef struct svg_run { FILE *f; int count; double fx, fy; const char *color; double r; } svg_run;
-
-/* One <polyline> per run. The first point is held back until a second one
- * arrives, so that a lone point becomes a <circle> instead of an invisible
- * one-point polyline. */
-static void svg_emit(void *ctx, int ev, double x, double y) {
-    svg_run *r = ctx;
-    if (ev == RUN_BEGIN) {
-        r->count = 1; r->fx = x; r->fy = y;
-    } else if (ev == RUN_POINT) {
-        if (r->count == 1) fprintf(r->f, "<polyline points=\"%.2f,%.2f", r->fx, r->fy);
-        /* a line break now and then keeps long runs readable in an editor */
-        fprintf(r->f, r->count % 8 == 0 ? "\n%.2f,%.2f" : " %.2f,%.2f", x, y);
-        r->count++;
-    } else if (r->count == 1) {
-        fprintf(r->f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%.1f\" fill=\"%s\" stroke=\"none\"/>\n",
-                r->fx, r->fy, r->r, r->color);
-    } else {
-        fputs("\"/>\n", r->f);
-    }
-}
-
-static hpt_status svg_write(FILE *f, void *ctx) {
-    const layout *L = ctx;
+/* Legend entries (series with a name, then the bands, then the reference
+ * line), the box's size, and the corner of the plot where it hides least
+ * data: top right, top left, bottom right, bottom left, first on a tie. */
+static void legend_place(cairo_t *m, layout *L) {
     const hpt_plot *p = L->p;
-    int s = L->s;
-    char col[8];
-    double pw = L->x1 - L->x0, ph = L->y1 - L->y0;
+    for (int i = 0; i < p->nseries; i++)
+        if (p->series[i].name && p->series[i].name[0])
+            L->leg[L->nleg++] = (legend_entry){ LEG_SERIES, i, "" };
+    if (p->band_label && p->band_label[0] && p->nbands > 0) L->leg[L->nleg++] = (legend_entry){ LEG_BAND, -1, "" };
+    if (p->hline_label && p->hline_label[0] && L->hline_on) L->leg[L->nleg++] = (legend_entry){ LEG_HLINE, -1, "" };
+    double tw = 0;
+    for (int i = 0; i < L->nleg; i++) {
+        legend_entry *e = &L->leg[i];
+        clean_text(e->text, e->kind == LEG_SERIES ? p->series[e->series].name : e->kind == LEG_BAND ? p->band_label
+                                                                                                  : p->hline_label);
+        tw = fmax(tw, text_width(m, L->fs_label, e->text));
+    }
+    L->lrow = line_height(m, L->fs_label, NULL) + 3 * L->s;
+    L->lw = 8 * L->s + SWATCH * L->s + 6 * L->s + tw + 8 * L->s;
+    L->lh = 5 * L->s + L->nleg * L->lrow + 2 * L->s;
+    double inset = 8 * L->s, best = INFINITY;
+    double xs[2] = { L->x1 - inset - L->lw, L->x0 + inset }, ys[2] = { L->y0 + inset, L->y1 - inset - L->lh };
+    for (int c = 0; c < 4 && L->nleg > 0; c++) {
+        double bx = fmax(xs[c % 2], L->x0 + 2), by = fmax(ys[c / 2], L->y0 + 2);   /* too big: overflow right, down */
+        double cover = legend_cover(L, bx, by);
+        if (cover < best) { best = cover; L->lx = bx; L->ly = by; }
+    }
+}
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\"\n"
-               "     font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\" fill=\"#%06x\">\n",
-            L->W, L->H, L->W, L->H, COL_TEXT);
-    if (has_text(p->title)) { fputs("<title>", f); svg_escape(f, p->title); fputs("</title>\n", f); }
-    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#%06x\"/>\n", L->W, L->H, COL_BG);
-    fprintf(f, "<defs><clipPath id=\"plot-area\"><rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\"/></clipPath></defs>\n",
-            L->x0, L->y0, pw, ph);
+static hpt_status layout_compute(const hpt_plot *p, layout *L) {
+    memset(L, 0, sizeof *L);
+    L->p = p;
+    L->W = p->width ? p->width : 800;
+    L->H = p->height ? p->height : 500;
+    L->s = clampd(fmin(L->W / 800.0, L->H / 500.0), 0.8, 4.0);
+    L->fs_tick = FS_TICK * L->s; L->fs_label = FS_LABEL * L->s; L->fs_title = FS_TITLE * L->s;
+    clean_text(L->title, p->title);
+    clean_text(L->xlabel, p->xlabel);
+    clean_text(L->ylabel, p->ylabel);
+    HPT_TRY(data_ranges(p, L));
+    /* text is measured on a scratch context with the fonts both surfaces use */
+    cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
+    cairo_t *m = cairo_create(sf);
+    hpt_status st = cairo_status(m) == CAIRO_STATUS_SUCCESS
+                        ? plot_area(m, L) : hpt_fail(HPT_ERR_NOMEM, "plot: cairo: %s", cairo_status_to_string(cairo_status(m)));
+    if (st == HPT_OK) legend_place(m, L);
+    cairo_destroy(m);
+    cairo_surface_destroy(sf);
+    return st;
+}
 
-    /* Bands, on the same whole columns as the PNG's. */
-    fprintf(f, "<g fill=\"#000000\" fill-opacity=\"%.3f\">\n", BAND_ALPHA / 255.0);
-    for (int i = 0; i < p->nbands; i++) {
-        const hpt_plot_band *b = &p->bands[i];
+/* ------------------------------------------------------------ drawing */
+
+static void set_color(cairo_t *cr, uint32_t c, double alpha) {
+    cairo_set_source_rgba(cr, (c >> 16 & 255) / 255.0, (c >> 8 & 255) / 255.0, (c & 255) / 255.0, alpha);
+}
+
+static void series_style(cairo_t *cr, const layout *L, int i) {
+    set_color(cr, hpt_plot_color(i), 1);
+    cairo_set_line_width(cr, LINE_W * L->s);
+    double dash[2] = { DASH_ON * L->s, DASH_OFF * L->s };
+    cairo_set_dash(cr, dash, L->p->series[i].dashed ? 2 : 0, 0);
+    /* dashed: butt caps, as round caps would lengthen every dash */
+    cairo_set_line_cap(cr, L->p->series[i].dashed ? CAIRO_LINE_CAP_BUTT : CAIRO_LINE_CAP_ROUND);
+}
+
+static void hline_style(cairo_t *cr, const layout *L) {
+    double dash[2] = { HLINE_ON * L->s, HLINE_OFF * L->s };
+    set_color(cr, COL_HLINE, 1);
+    cairo_set_line_width(cr, HLINE_W * L->s);
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+}
+
+/* Bands as one path filled once, so that overlapping bands do not darken;
+ * whole pixel columns, at least one wide, so a band thinner than a pixel
+ * still shows and neighbours meet without a seam. */
+static void draw_bands(cairo_t *cr, const layout *L) {
+    for (int i = 0; i < L->p->nbands; i++) {
+        const hpt_plot_band *b = &L->p->bands[i];
         double a = fmin(b->x0, b->x1), c = fmax(b->x0, b->x1);
         if (!isfinite(a) || !isfinite(c) || c < L->x.lo || a > L->x.hi) continue;
-        int c0 = (int)floor(map_x(L, fmax(a, L->x.lo)) + 0.5), c1 = (int)floor(map_x(L, fmin(c, L->x.hi)) + 0.5);
-        if (c1 <= c0) c1 = c0 + 1;   /* a band thinner than a pixel still shows */
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%.0f\"/>\n", c0, L->y0, c1 - c0, ph);
-    }
-    fputs("</g>\n", f);
-
-    /* Grid. */
-    fprintf(f, "<g stroke=\"#%06x\" stroke-width=\"1\">\n", COL_GRID);
-    for (int t = 0; t < L->x.nticks; t++)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>\n",
-                rule_col(L, L->x.tick[t]) + 0.5, L->y0, rule_col(L, L->x.tick[t]) + 0.5, L->y1);
-    for (int t = 0; t < L->y.nticks; t++)
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n",
-                L->x0, rule_row(L, L->y.tick[t]) + 0.5, L->x1, rule_row(L, L->y.tick[t]) + 0.5);
-    fputs("</g>\n", f);
-
-    if (L->hline_on)
-        fprintf(f, "<line x1=\"%d\" y1=\"%.2f\" x2=\"%d\" y2=\"%.2f\" stroke=\"#%06x\" stroke-width=\"%.1f\" "
-                   "stroke-dasharray=\"%g %g\"/>\n",
-                L->x0, map_y(L, p->hline), L->x1, map_y(L, p->hline), COL_HLINE, 2 * HLINE_HW * s, HLINE_ON * s, HLINE_OFF * s);
-
-    /* Series, one group each. Dashed lines get butt caps: round caps would
-     * lengthen every dash by the line width, unlike the PNG's dashes. */
-    fprintf(f, "<g clip-path=\"url(#plot-area)\" fill=\"none\" stroke-width=\"%g\" stroke-linejoin=\"round\">\n", 2 * LINE_HW * s);
-    for (int i = 0; i < p->nseries; i++) {
-        const hpt_plot_series *se = &p->series[i];
-        svg_color(col, hpt_plot_color(i));
-        fprintf(f, "<g stroke=\"%s\" stroke-linecap=\"%s\"", col, se->dashed ? "butt" : "round");
-        if (se->dashed) fprintf(f, " stroke-dasharray=\"%g %g\"", DASH_ON * s, DASH_OFF * s);
-        fputs(">", f);
-        if (has_text(se->name)) { fputs("<title>", f); svg_escape(f, se->name); fputs("</title>", f); }
-        fputs("\n", f);
-        svg_run r = { f, 0, 0, 0, col, DOT_R * s };
-        walk_series(L, se, svg_emit, &r);
-        fputs("</g>\n", f);
-    }
-    fputs("</g>\n", f);
-
-    /* Frame one pixel outside the plot area, and the ticks. */
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#%06x\" stroke-width=\"1\"/>\n",
-            L->x0 - 0.5, L->y0 - 0.5, pw + 1, ph + 1, COL_FRAME);
-    fprintf(f, "<g stroke=\"#%06x\" stroke-width=\"1\">\n", COL_FRAME);
-    for (int t = 0; t < L->x.nticks; t++) {
-        double cx = rule_col(L, L->x.tick[t]) + 0.5;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>\n", cx, L->y1 + 1, cx, L->y1 + 1 + TICK_LEN);
-    }
-    for (int t = 0; t < L->y.nticks; t++) {
-        double cy = rule_row(L, L->y.tick[t]) + 0.5;
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", L->x0 - 1 - TICK_LEN, cy, L->x0 - 1, cy);
-    }
-    fputs("</g>\n", f);
-
-    /* Tick labels, axis labels, title: positions as in the PNG (text_top). */
-    for (int t = 0; t < L->x.nticks; t++)
-        svg_text(f, L->x.label[t], rule_col(L, L->x.tick[t]) + 0.5, L->y1 + 1 + TICK_LEN + 4, s, "middle");
-    for (int t = 0; t < L->y.nticks; t++)
-        svg_text(f, L->y.label[t], L->x0 - 1 - TICK_LEN - 4, rule_row(L, L->y.tick[t]) - (GLYPH_CAP * s) / 2, s, "end");
-    if (has_text(p->xlabel))
-        svg_text(f, p->xlabel, L->x0 + pw / 2, L->y1 + 1 + TICK_LEN + 4 + GLYPH_H * s + 6, s, "middle");
-    if (has_text(p->ylabel)) {
-        /* Rotated to read upwards: the baseline is the right edge of the run. */
-        fprintf(f, "<text transform=\"translate(%d,%.1f) rotate(-90)\" font-size=\"%d\" text-anchor=\"middle\">",
-                10 + GLYPH_CAP * s, L->y0 + ph / 2, 10 * s);
-        svg_escape(f, p->ylabel);
-        fputs("</text>\n", f);
-    }
-    if (has_text(p->title)) svg_text(f, p->title, L->x0 + pw / 2, 12, L->ts, "middle");
-
-    /* Legend. */
-    if (L->nleg > 0) {
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"#ffffff\" fill-opacity=\"%.2f\" "
-                   "stroke=\"#%06x\" stroke-width=\"1\"/>\n",
-                L->lx + 0.5, L->ly + 0.5, L->lw - 1, L->lh - 1, LEGEND_ALPHA / 255.0, COL_LEGEND);
-        for (int i = 0; i < L->nleg; i++) {
-            const legend_entry *e = &L->leg[i];
-            int rt = L->ly + 6 + i * L->lrow;     /* row top */
-            double sy = rt + (GLYPH_CAP * s) / 2 + 0.5, sx0 = L->lx + 8, sx1 = L->lx + 8 + 24 * s;
-            if (e->kind == LEG_SERIES) {
-                svg_color(col, hpt_plot_color(e->series));
-                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%g\"",
-                        sx0, sy, sx1, sy, col, 2 * LINE_HW * s);
-                if (p->series[e->series].dashed) fprintf(f, " stroke-dasharray=\"%g %g\"", DASH_ON * s, DASH_OFF * s);
-                fputs("/>\n", f);
-            } else if (e->kind == LEG_BAND) {
-                fprintf(f, "<rect x=\"%.0f\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#000000\" fill-opacity=\"%.3f\"/>\n",
-                        sx0, rt - 1, 24 * s, GLYPH_CAP * s + 2, BAND_ALPHA / 255.0);
-            } else {
-                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#%06x\" stroke-width=\"%.1f\" "
-                           "stroke-dasharray=\"%g %g\"/>\n",
-                        sx0, sy, sx1, sy, COL_HLINE, 2 * HLINE_HW * s, HLINE_ON * s, HLINE_OFF * s);
-            }
-            svg_text(f, e->text, sx1 + 6, rt, s, "start");
-        }
-    }
-    fputs("</svg>\n", f);
-    if (ferror(f)) return hpt_fail(HPT_ERR_IO, "plot: cannot write the SVG");
-    return HPT_OK;
-}
-
-/* ------------------------------------------------------------ PNG raster */
-
-typedef struct canvas {
-    int W, H;
-    size_t stride;            /* 1 + 3W: a filter byte, then the row's RGB */
-    unsigned char *rows;      /* (H, stride), the PNG scanlines */
-    unsigned char *cov;       /* (H, W) coverage of the shape being drawn, 0..255 */
-    int dx0, dy0, dx1, dy1;   /* box of cov touched since the last flush; empty if dx0 >= dx1 */
-} canvas;
-
-typedef struct box { int x0, y0, x1, y1; } box;   /* [x0, x1) x [y0, y1) */
-
-static unsigned char *px_at(canvas *c, int x, int y) { return c->rows + (size_t)y * c->stride + 1 + 3 * (size_t)x; }
-
-/* out = out + (color - out) * a / 255, rounded; a = 255 gives the exact
- * color, which the test looks for. */
-static void blend(unsigned char *px, uint32_t color, int a) {
-    int rgb[3] = { (int)(color >> 16) & 255, (int)(color >> 8) & 255, (int)color & 255 };
-    for (int k = 0; k < 3; k++) px[k] = (unsigned char)((px[k] * (255 - a) + rgb[k] * a + 127) / 255);
-}
-
-static box box_clip(box b, box lim) {
-    box r = { b.x0 > lim.x0 ? b.x0 : lim.x0, b.y0 > lim.y0 ? b.y0 : lim.y0,
-              b.x1 < lim.x1 ? b.x1 : lim.x1, b.y1 < lim.y1 ? b.y1 : lim.y1 };
-    return r;
-}
-
-static void fill_box(canvas *c, box b, uint32_t color, int a) {
-    b = box_clip(b, (box){ 0, 0, c->W, c->H });
-    for (int y = b.y0; y < b.y1; y++)
-        for (int x = b.x0; x < b.x1; x++) blend(px_at(c, x, y), color, a);
-}
-
-typedef struct dash { double on, off, phase; } dash;   /* phase: arc length at the segment start */
-
-/* Adds a segment A-B of half width hw with round ends to the coverage
- * layer, inside clip. Coverage is hw + 0.5 - distance from the pixel centre
- * to the segment, in [0, 1]: a box filter's edge, good enough for 1-3 px
- * lines. A dashed segment also fades with the distance to the nearest dash
- * edge along the line, measured from the run's start via d->phase. */
-static void cov_segment(canvas *c, box clip, double ax, double ay, double bx, double by, double hw, const dash *d) {
-    double dx = bx - ax, dy = by - ay, len2 = dx * dx + dy * dy, len = sqrt(len2);
-    double r = hw + 1;
-    box b = { (int)floor(fmin(ax, bx) - r), (int)floor(fmin(ay, by) - r),
-              (int)ceil(fmax(ax, bx) + r) + 1, (int)ceil(fmax(ay, by) + r) + 1 };
-    b = box_clip(b, box_clip(clip, (box){ 0, 0, c->W, c->H }));
-    if (b.x0 >= b.x1 || b.y0 >= b.y1) return;
-    for (int y = b.y0; y < b.y1; y++) {
-        for (int x = b.x0; x < b.x1; x++) {
-            double cx = x + 0.5 - ax, cy = y + 0.5 - ay;
-            double t = len2 > 0 ? (cx * dx + cy * dy) / len2 : 0;
-            t = clampd(t, 0, 1);
-            double ex = cx - t * dx, ey = cy - t * dy;
-            double cv = clampd(hw + 0.5 - sqrt(ex * ex + ey * ey), 0, 1);
-            if (cv <= 0) continue;
-            if (d) {
-                double period = d->on + d->off, u = fmod(d->phase + t * len, period);
-                cv *= u < d->on ? clampd(fmin(u, d->on - u) + 0.5, 0, 1)
-                                : clampd(0.5 - fmin(u - d->on, period - u), 0, 1);
-            }
-            int a = (int)(cv * 255 + 0.5);
-            unsigned char *cp = &c->cov[(size_t)y * c->W + x];
-            if (a > *cp) *cp = (unsigned char)a;
-        }
-    }
-    if (c->dx0 >= c->dx1) { c->dx0 = b.x0; c->dy0 = b.y0; c->dx1 = b.x1; c->dy1 = b.y1; }
-    else {
-        if (b.x0 < c->dx0) c->dx0 = b.x0;
-        if (b.y0 < c->dy0) c->dy0 = b.y0;
-        if (b.x1 > c->dx1) c->dx1 = b.x1;
-        if (b.y1 > c->dy1) c->dy1 = b.y1;
-    }
-}
-
-/* Composites the coverage layer in one color and clears it. */
-static void cov_flush(canvas *c, uint32_t color) {
-    for (int y = c->dy0; y < c->dy1; y++) {
-        for (int x = c->dx0; x < c->dx1; x++) {
-            unsigned char *cp = &c->cov[(size_t)y * c->W + x];
-            if (*cp) { blend(px_at(c, x, y), color, *cp); *cp = 0; }
-        }
-    }
-    c->dx0 = c->dy0 = c->dx1 = c->dy1 = 0;
-}
-
-/* Draws s with its cap top at row `top`; align -1/0/1 puts x at the left
- * end, the middle or the right end. rotated: the run reads upwards, glyph
- * tops facing left, x is the left edge and `top` is the row where the run
- * is centred (align ignored). Pixels off the image are dropped. */
-static void draw_text(canvas *c, const char *s, int x, int top, int sc, uint32_t color, int align, int rotated) {
-    if (!s) return;
-    int w = text_width(s, sc);
-    int ox = align < 0 ? x : align == 0 ? x - w / 2 : x - w;
-    int oy = top + w / 2;   /* rotated: the bottom end of the run */
-    int pen = 0;
-    uint32_t cp;
-    for (const unsigned char *u = (const unsigned char *)s; *u; pen++) {
-        u += utf8_next(u, &cp);
-        const unsigned char *g = glyph_for(cp < 0x20 ? ' ' : cp);
-        for (int gy = 0; gy < GLYPH_H; gy++) {
-            for (int gx = 0; gx < 5; gx++) {
-                if (!(g[gy] & (0x10 >> gx))) continue;
-                int along = (pen * ADVANCE + gx) * sc;
-                for (int j = 0; j < sc; j++) {
-                    for (int i = 0; i < sc; i++) {
-                        int px = rotated ? x + gy * sc + j : ox + along + i;
-                        int py = rotated ? oy - 1 - (along + i) : top + gy * sc + j;
-                        if (px >= 0 && px < c->W && py >= 0 && py < c->H) blend(px_at(c, px, py), color, 255);
-                    }
-                }
-            }
-        }
-    }
-}
-
-typedef struct png_run {
-    canvas *c;
-    box clip;
-    double hw, dot;   /* line half width, radius of a lone point */
-    int dashed;
-    dash d;
-    int count;
-    double lx, ly;   /* last point of the run */
-} png_run;
-
-static void png_emit(void *ctx, int ev, double x, double y) {
-    png_run *r = ctx;
-    if (ev == RUN_BEGIN) {
-        r->count = 1; r->lx = x; r->ly = y; r->d.phase = 0;   /* dashes restart per run, as in SVG */
-    } else if (ev == RUN_POINT) {
-        cov_segment(r->c, r->clip, r->lx, r->ly, x, y, r->hw, r->dashed ? &r->d : NULL);
-        r->d.phase += hypot(x - r->lx, y - r->ly);
-        r->lx = x; r->ly = y;
-        r->count++;
-    } else if (r->count == 1) {
-        cov_segment(r->c, r->clip, r->lx, r->ly, r->lx, r->ly, r->dot, NULL);
-    }
-}
-
-static void png_render(const layout *L, canvas *c) {
-    const hpt_plot *p = L->p;
-    int s = L->s;
-    box area = { L->x0, L->y0, L->x1, L->y1 };
-
-    /* White, then each row's filter byte (0: none). */
-    memset(c->rows, 255, (size_t)c->H * c->stride);
-    for (int y = 0; y < c->H; y++) c->rows[(size_t)y * c->stride] = 0;
-
-    for (int i = 0; i < p->nbands; i++) {
-        const hpt_plot_band *b = &p->bands[i];
-        double a = fmin(b->x0, b->x1), e = fmax(b->x0, b->x1);
-        if (!isfinite(a) || !isfinite(e) || e < L->x.lo || a > L->x.hi) continue;
-        int c0 = (int)floor(map_x(L, fmax(a, L->x.lo)) + 0.5), c1 = (int)floor(map_x(L, fmin(e, L->x.hi)) + 0.5);
+        double c0 = floor(map_x(L, fmax(a, L->x.lo)) + 0.5), c1 = floor(map_x(L, fmin(c, L->x.hi)) + 0.5);
         if (c1 <= c0) c1 = c0 + 1;
-        fill_box(c, box_clip((box){ c0, L->y0, c1, L->y1 }, area), 0x000000, BAND_ALPHA);
+        cairo_rectangle(cr, c0, L->y0, c1 - c0, L->y1 - L->y0);
     }
+    set_color(cr, COL_BAND, BAND_ALPHA);
+    cairo_fill(cr);
+}
+
+static void draw_grid(cairo_t *cr, const layout *L) {
     for (int t = 0; t < L->x.nticks; t++) {
-        int col = rule_col(L, L->x.tick[t]);
-        fill_box(c, (box){ col, L->y0, col + 1, L->y1 }, COL_GRID, 255);
+        cairo_move_to(cr, rule_x(L, L->x.tick[t]), L->y0);
+        cairo_line_to(cr, rule_x(L, L->x.tick[t]), L->y1);
     }
     for (int t = 0; t < L->y.nticks; t++) {
-        int row = rule_row(L, L->y.tick[t]);
-        fill_box(c, (box){ L->x0, row, L->x1, row + 1 }, COL_GRID, 255);
+        cairo_move_to(cr, L->x0, rule_y(L, L->y.tick[t]));
+        cairo_line_to(cr, L->x1, rule_y(L, L->y.tick[t]));
     }
-    if (L->hline_on) {
-        dash d = { HLINE_ON * s, HLINE_OFF * s, 0 };
-        double yy = map_y(L, p->hline);
-        cov_segment(c, area, L->x0, yy, L->x1, yy, HLINE_HW * s, &d);
-        cov_flush(c, COL_HLINE);
-    }
-    for (int i = 0; i < p->nseries; i++) {
-        png_run r = { c, area, LINE_HW * s, DOT_R * s, p->series[i].dashed, { DASH_ON * s, DASH_OFF * s, 0 }, 0, 0, 0 };
-        walk_series(L, &p->series[i], png_emit, &r);
-        cov_flush(c, hpt_plot_color(i));
-    }
+    set_color(cr, COL_GRID, 1);
+    cairo_set_line_width(cr, 1);
+    cairo_stroke(cr);
+}
 
-    /* Frame, ticks and their labels. */
-    fill_box(c, (box){ L->x0 - 1, L->y0 - 1, L->x1 + 1, L->y0 }, COL_FRAME, 255);
-    fill_box(c, (box){ L->x0 - 1, L->y1, L->x1 + 1, L->y1 + 1 }, COL_FRAME, 255);
-    fill_box(c, (box){ L->x0 - 1, L->y0, L->x0, L->y1 }, COL_FRAME, 255);
-    fill_box(c, (box){ L->x1, L->y0, L->x1 + 1, L->y1 }, COL_FRAME, 255);
-    for (int t = 0; t < L->x.nticks; t++) {
-        int col = rule_col(L, L->x.tick[t]);
-        fill_box(c, (box){ col, L->y1 + 1, col + 1, L->y1 + 1 + TICK_LEN }, COL_FRAME, 255);
-        draw_text(c, L->x.label[t], col, L->y1 + 1 + TICK_LEN + 4, s, COL_TEXT, 0, 0);
-    }
-    for (int t = 0; t < L->y.nticks; t++) {
-        int row = rule_row(L, L->y.tick[t]);
-        fill_box(c, (box){ L->x0 - 1 - TICK_LEN, row, L->x0 - 1, row + 1 }, COL_FRAME, 255);
-        draw_text(c, L->y.label[t], L->x0 - 1 - TICK_LEN - 4, row - (GLYPH_CAP * s) / 2, s, COL_TEXT, 1, 0);
-    }
-    int pw = L->x1 - L->x0, ph = L->y1 - L->y0;
-    if (has_text(p->xlabel))
-        draw_text(c, p->xlabel, L->x0 + pw / 2, L->y1 + 1 + TICK_LEN + 4 + GLYPH_H * s + 6, s, COL_TEXT, 0, 0);
-    if (has_text(p->ylabel)) draw_text(c, p->ylabel, 10, L->y0 + ph / 2, s, COL_TEXT, 0, 1);
-    if (has_text(p->title)) draw_text(c, p->title, L->x0 + pw / 2, 12, L->ts, COL_TEXT, 0, 0);
-
-    /* Legend: translucent white box, then a swatch and a label per row. */
-    if (L->nleg > 0) {
-        box lb = { L->lx, L->ly, L->lx + L->lw, L->ly + L->lh };
-        fill_box(c, (box){ lb.x0 + 1, lb.y0 + 1, lb.x1 - 1, lb.y1 - 1 }, COL_BG, LEGEND_ALPHA);
-        fill_box(c, (box){ lb.x0, lb.y0, lb.x1, lb.y0 + 1 }, COL_LEGEND, 255);
-        fill_box(c, (box){ lb.x0, lb.y1 - 1, lb.x1, lb.y1 }, COL_LEGEND, 255);
-        fill_box(c, (box){ lb.x0, lb.y0 + 1, lb.x0 + 1, lb.y1 - 1 }, COL_LEGEND, 255);
-        fill_box(c, (box){ lb.x1 - 1, lb.y0 + 1, lb.x1, lb.y1 - 1 }, COL_LEGEND, 255);
-        for (int i = 0; i < L->nleg; i++) {
-            const legend_entry *e = &L->leg[i];
-            int rt = L->ly + 6 + i * L->lrow;
-            double sy = rt + (GLYPH_CAP * s) / 2 + 0.5, sx0 = L->lx + 8, sx1 = L->lx + 8 + 24 * s;
-            if (e->kind == LEG_SERIES) {
-                dash d = { DASH_ON * s, DASH_OFF * s, 0 };
-                /* clipped to the swatch's columns: flat ends, as the SVG's butt caps */
-                box sw = { (int)sx0, rt - 2, (int)sx1, rt + GLYPH_CAP * s + 2 };
-                cov_segment(c, sw, sx0, sy, sx1, sy, LINE_HW * s, p->series[e->series].dashed ? &d : NULL);
-                cov_flush(c, hpt_plot_color(e->series));
-            } else if (e->kind == LEG_BAND) {
-                fill_box(c, (box){ (int)sx0, rt - 1, (int)sx1, rt + GLYPH_CAP * s + 1 }, 0x000000, BAND_ALPHA);
-            } else {
-                dash d = { HLINE_ON * s, HLINE_OFF * s, 0 };
-                box sw = { (int)sx0, rt - 2, (int)sx1, rt + GLYPH_CAP * s + 2 };
-                cov_segment(c, sw, sx0, sy, sx1, sy, HLINE_HW * s, &d);
-                cov_flush(c, COL_HLINE);
-            }
-            draw_text(c, e->text, (int)sx1 + 6, rt, s, COL_TEXT, -1, 0);
+/* Each unbroken run of finite points is one stroked path; a NaN/Inf point
+ * ends it (and restarts the dashes). A run of one point has nothing to
+ * stroke and is drawn as a dot. */
+static void draw_series(cairo_t *cr, const layout *L, int i) {
+    const hpt_plot_series *se = &L->p->series[i];
+    series_style(cr, L, i);
+    int run = 0;
+    double x = 0, y = 0;
+    for (int j = 0; j <= se->n; j++) {
+        if (j < se->n && point_ok(se, j)) {
+            x = map_x(L, point_x(se, j)); y = map_y(L, se->y[j]);
+            if (run++) cairo_line_to(cr, x, y);
+            else cairo_move_to(cr, x, y);
+            continue;
         }
+        if (run == 1) {
+            cairo_new_path(cr);
+            cairo_arc(cr, x, y, DOT_R * L->s, 0, 2 * M_PI);
+            cairo_fill(cr);
+        } else if (run > 1) {
+            cairo_stroke(cr);
+        }
+        run = 0;
     }
 }
 
-/* ------------------------------------------------------------ PNG file */
-
-static void put_be32(unsigned char *b, uint32_t v) {
-    b[0] = (unsigned char)(v >> 24); b[1] = (unsigned char)(v >> 16);
-    b[2] = (unsigned char)(v >> 8);  b[3] = (unsigned char)v;
+/* Bands, grid, reference line and series, clipped to the plot area. */
+static void draw_data(cairo_t *cr, const layout *L) {
+    cairo_save(cr);
+    cairo_rectangle(cr, L->x0, L->y0, L->x1 - L->x0, L->y1 - L->y0);
+    cairo_clip(cr);
+    draw_bands(cr, L);
+    draw_grid(cr, L);
+    if (L->hline_on) {
+        hline_style(cr, L);
+        cairo_move_to(cr, L->x0, map_y(L, L->p->hline));
+        cairo_line_to(cr, L->x1, map_y(L, L->p->hline));
+        cairo_stroke(cr);
+    }
+    cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+    for (int i = 0; i < L->p->nseries; i++) draw_series(cr, L, i);
+    cairo_restore(cr);
 }
 
-/* A chunk: length (big-endian), type, data, CRC-32 of type and data. */
-static int png_chunk(FILE *f, const char *type, const unsigned char *data, uint32_t len) {
-    unsigned char hdr[8], crcb[4];
-    put_be32(hdr, len);
-    memcpy(hdr + 4, type, 4);
-    uLong crc = crc32(0L, (const Bytef *)type, 4);
-    if (len) crc = crc32(crc, data, len);
-    put_be32(crcb, (uint32_t)crc);
-    return fwrite(hdr, 1, 8, f) == 8 && (len == 0 || fwrite(data, 1, len, f) == len) && fwrite(crcb, 1, 4, f) == 4;
+/* Frame one pixel outside the plot area, ticks, their labels, the axis
+ * labels and the title. */
+static void draw_axes(cairo_t *cr, const layout *L) {
+    double tl = TICK_LEN * L->s, pw = L->x1 - L->x0, ph = L->y1 - L->y0;
+    cairo_rectangle(cr, L->x0 - 0.5, L->y0 - 0.5, pw + 1, ph + 1);
+    for (int t = 0; t < L->x.nticks; t++) {
+        cairo_move_to(cr, rule_x(L, L->x.tick[t]), L->y1 + 1);
+        cairo_rel_line_to(cr, 0, tl);
+    }
+    for (int t = 0; t < L->y.nticks; t++) {
+        cairo_move_to(cr, L->x0 - 1, rule_y(L, L->y.tick[t]));
+        cairo_rel_line_to(cr, -tl, 0);
+    }
+    set_color(cr, COL_FRAME, 1);
+    cairo_set_line_width(cr, 1);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_stroke(cr);
+
+    set_color(cr, COL_TEXT, 1);
+    double asc, lh_tick = line_height(cr, L->fs_tick, &asc);
+    for (int t = 0; t < L->x.nticks; t++)
+        text_at(cr, L->fs_tick, L->x.label[t], rule_x(L, L->x.tick[t]), L->y1 + 1 + tl + 3, 0.5);
+    for (int t = 0; t < L->y.nticks; t++)   /* centred on the rule by the digits' height, about 0.72 em */
+        text_at(cr, L->fs_tick, L->y.label[t], L->x0 - 1 - tl - 4, rule_y(L, L->y.tick[t]) - asc + 0.36 * L->fs_tick, 1);
+    if (L->xlabel[0]) text_at(cr, L->fs_label, L->xlabel, L->x0 + pw / 2, L->y1 + 1 + tl + 3 + lh_tick + 4, 0.5);
+    if (L->ylabel[0]) {
+        cairo_save(cr);
+        cairo_translate(cr, 8 * L->s, L->y0 + ph / 2);
+        cairo_rotate(cr, -M_PI / 2);   /* reads upwards; the line's top faces the left edge */
+        text_at(cr, L->fs_label, L->ylabel, 0, 0, 0.5);
+        cairo_restore(cr);
+    }
+    if (L->title[0]) text_at(cr, L->fs_title, L->title, L->x0 + pw / 2, 10 * L->s, 0.5);
 }
 
-typedef struct png_file { int W, H; const unsigned char *z; uint32_t zlen; } png_file;
+/* Translucent white box, then a swatch and a label per row. */
+static void draw_legend(cairo_t *cr, const layout *L) {
+    if (L->nleg == 0) return;
+    cairo_rectangle(cr, floor(L->lx) + 0.5, floor(L->ly) + 0.5, ceil(L->lw), ceil(L->lh));
+    set_color(cr, COL_BG, LEGEND_ALPHA);
+    cairo_fill_preserve(cr);
+    set_color(cr, COL_LEGEND, 1);
+    cairo_set_line_width(cr, 1);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_stroke(cr);
+    double lh = line_height(cr, L->fs_label, NULL);
+    for (int i = 0; i < L->nleg; i++) {
+        const legend_entry *e = &L->leg[i];
+        double top = L->ly + 5 * L->s + i * L->lrow, mid = top + lh / 2;
+        double sx0 = L->lx + 8 * L->s, sx1 = sx0 + SWATCH * L->s;
+        if (e->kind == LEG_BAND) {
+            cairo_rectangle(cr, sx0, top + 1, sx1 - sx0, lh - 2);
+            set_color(cr, COL_BAND, BAND_ALPHA);
+            cairo_fill(cr);
+        } else {
+            if (e->kind == LEG_SERIES) series_style(cr, L, e->series);
+            else hline_style(cr, L);
+            cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
+            cairo_move_to(cr, sx0, mid);
+            cairo_line_to(cr, sx1, mid);
+            cairo_stroke(cr);
+        }
+        set_color(cr, COL_TEXT, 1);
+        text_at(cr, L->fs_label, e->text, sx1 + 6 * L->s, top, 0);
+    }
+}
+
+/* The one drawing function: the whole chart on any cairo surface. */
+static hpt_status draw_chart(cairo_surface_t *sf, const layout *L) {
+    cairo_t *cr = cairo_create(sf);
+    set_color(cr, COL_BG, 1);
+    cairo_paint(cr);
+    draw_data(cr, L);
+    draw_axes(cr, L);
+    draw_legend(cr, L);
+    cairo_status_t cs = cairo_status(cr);
+    cairo_destroy(cr);
+    if (cs == CAIRO_STATUS_SUCCESS) return HPT_OK;
+    return hpt_fail(cs == CAIRO_STATUS_NO_MEMORY ? HPT_ERR_NOMEM : HPT_ERR_IO, "plot: cairo: %s", cairo_status_to_string(cs));
+}
+
+/* ------------------------------------------------------------ files */
+
+static cairo_status_t write_to(void *f, const unsigned char *data, unsigned int n) {
+    return fwrite(data, 1, n, f) == n ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+static hpt_status cairo_fail(cairo_status_t cs, const char *what) {
+    return hpt_fail(cs == CAIRO_STATUS_NO_MEMORY ? HPT_ERR_NOMEM : HPT_ERR_IO, "plot: cannot write the %s: %s", what,
+                    cairo_status_to_string(cs));
+}
+
+/* XML character data: & < > escaped (the text is already valid UTF-8
+ * without control characters). */
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '&') fputs("&amp;", f);
+        else if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else fputc(*s, f);
+    }
+}
+
+/* <title> and <desc> as the first children of <svg>: what the glyph
+ * outlines say, as text. */
+static void svg_metadata(FILE *f, const layout *L) {
+    fputs("\n<title>", f);
+    xml_text(f, L->title);
+    fputs("</title>\n<desc>x axis: ", f);
+    xml_text(f, L->xlabel);
+    fputs("\ny axis: ", f);
+    xml_text(f, L->ylabel);
+    for (int i = 0; i < L->nleg; i++) {
+        fputs("\nlegend: ", f);
+        xml_text(f, L->leg[i].text);
+    }
+    fputs("</desc>", f);
+}
+
+/* Cairo writes the SVG into memory; it is copied to f with the metadata
+ * after the opening <svg ...> tag. */
+static hpt_status svg_write(FILE *f, void *ctx) {
+    const layout *L = ctx;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *mem = open_memstream(&buf, &n);
+    if (!mem) return hpt_fail(HPT_ERR_NOMEM, "plot: cannot allocate the SVG");
+    cairo_surface_t *sf = cairo_svg_surface_create_for_stream(write_to, mem, L->W, L->H);
+    cairo_svg_surface_set_document_unit(sf, CAIRO_SVG_UNIT_PX);
+    hpt_status st = draw_chart(sf, L);
+    cairo_surface_finish(sf);
+    cairo_status_t cs = cairo_surface_status(sf);
+    cairo_surface_destroy(sf);
+    if (fclose(mem) != 0 && st == HPT_OK) st = hpt_fail(HPT_ERR_NOMEM, "plot: cannot allocate the SVG");
+    if (st == HPT_OK && cs != CAIRO_STATUS_SUCCESS) st = cairo_fail(cs, "SVG");
+    const char *svg = st == HPT_OK && buf ? strstr(buf, "<svg") : NULL, *gt = svg ? strchr(svg, '>') : NULL;
+    if (st == HPT_OK && !gt) st = hpt_fail(HPT_ERR_IO, "plot: cairo wrote an SVG without an <svg> element");
+    if (st == HPT_OK) {
+        fwrite(buf, 1, (size_t)(gt + 1 - buf), f);
+        svg_metadata(f, L);
+        fwrite(gt + 1, 1, n - (size_t)(gt + 1 - buf), f);
+        if (ferror(f)) st = hpt_fail(HPT_ERR_IO, "plot: cannot write the SVG");
+    }
+    free(buf);
+    return st;
+}
 
 static hpt_status png_write(FILE *f, void *ctx) {
-    const png_file *pf = ctx;
-    static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n' };
-    unsigned char ihdr[13];
-    put_be32(ihdr, (uint32_t)pf->W);
-    put_be32(ihdr + 4, (uint32_t)pf->H);
-    ihdr[8] = 8;    /* bits per channel */
-    ihdr[9] = 2;    /* color type: RGB */
-    ihdr[10] = 0;   /* compression: deflate */
-    ihdr[11] = 0;   /* filter method 0 (each row then says type 0) */
-    ihdr[12] = 0;   /* no interlace */
-    int ok = fwrite(sig, 1, 8, f) == 8 && png_chunk(f, "IHDR", ihdr, 13) &&
-             png_chunk(f, "IDAT", pf->z, pf->zlen) && png_chunk(f, "IEND", NULL, 0);
-    return ok ? HPT_OK : hpt_fail(HPT_ERR_IO, "plot: cannot write the PNG");
+    cairo_status_t cs = cairo_surface_write_to_png_stream(ctx, write_to, f);
+    return cs == CAIRO_STATUS_SUCCESS ? HPT_OK : cairo_fail(cs, "PNG");
 }
 
 static hpt_status png_save(const layout *L, const char *path) {
-    canvas c = { L->W, L->H, 1 + 3 * (size_t)L->W, NULL, NULL, 0, 0, 0, 0 };
-    size_t nraw = (size_t)c.H * c.stride;
-    uLongf zlen = compressBound((uLong)nraw);
-    c.rows = malloc(nraw);
-    c.cov = calloc((size_t)c.W * c.H, 1);
-    unsigned char *z = malloc(zlen);
-    hpt_status st = HPT_OK;
-    if (!c.rows || !c.cov || !z) {
-        st = hpt_fail(HPT_ERR_NOMEM, "plot: cannot allocate a %d x %d canvas", L->W, L->H);
-    } else {
-        png_render(L, &c);
-        int zr = compress2(z, &zlen, c.rows, (uLong)nraw, Z_DEFAULT_COMPRESSION);
-        if (zr != Z_OK)
-            st = hpt_fail(zr == Z_MEM_ERROR ? HPT_ERR_NOMEM : HPT_ERR_IO, "plot: zlib compress2 failed (%d)", zr);
-        else if (zlen > 0x7FFFFFFF)   /* a PNG chunk holds at most 2^31 - 1 bytes */
-            st = hpt_fail(HPT_ERR_ARG, "plot: compressed image too large for one IDAT chunk");
-        else {
-            png_file pf = { L->W, L->H, z, (uint32_t)zlen };
-            st = hpt_save_atomic(path, png_write, &pf);
-        }
-    }
-    free(c.rows);
-    free(c.cov);
-    free(z);
+    cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, L->W, L->H);
+    hpt_status st = cairo_surface_status(sf) == CAIRO_STATUS_SUCCESS
+                        ? draw_chart(sf, L) : hpt_fail(HPT_ERR_NOMEM, "plot: cannot allocate a %d x %d image", L->W, L->H);
+    if (st == HPT_OK) st = hpt_save_atomic(path, png_write, sf);
+    cairo_surface_destroy(sf);
     return st;
 }
 
@@ -1070,18 +745,20 @@ static hpt_status png_save(const layout *L, const char *path) {
 hpt_status hpt_plot_write(const hpt_plot *p, const char *path_noext) {
     if (!p || !path_noext || !*path_noext) return hpt_fail(HPT_ERR_ARG, "plot: NULL plot or empty path");
     HPT_TRY(check_plot(p));
-    layout L;
-    HPT_TRY(layout_compute(p, &L));
+    layout *L = malloc(sizeof *L);   /* ~12 KB of label text: not on the stack */
     size_t n = strlen(path_noext);
     char *path = malloc(n + 5);
-    if (!path) return hpt_fail(HPT_ERR_NOMEM, "plot: cannot allocate a path");
-    memcpy(path, path_noext, n);
-    memcpy(path + n, ".svg", 5);
-    hpt_status st = hpt_save_atomic(path, svg_write, &L);
+    hpt_status st = L && path ? layout_compute(p, L) : hpt_fail(HPT_ERR_NOMEM, "plot: out of memory");
+    if (st == HPT_OK) {
+        memcpy(path, path_noext, n);
+        memcpy(path + n, ".svg", 5);
+        st = hpt_save_atomic(path, svg_write, L);
+    }
     if (st == HPT_OK) {
         memcpy(path + n, ".png", 5);
-        st = png_save(&L, path);
+        st = png_save(L, path);
     }
     free(path);
+    free(L);
     return st;
 }

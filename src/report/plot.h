@@ -1,14 +1,15 @@
 /*
- * plot.h — line charts of training curves, written as SVG and PNG from one
- * layout, so the two files show the same chart (same pixels for the plot
- * area, axes, ticks and legend; only the fonts differ).
+ * plot.h — line charts of training curves, drawn with cairo by one drawing
+ * function onto an SVG and a PNG surface, so the two files are the same
+ * figure.
  *
  * Implements: "nice" axis ticks (1/2/5 x 10^k), light gridlines, shaded
  * vertical bands (training phases), a dashed horizontal reference line, up
- * to 12 series from a fixed colorblind-friendly palette, a legend inside the
- * top right of the plot area, title and axis labels. The PNG is rasterised
- * here in plain C (RGB 8-bit, anti-aliased 2 px lines, an embedded 5x7
- * bitmap font) and compressed with zlib; the SVG is plain text.
+ * to 12 series from a fixed colorblind-friendly palette, a legend in the
+ * corner of the plot where it hides the least data, title and axis labels
+ * in DejaVu Sans. The PNG is RGB, anti-aliased; the SVG draws text as glyph
+ * outlines and carries it as text in its <title> (the title) and <desc>
+ * ("x axis: ...", "y axis: ...", one "legend: ..." line per legend entry).
  *
  *     double x[N], y[N];   ... fill ...
  *     hpt_plot_series s = { .name = "train loss", .x = x, .y = y, .n = N };
@@ -18,8 +19,8 @@
  *     p.series = &s; p.nseries = 1;
  *     hpt_status st = hpt_plot_write(&p, "runs/demo/loss");   // loss.svg, loss.png
  *
- * Labels are UTF-8. The PNG font covers printable ASCII plus a few symbols
- * (× ± ° µ · – — → ≤ ≥ λ η); other characters are drawn as '?'.
+ * Labels are UTF-8; malformed bytes are drawn as '?', control characters as
+ * spaces, and a label is cut at 255 bytes.
  */
 #ifndef HPT_PLOT_H
 #define HPT_PLOT_H
@@ -35,7 +36,7 @@ typedef struct hpt_plot_series {
     const double *x, *y;     /* (n,) points; x NULL: x = 0..n-1; a point whose x or y is
                               * NaN/Inf is skipped and breaks the line (a gap) */
     int n;
-    int dashed;              /* 1: dashed line (SVG stroke-dasharray; PNG: dashed raster) */
+    int dashed;              /* 1: dashed line */
 } hpt_plot_series;
 
 /* A shaded vertical span (e.g. a training phase), clipped to the x range. */
@@ -44,7 +45,7 @@ typedef struct hpt_plot_band { double x0, x1; } hpt_plot_band;
 typedef struct hpt_plot {
     const char *title, *xlabel, *ylabel;           /* NULL: none */
     const hpt_plot_series *series; int nseries;    /* (nseries,), nseries <= 12; color i = palette[i] */
-    const hpt_plot_band *bands; int nbands;        /* (nbands,), drawn first, light grey */
+    const hpt_plot_band *bands; int nbands;        /* (nbands,), drawn first, a light tint */
     const char *band_label;                        /* legend entry for the bands (NULL: none) */
     int width, height;                             /* pixels; 0 = 800 x 500 */
     double ymin, ymax;                             /* both 0: auto from the data with a small margin */
