@@ -453,35 +453,41 @@ static hpt_status plain_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
     return hpt_trainer_step(tr, info);
 }
 
-static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
-                           hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+/* ---------------------------------------------------------------- the run loop */
 
-/* The run holds the directory's lock from its first write to its last
- * (a resume takes it earlier, before reading the checkpoints). */
-hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
-                                 hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
-    HPT_TRY(hpt_mkdir_p(tr->cfg.out_dir));
-    if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(tr->cfg.out_dir, &tr->lock_fd));
-    hpt_status st = run_loop(tr, hooks, log, on_step, ctx);
-    hpt_dir_unlock(tr->lock_fd);
-    tr->lock_fd = -1;
-    return st;
+/* One run of the loop: what its parts share. */
+typedef struct run {
+    hpt_trainer *tr;
+    const hpt_run_hooks *hooks;
+    hpt_log_fn log;
+    hpt_step_fn on_step;
+    void *ctx;
+    FILE *mf;              /* metrics.jsonl */
+    char mpath[4200];
+    double *step_times;    /* one entry per step call (a whole Predict phase is one call) */
+    int calls, saved_at;
+    int ckpt_ok;           /* checkpoints possible: plain steps, or hooks that save their state */
+    double wall0;
+} run;
+
+/* The memory ledger: bytes of each arena. */
+typedef struct ledger { size_t params, grads, adamw, acts, data; } ledger;
+
+static ledger ledger_of(const hpt_trainer *tr) {
+    ledger l;
+    hpt_model_bytes(tr->model, &l.params, &l.grads, &l.acts);
+    l.adamw = (tr->ema ? 3 : 2) * tr->model->nparams * sizeof(float);
+    l.data = tr->task_->data_bytes(tr->task_);
+    return l;
 }
 
-hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
-    hpt_run_hooks hooks = {.step = plain_step};
-    return hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
-}
-
-static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
-                           hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+/* The resolved configuration, then the memory ledger, before step 0. */
+static void log_start(const run *r) {
+    const hpt_trainer *tr = r->tr;
     const hpt_train_config *c = &tr->cfg;
-    hpt_model *m = tr->model;
-    double wall0 = hpt_now();
-    HPT_TRY(hpt_mkdir_p(c->out_dir));
-
-    /* the resolved configuration, then the memory ledger, before step 0 */
-    logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(m), m->nparams);
+    hpt_log_fn log = r->log;
+    void *ctx = r->ctx;
+    logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(tr->model), tr->model->nparams);
     char desc[512];
     tr->task_->describe(tr->task_, desc, sizeof desc);
     logf_(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);
@@ -496,127 +502,126 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
     logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
     logf_(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
-    size_t pb, gb, ab;
-    hpt_model_bytes(m, &pb, &gb, &ab);
-    size_t ob = (tr->ema ? 3 : 2) * m->nparams * sizeof(float);
-    size_t db = tr->task_->data_bytes(tr->task_);
+    ledger l = ledger_of(tr);
     logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
-          "data %.1f MiB: %.1f MiB allocated%s", mib(pb), mib(gb), mib(ob), mib(ab), mib(db), mib(pb + gb + ob + ab + db),
-          tr->ema ? " (adamw includes the weight average)" : "");
-    if (hooks->log_config) hooks->log_config(hooks->hctx, log, ctx);
+          "data %.1f MiB: %.1f MiB allocated%s", mib(l.params), mib(l.grads), mib(l.adamw), mib(l.acts), mib(l.data),
+          mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)" : "");
+    if (r->hooks->log_config) r->hooks->log_config(r->hooks->hctx, log, ctx);
+}
 
+/* metrics.jsonl: a fresh run starts it, a resumed one cuts it back to the
+ * checkpoint and appends. */
+static hpt_status open_metrics(run *r) {
+    hpt_trainer *tr = r->tr;
+    snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", tr->cfg.out_dir);
+    if (tr->resumed) HPT_TRY(cut_metrics(r->mpath, tr->step, tr->metrics_bytes));
+    r->mf = fopen(r->mpath, tr->resumed ? "a" : "w");
+    if (!r->mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", r->mpath, strerror(errno));
+    return HPT_OK;
+}
+
+/* A resumed run hands the checkpoint's state of the layer above to its
+ * hooks, once, before the first step. */
+static hpt_status load_hooks_state(hpt_trainer *tr, const hpt_run_hooks *hooks) {
+    if (!tr->resumed || tr->resume_mode == 0) return HPT_OK;
+    hpt_status st = hooks->load_state
+        ? hooks->load_state(hooks->hctx, tr->resume_state, tr->resume_state_n)
+        : hpt_fail(HPT_ERR_ARG, "'%s' holds a hybrid run's state: resume it in hybrid mode", tr->ckpt_path);
+    free(tr->resume_state);
+    tr->resume_state = NULL;
+    tr->resume_state_n = 0;
+    return st;
+}
+
+/* The weight average after a step call that moved the counter from
+ * `before`; its time is training time. */
+static void average_weights(hpt_trainer *tr, int before, hpt_step_info *info) {
+    info->ema_val_loss = NAN;
+    if (!tr->ema) return;
+    double te = hpt_now();
+    ema_update(tr, before);
+    te = hpt_now() - te;
+    tr->train_s += te;
+    info->time_s = tr->train_s;
+    info->step_s += te;
+}
+
+/* Evaluates when the step counter reaches or jumps past a multiple of the
+ * interval (a Predict phase can move it by several steps), and at the end. */
+static hpt_status eval_if_due(hpt_trainer *tr, hpt_step_info *info) {
+    const hpt_train_config *c = &tr->cfg;
+    if (tr->step < c->max_iters && tr->step < tr->next_eval) return HPT_OK;
+    while (tr->next_eval <= tr->step) tr->next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
+    HPT_TRY(hpt_trainer_eval(tr, &info->val_loss, &info->val_accuracy));
+    info->evaluated = 1;
+    tr->final_val = info->val_loss;
+    tr->final_acc = info->val_accuracy;
+    if (info->val_loss < tr->best_val) tr->best_val = info->val_loss;
+    if (!tr->ema) return HPT_OK;
+    ema_swap(tr);
+    hpt_status st = hpt_trainer_eval(tr, &info->ema_val_loss, NULL);
+    ema_swap(tr);
+    if (st == HPT_OK) tr->final_ema_val = info->ema_val_loss;
+    return st;
+}
+
+/* After a step's metrics line (so that a resume from a checkpoint finds
+ * every line up to its step): the interval's checkpoint, the memory guard
+ * rails, a requested stop. A non-OK status ends the run. */
+static hpt_status after_step(run *r, int before, size_t rss) {
+    hpt_trainer *tr = r->tr;
+    const hpt_train_config *c = &tr->cfg;
+    /* every time the counter reaches or jumps past a multiple of the interval */
+    if (r->ckpt_ok && c->save_interval > 0 && tr->step / c->save_interval > before / c->save_interval) {
+        HPT_TRY(hpt_trainer_save_checkpoint(tr));
+        r->saved_at = tr->step;
+    }
+    if (tr->rss_warn && rss > tr->rss_warn && !tr->rss_warned) {
+        tr->rss_warned = 1;
+        logf_(r->log, r->ctx, "warning    resident memory %.1f MiB passed --rss-warn %.1f MiB at step %d",
+              mib(rss), mib(tr->rss_warn), tr->step);
+    }
+    int more = tr->step < c->max_iters;
+    if (tr->rss_limit && rss > tr->rss_limit && more) {
+        /* an emergency save while the process can still write one */
+        if (r->ckpt_ok && r->saved_at != tr->step) HPT_TRY(hpt_trainer_save_checkpoint(tr));
+        return hpt_fail(HPT_ERR_NOMEM, "resident memory %.1f MiB passed --rss-limit %.1f MiB at step %d; "
+                        "emergency checkpoint %s'%s'", mib(rss), mib(tr->rss_limit), tr->step,
+                        r->ckpt_ok ? "saved to " : "not possible: ", r->ckpt_ok ? tr->ckpt_path : "no state");
+    }
+    if (r->ckpt_ok && stop_requested && more) {
+        stop_requested = 0;  /* consumed: a later run in this process starts afresh */
+        if (r->saved_at != tr->step) HPT_TRY(hpt_trainer_save_checkpoint(tr));
+        return hpt_fail(HPT_ERR_INTERRUPTED, "interrupted after step %d of %d; checkpoint saved to '%s'",
+                        tr->step, c->max_iters, tr->ckpt_path);
+    }
+    return HPT_OK;
+}
+
+/* One call of the step hook and everything after it. */
+static hpt_status run_one(run *r) {
+    hpt_trainer *tr = r->tr;
+    hpt_step_info info;
+    int before = tr->step;
+    HPT_TRY(r->hooks->step(r->hooks->hctx, tr, &info));
+    average_weights(tr, before, &info);
+    if (r->calls < tr->cfg.max_iters) r->step_times[r->calls++] = info.step_s;
+    HPT_TRY(eval_if_due(tr, &info));
+    size_t rss = hpt_rss_bytes();
+    HPT_TRY(write_metrics_line(r->mf, tr, r->hooks, &info, rss));
+    long mpos = ftell(r->mf);
+    tr->metrics_bytes = mpos >= 0 ? mpos : -1;
+    if (r->on_step) r->on_step(r->ctx, &info);
+    return after_step(r, before, rss);
+}
+
+/* summary.json: what the run was, what it reached, what it cost. */
+static hpt_status write_summary(const run *r, double med, double flops, uint32_t crc, double wall) {
+    const hpt_trainer *tr = r->tr;
+    const hpt_train_config *c = &tr->cfg;
+    const hpt_model *m = tr->model;
+    ledger l = ledger_of(tr);
     char path[4200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", c->out_dir);
-    if (tr->resumed) HPT_TRY(cut_metrics(path, tr->step, tr->metrics_bytes));
-    FILE *mf = fopen(path, tr->resumed ? "a" : "w");
-    if (!mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-
-    /* one entry per step call (a whole Predict phase is one call) */
-    double *step_times = malloc((size_t)c->max_iters * sizeof(double));
-    int calls = 0, saved_at = -1;
-    if (!step_times) { fclose(mf); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
-    /* checkpoints: the plain trainer's state, plus the hooks' own when they
-     * have any (a step hook with state but no save_state cannot be resumed) */
-    int ckpt_ok = hooks->step == plain_step || hooks->save_state;
-    hpt_status st = HPT_OK;
-    if (tr->resumed && tr->resume_mode != 0) {
-        if (!hooks->load_state)
-            st = hpt_fail(HPT_ERR_ARG, "'%s' holds a hybrid run's state: resume it in hybrid mode", tr->ckpt_path);
-        else
-            st = hooks->load_state(hooks->hctx, tr->resume_state, tr->resume_state_n);
-        free(tr->resume_state);
-        tr->resume_state = NULL;
-        tr->resume_state_n = 0;
-        if (st != HPT_OK) { free(step_times); fclose(mf); return st; }
-    }
-    tr->hooks = ckpt_ok && hooks->save_state ? hooks : NULL;
-    while (tr->step < c->max_iters) {
-        hpt_step_info info;
-        int before = tr->step;
-        st = hooks->step(hooks->hctx, tr, &info);
-        if (st != HPT_OK) break;
-        info.ema_val_loss = NAN;
-        if (tr->ema) {
-            double te = hpt_now();
-            ema_update(tr, before);
-            te = hpt_now() - te;  /* the control's cost is training time too */
-            tr->train_s += te;
-            info.time_s = tr->train_s;
-            info.step_s += te;
-        }
-        if (calls < c->max_iters) step_times[calls++] = info.step_s;
-        int last = tr->step >= c->max_iters;
-        /* evaluate when the step counter reaches or jumps past a multiple of
-         * the interval (a predicted phase can move it by several steps) */
-        if (last || tr->step >= tr->next_eval) {
-            while (tr->next_eval <= tr->step) tr->next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
-            st = hpt_trainer_eval(tr, &info.val_loss, &info.val_accuracy);
-            if (st != HPT_OK) break;
-            info.evaluated = 1;
-            tr->final_val = info.val_loss;
-            tr->final_acc = info.val_accuracy;
-            if (info.val_loss < tr->best_val) tr->best_val = info.val_loss;
-            if (tr->ema) {
-                ema_swap(tr);
-                st = hpt_trainer_eval(tr, &info.ema_val_loss, NULL);
-                ema_swap(tr);
-                if (st != HPT_OK) break;
-                tr->final_ema_val = info.ema_val_loss;
-            }
-        }
-        size_t rss = hpt_rss_bytes();
-        st = write_metrics_line(mf, tr, hooks, &info, rss);
-        if (st != HPT_OK) break;
-        long mpos = ftell(mf);
-        tr->metrics_bytes = mpos >= 0 ? mpos : -1;
-        if (on_step) on_step(ctx, &info);
-        /* checkpoints after the step's metrics line, so a resume from one
-         * finds every line up to its step */
-        /* every time the counter reaches or jumps past a multiple of the
-         * interval (a Predict phase can move it by several steps) */
-        if (ckpt_ok && c->save_interval > 0 && tr->step / c->save_interval > before / c->save_interval) {
-            st = hpt_trainer_save_checkpoint(tr);
-            if (st != HPT_OK) break;
-            saved_at = tr->step;
-        }
-        if (tr->rss_warn && rss > tr->rss_warn && !tr->rss_warned) {
-            tr->rss_warned = 1;
-            logf_(log, ctx, "warning    resident memory %.1f MiB passed --rss-warn %.1f MiB at step %d",
-                  mib(rss), mib(tr->rss_warn), tr->step);
-        }
-        if (tr->rss_limit && rss > tr->rss_limit && tr->step < c->max_iters) {
-            /* an emergency save while the process can still write one */
-            st = ckpt_ok && saved_at != tr->step ? hpt_trainer_save_checkpoint(tr) : HPT_OK;
-            if (st == HPT_OK)
-                st = hpt_fail(HPT_ERR_NOMEM, "resident memory %.1f MiB passed --rss-limit %.1f MiB at step %d; "
-                              "emergency checkpoint %s'%s'", mib(rss), mib(tr->rss_limit), tr->step,
-                              ckpt_ok ? "saved to " : "not possible: ", ckpt_ok ? tr->ckpt_path : "no state");
-            break;
-        }
-        if (ckpt_ok && stop_requested && tr->step < c->max_iters) {
-            stop_requested = 0;  /* consumed: a later run in this process starts afresh */
-            if (saved_at != tr->step) st = hpt_trainer_save_checkpoint(tr);
-            if (st == HPT_OK)
-                st = hpt_fail(HPT_ERR_INTERRUPTED, "interrupted after step %d of %d; checkpoint saved to '%s'",
-                              tr->step, c->max_iters, tr->ckpt_path);
-            break;
-        }
-    }
-    fclose(mf);
-    tr->hooks = NULL;
-    if (st != HPT_OK) { free(step_times); return st; }
-
-    snprintf(path, sizeof path, "%s/model.bin", c->out_dir);
-    st = hpt_weights_save(path, m, tr->task_->text);
-    if (st != HPT_OK) { free(step_times); return st; }
-
-    qsort(step_times, (size_t)calls, sizeof(double), cmp_double);
-    double med = calls ? step_times[calls / 2] : NAN;  /* NaN: resumed at the last step */
-    free(step_times);
-    double flops = hpt_model_train_flops(m, c->batch_size * c->grad_accum, tr->task_->tokens_per_sample);
-    uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
-    double wall = hpt_now() - wall0;
-
     snprintf(path, sizeof path, "%s/summary.json", c->out_dir);
     FILE *sf = fopen(path, "w");
     if (!sf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
@@ -634,16 +639,69 @@ static hpt_status run_loop(hpt_trainer *tr, const hpt_run_hooks *hooks,
     json_num(sf, "gflops_per_s", flops / med * 1e-9); fprintf(sf, ",\n");
     fprintf(sf, "  \"blas_core\": \"%s\",\n", hpt_blas_core());
     fprintf(sf, "  \"optimizer_updates\": %d,\n  \"model_backward_calls\": %zu,\n", tr->updates, m->backward_calls);
-    if (hooks->summary) hooks->summary(hooks->hctx, sf);
+    if (r->hooks->summary) r->hooks->summary(r->hooks->hctx, sf);
     fprintf(sf, "  \"threads\": %d,\n  \"peak_rss_bytes\": %zu,\n", hpt_get_threads(), hpt_peak_rss_bytes());
     fprintf(sf, "  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
-            pb, gb, ob, ab);
+            l.params, l.grads, l.adamw, l.acts);
     fprintf(sf, "  \"param_crc32\": \"%08x\"\n}\n", crc);
     int werr = ferror(sf);
     if (fclose(sf) != 0 || werr) return hpt_fail(HPT_ERR_IO, "cannot write '%s'", path);
+    return HPT_OK;
+}
 
-    logf_(log, ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
+/* After the last step: model.bin, summary.json and the closing log line. */
+static hpt_status finish_run(run *r) {
+    hpt_trainer *tr = r->tr;
+    hpt_model *m = tr->model;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.bin", tr->cfg.out_dir);
+    HPT_TRY(hpt_weights_save(path, m, tr->task_->text));
+    qsort(r->step_times, (size_t)r->calls, sizeof(double), cmp_double);
+    double med = r->calls ? r->step_times[r->calls / 2] : NAN;  /* NaN: resumed at the last step */
+    double flops = hpt_model_train_flops(m, tr->cfg.batch_size * tr->cfg.grad_accum, tr->task_->tokens_per_sample);
+    uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
+    double wall = hpt_now() - r->wall0;
+    HPT_TRY(write_summary(r, med, flops, crc, wall));
+    logf_(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
           "%.1f GFLOP/s, final val %.4f, best val %.4f, param_crc32 %08x",
           tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, tr->final_val, tr->best_val, crc);
     return HPT_OK;
 }
+
+static hpt_status run_loop(run *r) {
+    hpt_trainer *tr = r->tr;
+    log_start(r);
+    HPT_TRY(open_metrics(r));
+    r->step_times = malloc((size_t)tr->cfg.max_iters * sizeof(double));
+    hpt_status st = r->step_times ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    /* checkpoints: the plain trainer's state, plus the hooks' own when they
+     * have any (a step hook with state but no save_state cannot be resumed) */
+    r->ckpt_ok = r->hooks->step == plain_step || r->hooks->save_state;
+    if (st == HPT_OK) st = load_hooks_state(tr, r->hooks);
+    tr->hooks = r->ckpt_ok && r->hooks->save_state ? r->hooks : NULL;
+    while (st == HPT_OK && tr->step < tr->cfg.max_iters) st = run_one(r);
+    fclose(r->mf);
+    tr->hooks = NULL;
+    if (st == HPT_OK) st = finish_run(r);
+    free(r->step_times);
+    return st;
+}
+
+/* The run holds the directory's lock from its first write to its last
+ * (a resume takes it earlier, before reading the checkpoints). */
+hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
+                                 hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    HPT_TRY(hpt_mkdir_p(tr->cfg.out_dir));
+    if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(tr->cfg.out_dir, &tr->lock_fd));
+    run r = {.tr = tr, .hooks = hooks, .log = log, .on_step = on_step, .ctx = ctx, .saved_at = -1, .wall0 = hpt_now()};
+    hpt_status st = run_loop(&r);
+    hpt_dir_unlock(tr->lock_fd);
+    tr->lock_fd = -1;
+    return st;
+}
+
+hpt_status hpt_trainer_run(hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    hpt_run_hooks hooks = {.step = plain_step};
+    return hpt_trainer_run_hooks(tr, &hooks, log, on_step, ctx);
+}
+
