@@ -225,132 +225,163 @@ static double phase_cost(const hybrid *h, double t0, int probes0, int applied) {
     return h->real_step_s > 0.0 ? (hpt_now() - t0) / h->real_step_s : 1.0;
 }
 
-static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
-    hpt_trainer *tr = h->tr;
-    const hpt_train_config *c = hpt_trainer_config(tr);
-    const int step0 = hpt_trainer_steps(tr), updates = hpt_trainer_updates(tr);
-    const float *m1 = hpt_trainer_moment1(tr), *m2 = hpt_trainer_moment2(tr);
-    double t0 = hpt_now();
-    int probes0 = h->probe_passes;
-    if (horizon > c->max_iters - step0) horizon = c->max_iters - step0;
-    if (horizon < 1) horizon = 1;
+/* One Predict phase in the making: what its parts hand on. */
+typedef struct jump {
+    double t0;
+    int probes0;             /* probe passes before it: its cost in passes */
+    int step0, updates;      /* the trainer's counters at its start */
+    hpt_adamw opt;           /* the last real step's AdamW settings */
+    int horizon, fh;         /* predicted steps asked for; of them, forecast */
+    float conf, fc_loss;     /* the confidence that opened it; the forecast loss after fh steps */
+    float L0;                /* probe loss at the snapshot */
+    int applied;             /* predicted steps applied */
+    hpt_predict_stop stopped;
+    /* the line search: probe losses at alpha 1, 0.5 and the parabola's astar */
+    float L1, Lh, La, astar, best_a, best_L;
+    /* the verdict */
+    float worth;
+    double spent;
+    int advance, accepted;
+} jump;
 
-    take_snapshot(h);
-    draw_probes(h);
-    float L0, Lk, prev;
-    HPT_TRY(probe_loss(h, &L0));
-    prev = L0;
-    hpt_adamw opt = hpt_trainer_adamw(tr, step0 > 0 ? step0 - 1 : 0);
-    hpt_pred_begin(&h->pred, m1, m2, &opt, updates);
-    /* the dynamics model scales each tensor's predicted update: its forecast
-     * of the optimal scale of the AdamW-direction step, averaged over the
-     * horizon and clipped to [0, 1.5] (0: this tensor does not move) */
-    int fh = horizon < h->dyn.HM ? horizon : h->dyn.HM;
+/* The dynamics model scales each tensor's predicted update: its forecast of
+ * the optimal scale of the AdamW-direction step, averaged over the horizon
+ * and clipped to [0, 1.5] (0: this tensor does not move). */
+static hpt_status forecast_scales(hybrid *h, jump *j) {
+    const hpt_train_config *c = hpt_trainer_config(h->tr);
+    j->fh = j->horizon < h->dyn.HM ? j->horizon : h->dyn.HM;
     float lrp[64];
-    for (int j = 0; j < fh && j < 64; j++) lrp[j] = hpt_lr_at(c, step0 + j);
-    HPT_TRY(hpt_dyn_forecast(&h->dyn, fh, lrp, h->fc_mean, h->fc_std, NULL));
-    float fc_loss = expf(h->fc_mean[(size_t)(fh - 1) * (1 + h->K)]);
+    for (int s = 0; s < j->fh && s < 64; s++) lrp[s] = hpt_lr_at(c, j->step0 + s);
+    HPT_TRY(hpt_dyn_forecast(&h->dyn, j->fh, lrp, h->fc_mean, h->fc_std, NULL));
+    j->fc_loss = expf(h->fc_mean[(size_t)(j->fh - 1) * (1 + h->K)]);
     for (int ti = 0; ti < h->m->ntensors && ti < h->K; ti++) {
         double sum = 0.0;
-        for (int j = 0; j < fh; j++) sum += h->fc_mean[(size_t)j * (1 + h->K) + 1 + ti];
-        float sc = (float)(sum / fh);
+        for (int s = 0; s < j->fh; s++) sum += h->fc_mean[(size_t)s * (1 + h->K) + 1 + ti];
+        float sc = (float)(sum / j->fh);
         h->pred.tensor_scale[ti] = isfinite(sc) ? (sc < 0.0f ? 0.0f : sc > 1.5f ? 1.5f : sc) : 0.0f;
     }
+    return HPT_OK;
+}
 
-    int applied = 0;
-    hpt_predict_stop stopped = HPT_STOP_NONE;
-    for (int k = 1; k <= horizon; k++) {
-        float lr = hpt_lr_at(c, step0 + k - 1);
-        hpt_pred_apply(&h->pred, h->m->params, m1, m2, &opt, updates, lr, k, h->scale);
+/* Applies predicted steps 1..horizon in place; every correction_interval
+ * steps the realised probe loss must keep up: with what k real steps would
+ * buy (at half credit) and with the dynamics model's forecast interval (its
+ * change from the first forecast step, so over k - 1 steps: errs towards
+ * going on). Once it falls behind either or rises, it stops there. */
+static hpt_status apply_predicted(hybrid *h, jump *j) {
+    const hpt_train_config *c = hpt_trainer_config(h->tr);
+    const float *m1 = hpt_trainer_moment1(h->tr), *m2 = hpt_trainer_moment2(h->tr);
+    float prev = j->L0, Lk;
+    j->applied = 0;
+    j->stopped = HPT_STOP_NONE;
+    for (int k = 1; k <= j->horizon; k++) {
+        float lr = hpt_lr_at(c, j->step0 + k - 1);
+        hpt_pred_apply(&h->pred, h->m->params, m1, m2, &j->opt, j->updates, lr, k, h->scale);
         hpt_phase_step_done(&h->ph);
-        applied = k;
-        if (!h->cfg.whole_phase && k < horizon && k % h->cfg.correction_interval == 0) {
-            /* the realised probe loss must keep up: with what k real steps
-             * would buy (at half credit) and with the dynamics model's
-             * forecast interval (its change from the first forecast step,
-             * so over k - 1 steps: errs towards going on); once it falls
-             * behind either or rises, line-search what we have */
-            HPT_TRY(probe_loss(h, &Lk));
-            int j = (k < fh ? k : fh) - 1;
-            float dlog = h->fc_mean[(size_t)j * (1 + h->K)] - h->fc_mean[0];
-            float sd = h->fc_std[(size_t)j * (1 + h->K)];
-            stopped = hpt_phase_predict_stop(L0, prev, Lk, k, progress_per_step(h), dlog, sd);
-            if (stopped != HPT_STOP_NONE) break;
-            prev = Lk;
-        }
+        j->applied = k;
+        if (h->cfg.whole_phase || k >= j->horizon || k % h->cfg.correction_interval) continue;
+        HPT_TRY(probe_loss(h, &Lk));
+        int s = (k < j->fh ? k : j->fh) - 1;
+        float dlog = h->fc_mean[(size_t)s * (1 + h->K)] - h->fc_mean[0];
+        float sd = h->fc_std[(size_t)s * (1 + h->K)];
+        j->stopped = hpt_phase_predict_stop(j->L0, prev, Lk, k, progress_per_step(h), dlog, sd);
+        if (j->stopped != HPT_STOP_NONE) break;
+        prev = Lk;
     }
+    return HPT_OK;
+}
 
-    /* line search over the step scale on D = theta - snapshot */
+/* Line search over the step scale on D = theta - snapshot: probe losses at
+ * alpha 1 and 0.5, and at the minimum of the parabola through (0, L0),
+ * (0.5, Lh), (1, L1) when it lies in (0.05, 1.5] away from both. */
+static hpt_status line_search(hybrid *h, jump *j) {
     float *p = h->m->params;
     const float *sp = hpt_snapshot_params(&h->snap);
     #pragma omp parallel for simd
     for (size_t i = 0; i < h->n; i++) h->dir[i] = p[i] - sp[i];
-    float L1, Lh, La = INFINITY;
-    HPT_TRY(probe_loss(h, &L1));
+    const float L0 = j->L0;
+    j->La = INFINITY;
+    HPT_TRY(probe_loss(h, &j->L1));
     set_along(h, 0.5f);
-    HPT_TRY(probe_loss(h, &Lh));
-    float c2 = 2.0f * (L1 - 2.0f * Lh + L0), c1 = L1 - L0 - c2;
-    float astar = NAN;
+    HPT_TRY(probe_loss(h, &j->Lh));
+    float c2 = 2.0f * (j->L1 - 2.0f * j->Lh + L0), c1 = j->L1 - L0 - c2;
+    j->astar = NAN;
     if (c2 > 0.0f) {
-        astar = -c1 / (2.0f * c2);
-        if (astar > 1.5f) astar = 1.5f;
-        if (!(astar > 0.05f) || fabsf(astar - 0.5f) < 0.05f || fabsf(astar - 1.0f) < 0.05f) astar = NAN;
+        float a = -c1 / (2.0f * c2);
+        if (a > 1.5f) a = 1.5f;
+        if (a > 0.05f && fabsf(a - 0.5f) >= 0.05f && fabsf(a - 1.0f) >= 0.05f) j->astar = a;
     }
-    if (isfinite(astar)) { set_along(h, astar); HPT_TRY(probe_loss(h, &La)); }
-    float best_a = 0.0f, best_L = L0;
-    if (Lh < best_L) { best_a = 0.5f; best_L = Lh; }
-    if (L1 < best_L) { best_a = 1.0f; best_L = L1; }
-    if (La < best_L) { best_a = astar; best_L = La; }
+    if (isfinite(j->astar)) { set_along(h, j->astar); HPT_TRY(probe_loss(h, &j->La)); }
+    j->best_a = 0.0f;
+    j->best_L = L0;
+    if (j->Lh < j->best_L) { j->best_a = 0.5f; j->best_L = j->Lh; }
+    if (j->L1 < j->best_L) { j->best_a = 1.0f; j->best_L = j->L1; }
+    if (j->La < j->best_L) { j->best_a = j->astar; j->best_L = j->La; }
+    return HPT_OK;
+}
 
-    /* What the jump is worth, in real steps: its probe-loss gain over the
-     * recent per-step progress of real training. It is kept only if it is
-     * worth more than the real steps its own time would have paid for
-     * (probes and all), and the step counter, i.e. the LR schedule, moves
-     * by what it was worth, at most the steps applied: a jump worth one step
-     * must not skip forty steps of the schedule. */
+/* What the jump is worth, in real steps: its probe-loss gain over the
+ * recent per-step progress of real training. It is kept only if it is worth
+ * more than the real steps its own time would have paid for (probes and
+ * all), and the step counter, i.e. the LR schedule, moves by what it was
+ * worth, at most the steps applied: a jump worth one step must not skip
+ * forty steps of the schedule. */
+static void judge(hybrid *h, jump *j) {
     float per_step = progress_per_step(h);
-    double spent = phase_cost(h, t0, probes0, applied);
-    float gain = L0 - best_L;
-    float worth = isfinite(per_step) && per_step > 0.0f ? gain / per_step : 0.0f;
-    if (worth > (float)applied) worth = (float)applied;
-    int advance = (int)worth;
-    int accepted = best_a > 0.0f && isfinite(best_L) && gain > 0.0f && worth > spent && advance >= 1;
+    j->spent = phase_cost(h, j->t0, j->probes0, j->applied);
+    float gain = j->L0 - j->best_L;
+    j->worth = isfinite(per_step) && per_step > 0.0f ? gain / per_step : 0.0f;
+    if (j->worth > (float)j->applied) j->worth = (float)j->applied;
+    j->advance = (int)j->worth;
+    j->accepted = j->best_a > 0.0f && isfinite(j->best_L) && gain > 0.0f && j->worth > j->spent && j->advance >= 1;
+}
+
+/* Keeps the jump at the best alpha (the schedule moves by what it was
+ * worth) or restores the snapshot; the counters, the acceptance history,
+ * the phase controller and phases.jsonl hear of it. */
+static void settle(hybrid *h, jump *j) {
+    const char *stop = j->stopped ? hpt_predict_stop_name(j->stopped) : "";
+    const char *so = j->stopped ? " (stopped early: " : "", *sc = j->stopped ? ")" : "";
     char why[240];
-    if (accepted) {
-        set_along(h, best_a);
-        hpt_trainer_advance(tr, advance);
+    if (j->accepted) {
+        set_along(h, j->best_a);
+        hpt_trainer_advance(h->tr, j->advance);
         h->phases_accepted++;
-        h->predicted_steps_kept += advance;
-        h->alpha_sum += best_a;
+        h->predicted_steps_kept += j->advance;
+        h->alpha_sum += j->best_a;
         snprintf(why, sizeof why, "jump of %d predicted steps kept at alpha %.2f: probe loss %.4f -> %.4f, "
-                 "worth %.1f real steps for the time of %.1f%s%s%s", applied, best_a, L0, best_L, worth, spent,
-                 stopped ? " (stopped early: " : "", stopped ? hpt_predict_stop_name(stopped) : "", stopped ? ")" : "");
+                 "worth %.1f real steps for the time of %.1f%s%s%s", j->applied, j->best_a, j->L0, j->best_L,
+                 j->worth, j->spent, so, stop, sc);
     } else {
         restore_snapshot(h);
         h->phases_rejected++;
         h->rollbacks++;
-        h->predicted_steps_lost += applied;
+        h->predicted_steps_lost += j->applied;
         snprintf(why, sizeof why, "jump of %d predicted steps rolled back: probe loss %.4f at alpha 0, %.4f at 0.5, "
-                 "%.4f at 1, best %.4f: worth %.1f real steps, cost the time of %.1f%s%s%s", applied, L0, Lh, L1, best_L,
-                 worth, spent, stopped ? " (stopped early: " : "", stopped ? hpt_predict_stop_name(stopped) : "",
-                 stopped ? ")" : "");
+                 "%.4f at 1, best %.4f: worth %.1f real steps, cost the time of %.1f%s%s%s", j->applied, j->L0, j->Lh,
+                 j->L1, j->best_L, j->worth, j->spent, so, stop, sc);
     }
-    h->accept_ema = 0.7f * h->accept_ema + 0.3f * (accepted ? 1.0f : 0.0f);
+    h->accept_ema = 0.7f * h->accept_ema + 0.3f * (j->accepted ? 1.0f : 0.0f);
     if (h->ph.pred_open) {
-        hpt_phase_end_predict(&h->ph, accepted, why);
+        hpt_phase_end_predict(&h->ph, j->accepted, why);
         /* charge the waste budget what the phase really cost, in real steps */
-        if (!accepted && (h->cfg.count_cost || h->real_step_s > 0.0))
-            hpt_phase_charge(&h->ph, (int)ceil(phase_cost(h, t0, probes0, applied)));
+        if (!j->accepted && (h->cfg.count_cost || h->real_step_s > 0.0))
+            hpt_phase_charge(&h->ph, (int)ceil(phase_cost(h, j->t0, j->probes0, j->applied)));
     }
     log_transition(h, HPT_PHASE_PREDICT, why);
+}
 
-    double dt = hpt_now() - t0;
+/* The phase's line of metrics, its time on the training clock. */
+static void predict_info(hybrid *h, const jump *j, hpt_step_info *info) {
+    hpt_trainer *tr = h->tr;
+    const hpt_train_config *c = hpt_trainer_config(tr);
+    double dt = hpt_now() - j->t0;
     hpt_trainer_add_time(tr, dt);  /* probes and predicted steps are training time */
     const int step = hpt_trainer_steps(tr);
     memset(info, 0, sizeof *info);
     info->step = step;
     info->max_iters = c->max_iters;
-    info->train_loss = accepted ? best_L : L0;  /* probe loss at the kept point */
+    info->train_loss = j->accepted ? j->best_L : j->L0;  /* probe loss at the kept point */
     info->lr = hpt_lr_at(c, step > 0 ? step - 1 : 0);
     info->grad_norm = NAN;
     info->step_s = dt;
@@ -358,14 +389,34 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     info->tokens = hpt_trainer_tokens(tr);
     info->val_loss = info->val_accuracy = NAN;
     info->backward = 0;
-    info->probes = h->P * (3 + (isfinite(astar) ? 1 : 0)) + h->P * ((applied - 1) / h->cfg.correction_interval);
+    info->probes = h->P * (3 + (isfinite(j->astar) ? 1 : 0)) + h->P * ((j->applied - 1) / h->cfg.correction_interval);
     /* the dynamics model's forecast of the training loss after the horizon */
-    info->predicted_loss = fc_loss;
-    info->confidence = conf;
+    info->predicted_loss = j->fc_loss;
+    info->confidence = j->conf;
     info->residual = NAN;  /* probe and training losses are on different batches */
-    info->predicted_steps = accepted ? advance : applied;
-    info->accepted = accepted;
-    info->alpha = accepted ? best_a : 0.0f;
+    info->predicted_steps = j->accepted ? j->advance : j->applied;
+    info->accepted = j->accepted;
+    info->alpha = j->accepted ? j->best_a : 0.0f;
+}
+
+static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
+    hpt_trainer *tr = h->tr;
+    jump j = {.t0 = hpt_now(), .probes0 = h->probe_passes, .conf = conf,
+              .step0 = hpt_trainer_steps(tr), .updates = hpt_trainer_updates(tr)};
+    int left = hpt_trainer_config(tr)->max_iters - j.step0;
+    j.horizon = horizon > left ? left : horizon;
+    if (j.horizon < 1) j.horizon = 1;
+    take_snapshot(h);
+    draw_probes(h);
+    HPT_TRY(probe_loss(h, &j.L0));
+    j.opt = hpt_trainer_adamw(tr, j.step0 > 0 ? j.step0 - 1 : 0);
+    hpt_pred_begin(&h->pred, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), &j.opt, j.updates);
+    HPT_TRY(forecast_scales(h, &j));
+    HPT_TRY(apply_predicted(h, &j));
+    HPT_TRY(line_search(h, &j));
+    judge(h, &j);
+    settle(h, &j);
+    predict_info(h, &j, info);
     return HPT_OK;
 }
 
