@@ -194,19 +194,134 @@ static void window(const hpt_dyn *d, int64_t *k0, int *nw) {
     *nw = last > lo ? (int)(last - lo) : 0;
 }
 
+/* A member's parameters (or their gradients) by name, from the layout. */
+typedef struct member_view {
+    float *wx, *wh, *bx, *bh;    /* the GRU */
+    float *wp, *bp, *wq, *bq;    /* the prior and posterior heads */
+    float *wd, *bd, *ls;         /* the decoder and its log sigmas */
+} member_view;
+
+static member_view member_at(const hpt_dyn_layout *L, float *p) {
+    return (member_view){p + L->wx, p + L->wh, p + L->bx, p + L->bh, p + L->wp, p + L->bp,
+                         p + L->wq, p + L->bq, p + L->wd, p + L->bd, p + L->ls};
+}
+
+/* Forward through step i of the window (step k = k0 + i): the GRU, the
+ * standardised target, the prior and posterior heads, the sampled latent,
+ * the decoder. Caches what the backward pass reads; returns the step's
+ * weighted term of the objective. */
+static double forward_step(hpt_dyn *d, int m, const member_view *v, int64_t k0, int i) {
+    const int D = d->D, H = d->H, Z = d->Z, T = d->T, R = d->R;
+    const float beta = d->cfg.kl_weight, fnats = d->cfg.free_nats;
+    int64_t k = k0 + i;
+    const float *x = d->xr + (size_t)(k % R) * D;
+    float *h = d->c_h + (size_t)(i + 1) * H;
+    hpt_gru_forward(h, d->c_gate + (size_t)i * 7 * H, x, d->c_h + (size_t)i * H, v->wx, v->wh, v->bx, v->bh, D, H);
+
+    /* the target of this step, standardised with today's statistics (the
+     * ring keeps raw values: old rows follow drifting scales) */
+    const float *yraw = d->yr + (size_t)((k + 1) % R) * T;
+    float *yt = d->c_yt + (size_t)i * T, *mk = d->c_mk + (size_t)i * T;
+    for (int c = 0; c < T; c++) {
+        mk[c] = isfinite(yraw[c]) ? 1.0f : 0.0f;
+        yt[c] = mk[c] > 0 ? (yraw[c] - d->tmean[c]) / target_sd(d, c) : 0.0f;
+    }
+    float w = d->wr[(size_t)((k + 1) % R) * d->E + m];
+    d->c_w[i] = w;
+
+    float *pr = d->c_pr + (size_t)i * 2 * Z, *po = d->c_po + (size_t)i * 2 * Z;
+    float *in = d->c_in + (size_t)i * (H + T), *zz = d->c_z + (size_t)i * Z;
+    matvec(pr, v->wp, H, h, H, v->bp, 2 * Z);
+    memcpy(in, h, H * sizeof(float));
+    memcpy(in + H, yt, T * sizeof(float));
+    matvec(po, v->wq, H + T, in, H + T, v->bq, 2 * Z);
+    const float *eps = d->noise + ((size_t)m * d->W + i) * Z;
+    double kl = 0.0;
+    for (int j = 0; j < Z; j++) {
+        float lq = clampf(po[Z + j], LS_MIN, LS_MAX), lp = clampf(pr[Z + j], LS_MIN, LS_MAX);
+        float sq = hpt_expf(lq), dm = po[j] - pr[j];
+        zz[j] = po[j] + sq * eps[j];
+        kl += lp - lq + (sq * sq + dm * dm) * hpt_expf(-2.0f * lp) * 0.5f - 0.5f;
+    }
+    d->c_kl[i] = (float)kl;
+    memcpy(d->v_hz, h, H * sizeof(float));
+    memcpy(d->v_hz + H, zz, Z * sizeof(float));
+    float *yh = d->c_yh + (size_t)i * T;
+    matvec(yh, v->wd, H + Z, d->v_hz, H + Z, v->bd, T);
+    prior_fn(d, m, x, yh);
+    double rec = 0.0;
+    for (int c = 0; c < T; c++) {
+        if (mk[c] == 0) continue;
+        float lo = clampf(v->ls[c], LS_MIN, LSO_MAX), e = yh[c] - yt[c];
+        rec += 0.5 * e * e * hpt_expf(-2.0f * lo) + lo;
+    }
+    return w * (rec + beta * (kl > fnats ? kl : fnats));
+}
+
+/* Backward through step i (gradient weight gw): adds into the gradients g
+ * and carries dL/dh back to the previous step's state (d->v_carry). */
+static void backward_step(hpt_dyn *d, int m, const member_view *v, const member_view *g, int64_t k0, int i, float gw) {
+    const int D = d->D, H = d->H, Z = d->Z, T = d->T, R = d->R;
+    const float beta = d->cfg.kl_weight, bal = d->cfg.kl_balance, fnats = d->cfg.free_nats;
+    float *carry = d->v_carry, *dh = d->v_dh, *dhz = d->v_dhz, *dpo = d->v_dpo, *dpr = d->v_dpr;
+    int64_t k = k0 + i;
+    const float *h = d->c_h + (size_t)(i + 1) * H;
+    const float *pr = d->c_pr + (size_t)i * 2 * Z, *po = d->c_po + (size_t)i * 2 * Z;
+    const float *in = d->c_in + (size_t)i * (H + T), *zz = d->c_z + (size_t)i * Z;
+    const float *yt = d->c_yt + (size_t)i * T, *mk = d->c_mk + (size_t)i * T, *yh = d->c_yh + (size_t)i * T;
+    const float *eps = d->noise + ((size_t)m * d->W + i) * Z;
+    memcpy(dh, carry, H * sizeof(float));
+
+    /* reconstruction: 0.5 e^2 / sigma^2 + log sigma per observed column */
+    float dy[64 + 1];
+    for (int c = 0; c < T; c++) {
+        dy[c] = 0.0f;
+        if (mk[c] == 0) continue;
+        float lo = clampf(v->ls[c], LS_MIN, LSO_MAX), e = yh[c] - yt[c], iv = hpt_expf(-2.0f * lo);
+        dy[c] = gw * e * iv;
+        if (v->ls[c] > LS_MIN && v->ls[c] < LSO_MAX) g->ls[c] += gw * (1.0f - e * e * iv);
+    }
+    memcpy(d->v_hz, h, H * sizeof(float));
+    memcpy(d->v_hz + H, zz, Z * sizeof(float));
+    memset(dhz, 0, (H + Z) * sizeof(float));
+    matvec_back(g->wd, g->bd, dhz, dy, v->wd, H + Z, d->v_hz, H + Z, T);
+    axpy(dh, 1.0f, dhz, H);
+
+    /* z = mu_q + sigma_q eps, and the KL (balanced between its two sides;
+     * below the free nats it is a constant) */
+    float gk = d->c_kl[i] > fnats ? gw * beta : 0.0f;
+    float gq = gk * 2.0f * (1.0f - bal), gp = gk * 2.0f * bal;
+    for (int j = 0; j < Z; j++) {
+        float lq = clampf(po[Z + j], LS_MIN, LS_MAX), lp = clampf(pr[Z + j], LS_MIN, LS_MAX);
+        float sq = hpt_expf(lq), ivp = hpt_expf(-2.0f * lp), dm = po[j] - pr[j];
+        float dz = dhz[H + j];
+        dpo[j] = dz + gq * dm * ivp;
+        dpr[j] = -gp * dm * ivp;
+        int inq = po[Z + j] > LS_MIN && po[Z + j] < LS_MAX, inp = pr[Z + j] > LS_MIN && pr[Z + j] < LS_MAX;
+        dpo[Z + j] = inq ? dz * eps[j] * sq + gq * (sq * sq * ivp - 1.0f) : 0.0f;
+        dpr[Z + j] = inp ? gp * (1.0f - (sq * sq + dm * dm) * ivp) : 0.0f;
+    }
+    /* posterior head on [h; y~] (only the h part has a gradient to pass on), prior head on h */
+    matvec_back(g->wq, g->bq, NULL, dpo, v->wq, H + T, in, H + T, 2 * Z);
+    matvec_back(NULL, NULL, dh, dpo, v->wq, H + T, in, H, 2 * Z);
+    matvec_back(g->wp, g->bp, dh, dpr, v->wp, H, h, H, 2 * Z);
+
+    /* through the GRU step to the previous state */
+    memset(carry, 0, H * sizeof(float));
+    hpt_gru_backward(NULL, carry, g->wx, g->wh, g->bx, g->bh, dh, d->c_gate + (size_t)i * 7 * H,
+                     d->xr + (size_t)(k % R) * D, d->c_h + (size_t)i * H, v->wx, v->wh, d->v_work, D, H);
+}
+
 /* The objective: mean over the window of w_k * (reconstruction NLL of the
  * observed target columns + kl_weight * max(KL, free_nats)), w_k the
  * member's bootstrap weight of that target. The mean is over steps, not over
  * weights, so a member's effective learning rate does not depend on how many
- * zeros its bootstrap drew. */
+ * zeros its bootstrap drew. With grad, the backward pass runs newest step
+ * first, carrying dL/dh back through the GRU. */
 double hpt_dyn_member_loss(hpt_dyn *d, int m, int grad) {
-    const int D = d->D, H = d->H, Z = d->Z, T = d->T, R = d->R;
+    const int H = d->H, R = d->R;
     const hpt_dyn_layout *L = &d->L;
-    const float *p = d->params + (size_t)m * L->n;
-    const float *wx = p + L->wx, *wh = p + L->wh, *bx = p + L->bx, *bh = p + L->bh;
-    const float *wp = p + L->wp, *bp = p + L->bp, *wq = p + L->wq, *bq = p + L->bq;
-    const float *wd = p + L->wd, *bd = p + L->bd, *ls = p + L->ls;
-    const float beta = d->cfg.kl_weight, bal = d->cfg.kl_balance, fnats = d->cfg.free_nats;
+    const member_view v = member_at(L, d->params + (size_t)m * L->n);
     int64_t k0;
     int nw;
     window(d, &k0, &nw);
@@ -214,115 +329,17 @@ double hpt_dyn_member_loss(hpt_dyn *d, int m, int grad) {
         if (grad) memset(d->grads + (size_t)m * L->n, 0, L->n * sizeof(float));
         return 0.0;
     }
-
-    /* ---- forward: GRU over the window, heads at every step */
     if (k0 > 0) memcpy(d->c_h, d->hr + ((size_t)m * R + (size_t)((k0 - 1) % R)) * H, H * sizeof(float));
     else memset(d->c_h, 0, H * sizeof(float));
     double total = 0.0;
-    for (int i = 0; i < nw; i++) {
-        int64_t k = k0 + i;
-        const float *x = d->xr + (size_t)(k % R) * D;
-        float *h = d->c_h + (size_t)(i + 1) * H;
-        hpt_gru_forward(h, d->c_gate + (size_t)i * 7 * H, x, d->c_h + (size_t)i * H, wx, wh, bx, bh, D, H);
-
-        /* the target of this step, standardised with today's statistics
-         * (the ring keeps raw values: old rows follow drifting scales) */
-        const float *yraw = d->yr + (size_t)((k + 1) % R) * T;
-        float *yt = d->c_yt + (size_t)i * T, *mk = d->c_mk + (size_t)i * T;
-        for (int c = 0; c < T; c++) {
-            mk[c] = isfinite(yraw[c]) ? 1.0f : 0.0f;
-            yt[c] = mk[c] > 0 ? (yraw[c] - d->tmean[c]) / target_sd(d, c) : 0.0f;
-        }
-        float w = d->wr[(size_t)((k + 1) % R) * d->E + m];
-        d->c_w[i] = w;
-
-        float *pr = d->c_pr + (size_t)i * 2 * Z, *po = d->c_po + (size_t)i * 2 * Z;
-        float *in = d->c_in + (size_t)i * (H + T), *zz = d->c_z + (size_t)i * Z;
-        matvec(pr, wp, H, h, H, bp, 2 * Z);
-        memcpy(in, h, H * sizeof(float));
-        memcpy(in + H, yt, T * sizeof(float));
-        matvec(po, wq, H + T, in, H + T, bq, 2 * Z);
-        const float *eps = d->noise + ((size_t)m * d->W + i) * Z;
-        double kl = 0.0;
-        for (int j = 0; j < Z; j++) {
-            float lq = clampf(po[Z + j], LS_MIN, LS_MAX), lp = clampf(pr[Z + j], LS_MIN, LS_MAX);
-            float sq = hpt_expf(lq), dm = po[j] - pr[j];
-            zz[j] = po[j] + sq * eps[j];
-            kl += lp - lq + (sq * sq + dm * dm) * hpt_expf(-2.0f * lp) * 0.5f - 0.5f;
-        }
-        d->c_kl[i] = (float)kl;
-        memcpy(d->v_hz, h, H * sizeof(float));
-        memcpy(d->v_hz + H, zz, Z * sizeof(float));
-        float *yh = d->c_yh + (size_t)i * T;
-        matvec(yh, wd, H + Z, d->v_hz, H + Z, bd, T);
-        prior_fn(d, m, x, yh);
-        double rec = 0.0;
-        for (int c = 0; c < T; c++) {
-            if (mk[c] == 0) continue;
-            float lo = clampf(ls[c], LS_MIN, LSO_MAX), e = yh[c] - yt[c];
-            rec += 0.5 * e * e * hpt_expf(-2.0f * lo) + lo;
-        }
-        total += w * (rec + beta * (kl > fnats ? kl : fnats));
-    }
+    for (int i = 0; i < nw; i++) total += forward_step(d, m, &v, k0, i);
     if (!grad) return total / nw;
 
-    /* ---- backward, newest step first, carrying dL/dh back through the GRU */
-    float *g = d->grads + (size_t)m * L->n;
-    memset(g, 0, L->n * sizeof(float));
-    float *gwx = g + L->wx, *gwh = g + L->wh, *gbx = g + L->bx, *gbh = g + L->bh;
-    float *gwp = g + L->wp, *gbp = g + L->bp, *gwq = g + L->wq, *gbq = g + L->bq;
-    float *gwd = g + L->wd, *gbd = g + L->bd, *gls = g + L->ls;
-    float *carry = d->v_carry, *dh = d->v_dh, *dhz = d->v_dhz, *dpo = d->v_dpo, *dpr = d->v_dpr;
-    memset(carry, 0, H * sizeof(float));
-    for (int i = nw - 1; i >= 0; i--) {
-        int64_t k = k0 + i;
-        const float *h = d->c_h + (size_t)(i + 1) * H;
-        const float *pr = d->c_pr + (size_t)i * 2 * Z, *po = d->c_po + (size_t)i * 2 * Z;
-        const float *in = d->c_in + (size_t)i * (H + T), *zz = d->c_z + (size_t)i * Z;
-        const float *yt = d->c_yt + (size_t)i * T, *mk = d->c_mk + (size_t)i * T, *yh = d->c_yh + (size_t)i * T;
-        const float *eps = d->noise + ((size_t)m * d->W + i) * Z;
-        float gw = d->c_w[i] / nw;
-        memcpy(dh, carry, H * sizeof(float));
-
-        /* reconstruction: 0.5 e^2 / sigma^2 + log sigma per observed column */
-        float dy[64 + 1];
-        for (int c = 0; c < T; c++) {
-            dy[c] = 0.0f;
-            if (mk[c] == 0) continue;
-            float lo = clampf(ls[c], LS_MIN, LSO_MAX), e = yh[c] - yt[c], iv = hpt_expf(-2.0f * lo);
-            dy[c] = gw * e * iv;
-            if (ls[c] > LS_MIN && ls[c] < LSO_MAX) gls[c] += gw * (1.0f - e * e * iv);
-        }
-        memcpy(d->v_hz, h, H * sizeof(float));
-        memcpy(d->v_hz + H, zz, Z * sizeof(float));
-        memset(dhz, 0, (H + Z) * sizeof(float));
-        matvec_back(gwd, gbd, dhz, dy, wd, H + Z, d->v_hz, H + Z, T);
-        axpy(dh, 1.0f, dhz, H);
-
-        /* z = mu_q + sigma_q eps, and the KL (balanced between its two sides;
-         * below the free nats it is a constant) */
-        float gk = d->c_kl[i] > fnats ? gw * beta : 0.0f;
-        float gq = gk * 2.0f * (1.0f - bal), gp = gk * 2.0f * bal;
-        for (int j = 0; j < Z; j++) {
-            float lq = clampf(po[Z + j], LS_MIN, LS_MAX), lp = clampf(pr[Z + j], LS_MIN, LS_MAX);
-            float sq = hpt_expf(lq), ivp = hpt_expf(-2.0f * lp), dm = po[j] - pr[j];
-            float dz = dhz[H + j];
-            dpo[j] = dz + gq * dm * ivp;
-            dpr[j] = -gp * dm * ivp;
-            int inq = po[Z + j] > LS_MIN && po[Z + j] < LS_MAX, inp = pr[Z + j] > LS_MIN && pr[Z + j] < LS_MAX;
-            dpo[Z + j] = inq ? dz * eps[j] * sq + gq * (sq * sq * ivp - 1.0f) : 0.0f;
-            dpr[Z + j] = inp ? gp * (1.0f - (sq * sq + dm * dm) * ivp) : 0.0f;
-        }
-        /* posterior head on [h; y~] (only the h part has a gradient to pass on), prior head on h */
-        matvec_back(gwq, gbq, NULL, dpo, wq, H + T, in, H + T, 2 * Z);
-        matvec_back(NULL, NULL, dh, dpo, wq, H + T, in, H, 2 * Z);
-        matvec_back(gwp, gbp, dh, dpr, wp, H, h, H, 2 * Z);
-
-        /* through the GRU step to the previous state */
-        memset(carry, 0, H * sizeof(float));
-        hpt_gru_backward(NULL, carry, gwx, gwh, gbx, gbh, dh, d->c_gate + (size_t)i * 7 * H,
-                         d->xr + (size_t)(k % R) * D, d->c_h + (size_t)i * H, wx, wh, d->v_work, D, H);
-    }
+    float *gp = d->grads + (size_t)m * L->n;
+    memset(gp, 0, L->n * sizeof(float));
+    const member_view g = member_at(L, gp);
+    memset(d->v_carry, 0, H * sizeof(float));
+    for (int i = nw - 1; i >= 0; i--) backward_step(d, m, &v, &g, k0, i, d->c_w[i] / nw);
     return total / nw;
 }
 
