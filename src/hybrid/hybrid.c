@@ -51,7 +51,7 @@ static hpt_status probe_loss(hybrid *h, float *loss) {
         HPT_TRY(hpt_trainer_probe(h->tr, &b, &l));
         s += (double)l * b.B;
         rows += b.B;
-        h->probe_passes++;
+        h->cnt.probe_passes++;
     }
     *loss = (float)(s / rows);
     return HPT_OK;
@@ -208,8 +208,8 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
  * what repeated failures cost. */
 static float confidence_now(hybrid *h) {
     int H = h->cfg.max_predict_steps < h->dyn.HM ? h->cfg.max_predict_steps : h->dyn.HM;
-    float lr[64];
-    for (int j = 0; j < H && j < 64; j++) lr[j] = hpt_trainer_lr(h->tr, hpt_trainer_steps(h->tr) + j);
+    float lr[FC_MAX];
+    for (int j = 0; j < H && j < FC_MAX; j++) lr[j] = hpt_trainer_lr(h->tr, hpt_trainer_steps(h->tr) + j);
     if (hpt_dyn_forecast(&h->dyn, H, lr, h->fc_mean, h->fc_std, NULL) != HPT_OK) return 0.0f;
     /* the loss column: the per-tensor scale columns are noisy by nature
      * and only scale the step (clipped); they do not gate it */
@@ -221,7 +221,7 @@ static float confidence_now(hybrid *h) {
  * real step's, or with count_cost its passes (a probe forward a third of a
  * real step, a predicted step a fiftieth), which no clock can change. */
 static double phase_cost(const hybrid *h, double t0, int probes0, int applied) {
-    if (h->cfg.count_cost) return (h->probe_passes - probes0) / 3.0 + applied / 50.0;
+    if (h->cfg.count_cost) return (h->cnt.probe_passes - probes0) / 3.0 + applied / 50.0;
     return h->real_step_s > 0.0 ? (hpt_now() - t0) / h->real_step_s : 1.0;
 }
 
@@ -250,8 +250,8 @@ typedef struct jump {
 static hpt_status forecast_scales(hybrid *h, jump *j) {
     const hpt_train_config *c = hpt_trainer_config(h->tr);
     j->fh = j->horizon < h->dyn.HM ? j->horizon : h->dyn.HM;
-    float lrp[64];
-    for (int s = 0; s < j->fh && s < 64; s++) lrp[s] = hpt_lr_at(c, j->step0 + s);
+    float lrp[FC_MAX];
+    for (int s = 0; s < j->fh && s < FC_MAX; s++) lrp[s] = hpt_lr_at(c, j->step0 + s);
     HPT_TRY(hpt_dyn_forecast(&h->dyn, j->fh, lrp, h->fc_mean, h->fc_std, NULL));
     j->fc_loss = expf(h->fc_mean[(size_t)(j->fh - 1) * (1 + h->K)]);
     for (int ti = 0; ti < h->m->ntensors && ti < h->K; ti++) {
@@ -346,17 +346,17 @@ static void settle(hybrid *h, jump *j) {
     if (j->accepted) {
         set_along(h, j->best_a);
         hpt_trainer_advance(h->tr, j->advance);
-        h->phases_accepted++;
-        h->predicted_steps_kept += j->advance;
-        h->alpha_sum += j->best_a;
+        h->cnt.phases_accepted++;
+        h->cnt.predicted_steps_kept += j->advance;
+        h->cnt.alpha_sum += j->best_a;
         snprintf(why, sizeof why, "jump of %d predicted steps kept at alpha %.2f: probe loss %.4f -> %.4f, "
                  "worth %.1f real steps for the time of %.1f%s%s%s", j->applied, j->best_a, j->L0, j->best_L,
                  j->worth, j->spent, so, stop, sc);
     } else {
         restore_snapshot(h);
-        h->phases_rejected++;
-        h->rollbacks++;
-        h->predicted_steps_lost += j->applied;
+        h->cnt.phases_rejected++;
+        h->cnt.rollbacks++;
+        h->cnt.predicted_steps_lost += j->applied;
         snprintf(why, sizeof why, "jump of %d predicted steps rolled back: probe loss %.4f at alpha 0, %.4f at 0.5, "
                  "%.4f at 1, best %.4f: worth %.1f real steps, cost the time of %.1f%s%s%s", j->applied, j->L0, j->Lh,
                  j->L1, j->best_L, j->worth, j->spent, so, stop, sc);
@@ -401,7 +401,7 @@ static void predict_info(hybrid *h, const jump *j, hpt_step_info *info) {
 
 static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, float conf) {
     hpt_trainer *tr = h->tr;
-    jump j = {.t0 = hpt_now(), .probes0 = h->probe_passes, .conf = conf,
+    jump j = {.t0 = hpt_now(), .probes0 = h->cnt.probe_passes, .conf = conf,
               .step0 = hpt_trainer_steps(tr), .updates = hpt_trainer_updates(tr)};
     int left = hpt_trainer_config(tr)->max_iters - j.step0;
     j.horizon = horizon > left ? left : horizon;
@@ -442,7 +442,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
             /* a non-finite loss or gradient after a kept jump: undo it */
             restore_snapshot(h);
             hpt_trainer_rewind(tr, h->snap.step);
-            h->div_rollbacks++;
+            h->cnt.div_rollbacks++;
             h->scale *= 0.5f;
             char w[200];
             snprintf(w, sizeof w, "rollback to step %d: %s; predicted step scale now %.3g", h->snap.step, hpt_errmsg(), h->scale);
@@ -453,7 +453,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
         } else if (st != HPT_OK) {
             return st;
         }
-        h->backward_passes++;
+        h->cnt.backward_passes++;
         h->real_step_s = h->real_step_s > 0.0 ? 0.9 * h->real_step_s + 0.1 * info->step_s : info->step_s;
         h->accept_ema = 1.0f - 0.995f * (1.0f - h->accept_ema);
         record_loss(h, info->train_loss);
@@ -469,7 +469,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
                 restore_snapshot(h);
                 hpt_trainer_rewind(tr, h->snap.step);
                 h->snap.valid = 0;
-                h->div_rollbacks++;
+                h->cnt.div_rollbacks++;
                 h->scale *= 0.5f;
                 snprintf(w, sizeof w, "divergence (%s): rolled back to step %d, predicted step scale %.3g",
                          dwhy ? dwhy : "critical", hpt_trainer_steps(tr), h->scale);
@@ -489,11 +489,93 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     if (extra > 0.0) hpt_trainer_add_time(tr, extra);  /* step_s is on the clock already */
     /* on a real step, the time beyond the trainer's own step is the
      * controller's: encoder, dynamics-model training, statistics */
-    if (info->backward && extra > 0.0) h->ctrl_s += extra;
+    if (info->backward && extra > 0.0) h->cnt.ctrl_s += extra;
     info->step_s = whole;
     info->time_s = hpt_trainer_clock(tr);
-    h->phase_s[ph] += whole;
-    h->phase_count_steps[ph] += ph == HPT_PHASE_PREDICT ? info->predicted_steps : 1;
+    h->cnt.phase_s[ph] += whole;
+    h->cnt.phase_count_steps[ph] += ph == HPT_PHASE_PREDICT ? info->predicted_steps : 1;
+    return HPT_OK;
+}
+
+/* The learned dynamics: the encoder, then the GRU ensemble over its features. */
+static hpt_status init_dynamics(hybrid *h) {
+    const hpt_hybrid_config *hc = &h->cfg;
+    HPT_TRY(hpt_encoder_init(&h->enc, &h->nfeat));
+    hpt_dyn_config dc;
+    hpt_dyn_config_default(&dc, h->nfeat, h->K);
+    dc.ensemble = hc->ensemble;
+    dc.hidden = hc->hidden;
+    dc.bptt = hc->bptt;
+    if (dc.max_horizon < hc->max_predict_steps) dc.max_horizon = hc->max_predict_steps > FC_MAX ? FC_MAX : hc->max_predict_steps;
+    dc.seed = hpt_trainer_config(h->tr)->seed ^ 0xD1A6u;
+    return hpt_dyn_init(&h->dyn, &dc, &h->enc);
+}
+
+/* Which parameters of each tensor the update statistics sample. */
+static void layout_samples(hybrid *h) {
+    h->ns = 0;
+    for (int ti = 0; ti < h->m->ntensors; ti++) {
+        size_t numel = h->m->tensors[ti].numel;
+        h->s_stride[ti] = (numel + SAMPLE_MAX - 1) / SAMPLE_MAX;
+        h->s_cnt[ti] = (numel + h->s_stride[ti] - 1) / h->s_stride[ti];
+        h->s_off[ti] = h->ns;
+        h->ns += h->s_cnt[ti];
+    }
+}
+
+/* The buffers: one arena carved by HYBRID_BUFS. */
+static hpt_status carve_buffers(hybrid *h) {
+    _Static_assert(sizeof(int) == sizeof(float), "int slices share the float arena");
+#define X(type, name, size) size,
+    size_t sizes[] = {HYBRID_BUFS(X)};
+#undef X
+    enum { NB = sizeof sizes / sizeof sizes[0] };
+    float *slice[NB], **ptrs[NB];
+    for (int i = 0; i < NB; i++) ptrs[i] = &slice[i];
+    size_t total;
+    h->buf_arena = hpt_arena_carve(sizes, NB, ptrs, &total);
+    if (!h->buf_arena) return hpt_fail(HPT_ERR_NOMEM, "hybrid: out of memory for its buffers");
+    h->buf_bytes = total * sizeof(float);
+    int i = 0;
+#define X(type, name, size) h->name = (type *)slice[i++];
+    HYBRID_BUFS(X)
+#undef X
+    return HPT_OK;
+}
+
+/* phases.jsonl: a fresh run starts it (a resumed one reopens it in
+ * hpt_hyb_load_state, cut back to the checkpoint). */
+static hpt_status open_phases_log(hybrid *h) {
+    const char *out_dir = hpt_trainer_config(h->tr)->out_dir;
+    snprintf(h->phases_path, sizeof h->phases_path, "%s/phases.jsonl", out_dir);
+    if (hpt_trainer_is_resumed(h->tr)) {
+        if (!hpt_trainer_resumed_hybrid(h->tr))
+            return hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode",
+                            hpt_trainer_checkpoint(h->tr));
+        return HPT_OK;
+    }
+    HPT_TRY(hpt_mkdir_p(out_dir));
+    h->phases_log = fopen(h->phases_path, "w");
+    if (!h->phases_log) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", h->phases_path, strerror(errno));
+    return HPT_OK;
+}
+
+/* All of the driver's memory, before step 0. */
+static hpt_status init_parts(hybrid *h) {
+    hpt_phase_config pc;
+    hpt_div_config dc;
+    hpt_hyb_to_phase_config(&h->cfg, &pc);
+    hpt_hyb_to_div_config(&h->cfg, &dc);
+    hpt_phase_init(&h->ph, &pc);
+    hpt_div_init(&h->div, &dc);
+    HPT_TRY(hpt_pred_init(&h->pred, hpt_pred_parse(h->cfg.predictor), h->m, 0, 0));
+    HPT_TRY(hpt_snapshot_init(&h->snap, h->n));
+    HPT_TRY(init_dynamics(h));
+    layout_samples(h);
+    HPT_TRY(carve_buffers(h));
+    HPT_TRY(open_phases_log(h));
+    h->arena_bytes = 3 * h->n * sizeof(float) + h->buf_bytes + h->pred.arena_bytes +
+                     (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
     return HPT_OK;
 }
 
@@ -506,65 +588,14 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     h->tr = tr;
     h->m = hpt_trainer_model(tr);
     h->n = h->m->nparams;
-    h->scale = 1.0f;
-    h->accept_ema = 1.0f;
-    hpt_phase_config pc;
-    hpt_div_config dc;
-    hpt_hyb_to_phase_config(hc, &pc);
-    hpt_hyb_to_div_config(hc, &dc);
-    hpt_phase_init(&h->ph, &pc);
-    hpt_div_init(&h->div, &dc);
-    hpt_status st = hpt_pred_init(&h->pred, hpt_pred_parse(hc->predictor), h->m, 0, 0);
-    /* all memory before step 0: the snapshot, the direction and the probes */
-    if (st == HPT_OK) st = hpt_snapshot_init(&h->snap, h->n);
     h->K = h->m->ntensors;
-    if (st == HPT_OK) st = hpt_encoder_init(&h->enc, &h->nfeat);
-    if (st == HPT_OK) {
-        hpt_dyn_config dc2;
-        hpt_dyn_config_default(&dc2, h->nfeat, h->K);
-        dc2.ensemble = hc->ensemble;
-        dc2.hidden = hc->hidden;
-        dc2.bptt = hc->bptt;
-        if (dc2.max_horizon < hc->max_predict_steps) dc2.max_horizon = hc->max_predict_steps > 64 ? 64 : hc->max_predict_steps;
-        dc2.seed = hpt_trainer_config(tr)->seed ^ 0xD1A6u;
-        st = hpt_dyn_init(&h->dyn, &dc2, &h->enc);
-    }
-    h->fc_mean = calloc((size_t)64 * (1 + h->K), sizeof(float));
-    h->fc_std = calloc((size_t)64 * (1 + h->K), sizeof(float));
-    h->ns = 0;
-    for (int ti = 0; ti < h->m->ntensors; ti++) {
-        size_t numel = h->m->tensors[ti].numel;
-        h->s_stride[ti] = (numel + SAMPLE_MAX - 1) / SAMPLE_MAX;
-        h->s_cnt[ti] = (numel + h->s_stride[ti] - 1) / h->s_stride[ti];
-        h->s_off[ti] = h->ns;
-        h->ns += h->s_cnt[ti];
-    }
-    h->theta_before = hpt_arena_alloc(h->ns);
-    h->dpred = hpt_arena_alloc(h->ns);
-    h->prev_upd = hpt_arena_alloc(h->ns);
-    h->next_pred_loss = NAN;
-    if (st == HPT_OK && (!h->fc_mean || !h->fc_std || !h->theta_before || !h->dpred || !h->prev_upd))
-        st = hpt_fail(HPT_ERR_NOMEM, "hybrid: out of memory");
-    h->dir = st == HPT_OK ? hpt_arena_alloc(h->n) : NULL;
     h->P = hc->probe_batches;
     hpt_trainer_batch_shape(tr, &h->maxB, &h->T, &h->xdim);
-    h->pB = calloc((size_t)h->P, sizeof(int));
-    h->ptok = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
-    h->ptgt = calloc((size_t)h->P * h->maxB * h->T, sizeof(int));
-    h->px = h->xdim ? calloc((size_t)h->P * h->maxB * h->xdim, sizeof(float)) : NULL;
-    char *path = h->phases_path;
-    const char *out_dir = hpt_trainer_config(tr)->out_dir;
-    snprintf(path, sizeof h->phases_path, "%s/phases.jsonl", out_dir);
-    /* a resumed run reopens it in hpt_hyb_load_state, cut back to the checkpoint */
-    int resumed = hpt_trainer_is_resumed(tr);
-    if (st == HPT_OK && !resumed && hpt_mkdir_p(out_dir) == HPT_OK) h->phases_log = fopen(path, "w");
-    if (st == HPT_OK && (!h->dir || !h->pB || !h->ptok || !h->ptgt || (h->xdim && !h->px) || (!resumed && !h->phases_log)))
-        st = hpt_fail(h->phases_log || resumed ? HPT_ERR_NOMEM : HPT_ERR_IO, "hybrid: cannot allocate its buffers or open '%s'", path);
-    if (st == HPT_OK && resumed && !hpt_trainer_resumed_hybrid(tr))
-        st = hpt_fail(HPT_ERR_ARG, "'%s' comes from a --mode baseline run: resume it in baseline mode", hpt_trainer_checkpoint(tr));
+    h->scale = 1.0f;
+    h->accept_ema = 1.0f;
+    h->next_pred_loss = NAN;
+    hpt_status st = init_parts(h);
     if (st != HPT_OK) { hpt_hyb_free(h); return st; }
-    h->arena_bytes = (4 * h->n + 3 * h->ns) * sizeof(float) + h->pred.arena_bytes +
-                     (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float);
     *out = h;
     return HPT_OK;
 }
@@ -586,11 +617,8 @@ void hpt_hyb_free(hybrid *h) {
     if (h->phases_log) fclose(h->phases_log);
     hpt_pred_free(&h->pred);
     hpt_snapshot_free(&h->snap);
-    hpt_arena_free(h->dir);
     hpt_dyn_free(&h->dyn);
     hpt_encoder_free(&h->enc);
-    free(h->fc_mean); free(h->fc_std);
-    hpt_arena_free(h->theta_before); hpt_arena_free(h->dpred); hpt_arena_free(h->prev_upd);
-    free(h->pB); free(h->ptok); free(h->ptgt); free(h->px);
+    hpt_arena_free(h->buf_arena);
     free(h);
 }

@@ -25,62 +25,103 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The encoder's update statistics are estimated on a fixed sample of each
+ * tensor's parameters (at most SAMPLE_MAX, one per stride block at a hashed
+ * position, so no layout aliasing): full passes over every parameter cost a
+ * 10M-parameter model 16% of its step time. */
+#define SAMPLE_MAX 1024
+/* The dynamics model forecasts at most FC_MAX steps ahead. */
+#define FC_MAX 64
+/* The last real steps' training losses: their least-squares slope is the
+ * progress a real step buys, which a jump must match. */
+#define LOSS_RING 64
+
+/* The driver's buffers, carved from one zeroed arena by this size table (as
+ * gpt2.c carves its activations): type, name, elements (4 bytes each).
+ *   dir           (n) the line-search direction
+ *   theta_before  (ns) the sampled parameters before a real step
+ *   dpred         (ns) the AdamW-direction prediction of that step's update
+ *   prev_upd      (ns) the previous real update at the sampled parameters
+ *   fc_mean/std   (FC_MAX, 1+K) the dynamics model's forecast: log loss, then
+ *                 each tensor's step scale
+ *   pB            (P) rows of each probe batch, copied out of the task
+ *   ptok, ptgt    (P, maxB * T) its tokens and targets
+ *   px            (P, maxB * xdim) its images (0 floats for text) */
+#define HYBRID_BUFS(X)                                   \
+    X(float, dir,          h->n)                         \
+    X(float, theta_before, h->ns)                        \
+    X(float, dpred,        h->ns)                        \
+    X(float, prev_upd,     h->ns)                        \
+    X(float, fc_mean,      (size_t)FC_MAX * (1 + h->K))  \
+    X(float, fc_std,       (size_t)FC_MAX * (1 + h->K))  \
+    X(int,   pB,           (size_t)h->P)                 \
+    X(int,   ptok,         (size_t)h->P * h->maxB * h->T) \
+    X(int,   ptgt,         (size_t)h->P * h->maxB * h->T) \
+    X(float, px,           (size_t)h->P * h->maxB * h->xdim)
+
+/* What the driver has done, for summary.json (and checkpoints). */
+typedef struct hybrid_counts {
+    int backward_passes;        /* the model's backward calls on real steps */
+    int probe_passes;           /* forward-only probe batches */
+    int rollbacks;              /* Predict phases rolled back (= phases_rejected) */
+    int div_rollbacks;          /* snapshots restored after a divergence or a non-finite step */
+    int phases_accepted, phases_rejected;
+    int predicted_steps_kept, predicted_steps_lost;
+    int phase_count_steps[HPT_PHASE_COUNT];   /* steps per phase (a kept jump: its advance) */
+    double phase_s[HPT_PHASE_COUNT];          /* time per phase */
+    double ctrl_s;              /* controller time on real steps beyond the trainer's step */
+    double alpha_sum;           /* of the kept jumps' line-search alphas */
+} hybrid_counts;
+
 typedef struct hybrid {
+    /* what it runs on and with */
     hpt_hybrid_config cfg;
     hpt_trainer *tr;
     hpt_model *m;
-    size_t n;
+    size_t n;                /* parameters */
+    int K;                   /* tensors */
+    int P, maxB, T, xdim;    /* probe batches, and the task's batch shape */
+
+    /* its parts */
     hpt_phase_ctl ph;
     hpt_div div;
     hpt_predictor pred;
-
     hpt_snapshot snap;       /* the one copy of (params, m, v) */
-    float *dir;              /* (n) the line-search direction */
-    size_t arena_bytes;
-
-    /* probe batches, copied out of the task's buffers */
-    int P, maxB, T, xdim;
-    int *pB;                 /* (P) rows of each batch */
-    int *ptok, *ptgt;        /* (P, maxB * T) */
-    float *px;               /* (P, maxB * xdim) */
-
     /* the learned dynamics: encoder -> GRU ensemble, trained on every real
      * step; its targets per tensor are the optimal scale of the AdamW-direction
      * prediction, <real update, predicted update> / |predicted update|^2 */
     hpt_encoder enc;
     hpt_dyn dyn;
-    int nfeat, K;
+    int nfeat;
     float feat[64], y[1 + HPT_MAX_TENSORS];
-    float *fc_mean, *fc_std;         /* (max_horizon, 1+K) */
-    /* The encoder's update statistics are estimated on a fixed sample of
-     * each tensor's parameters (at most SAMPLE_MAX, one per stride block at
-     * a hashed position, so no layout aliasing): full passes over every
-     * parameter cost a 10M-parameter model 16% of its step time. */
-#define SAMPLE_MAX 1024
-    size_t ns;                       /* sampled parameters in all */
+
+    /* the sampled parameters: per tensor, the first sample's index, the count, the stride */
+    size_t ns;
     size_t s_off[HPT_MAX_TENSORS], s_cnt[HPT_MAX_TENSORS], s_stride[HPT_MAX_TENSORS];
-    float *theta_before, *dpred, *prev_upd;   /* (ns) each, at the sampled parameters */
+
+    /* the buffers (HYBRID_BUFS), one arena */
+#define X(type, name, size) type *name;
+    HYBRID_BUFS(X)
+#undef X
+    float *buf_arena;
+    size_t buf_bytes;
+    size_t arena_bytes;      /* every hybrid arena: snapshot, buffers, predictor, dynamics */
+
+    /* the controller's own state */
     int have_prev_upd;
-    float next_pred_loss;            /* 1-step forecast issued after the last real step */
+    float next_pred_loss;    /* 1-step forecast issued after the last real step */
     float scale;             /* global predicted-step scale; halves on divergence */
-    /* the last real steps' training losses: their least-squares slope is
-     * the progress a real step buys, which a jump must match */
-#define LOSS_RING 64
     float loss_ring[LOSS_RING];
     int loss_n, loss_head;
     float accept_ema;        /* acceptance history in [0, 1] */
     double real_step_s;      /* EMA of a real step's time: the unit a failed phase is charged in */
+
+    /* phases.jsonl */
     FILE *phases_log;
     char phases_path[4200];
     uint64_t phases_bytes;   /* its length in a checkpoint being loaded */
 
-    /* accounting */
-    int backward_passes, probe_passes, rollbacks, div_rollbacks;
-    int phases_accepted, phases_rejected, predicted_steps_kept, predicted_steps_lost;
-    double phase_s[HPT_PHASE_COUNT];
-    double ctrl_s;  /* controller time on real steps beyond the trainer's step */
-    int phase_count_steps[HPT_PHASE_COUNT];
-    double alpha_sum;
+    hybrid_counts cnt;
 } hybrid;
 
 /* ---------------------------------------------------------------- checkpoints

@@ -36,24 +36,24 @@ void hpt_hyb_summary(void *hctx, FILE *f) {
     fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
     /* the hybrid layer's share of the memory ledger, by role */
     fprintf(f, "  \"memory_bytes_hybrid\": {\"snapshot\": %zu, \"buffers\": %zu, \"predictor\": %zu, "
-            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), (h->n + 3 * h->ns) * sizeof(float),
+            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), h->buf_bytes,
             h->pred.arena_bytes,
             (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float),
             h->enc.arena_floats * sizeof(float));
     fprintf(f, "  \"phase_steps\": {\"warmup\": %d, \"full\": %d, \"predict\": %d, \"correct\": %d},\n",
-            h->phase_count_steps[0], h->phase_count_steps[1], h->phase_count_steps[2], h->phase_count_steps[3]);
+            h->cnt.phase_count_steps[0], h->cnt.phase_count_steps[1], h->cnt.phase_count_steps[2], h->cnt.phase_count_steps[3]);
     fprintf(f, "  \"phase_time_s\": {\"warmup\": %.3f, \"full\": %.3f, \"predict\": %.3f, \"correct\": %.3f},\n",
-            h->phase_s[0], h->phase_s[1], h->phase_s[2], h->phase_s[3]);
-    fprintf(f, "  \"backward_passes\": %d,\n  \"probe_passes\": %d,\n", h->backward_passes, h->probe_passes);
+            h->cnt.phase_s[0], h->cnt.phase_s[1], h->cnt.phase_s[2], h->cnt.phase_s[3]);
+    fprintf(f, "  \"backward_passes\": %d,\n  \"probe_passes\": %d,\n", h->cnt.backward_passes, h->cnt.probe_passes);
     /* the hybrid's whole cost over plain training: Predict phases (probes,
      * predictor, line search, rejected jumps) plus its bookkeeping on
      * every real step */
     fprintf(f, "  \"predictor_overhead_s\": %.6f,\n  \"controller_overhead_s\": %.6f,\n",
-            h->phase_s[HPT_PHASE_PREDICT], h->ctrl_s);
+            h->cnt.phase_s[HPT_PHASE_PREDICT], h->cnt.ctrl_s);
     fprintf(f, "  \"predict_phases\": {\"accepted\": %d, \"rolled_back\": %d, \"steps_kept\": %d, \"steps_lost\": %d, "
-            "\"mean_alpha\": %.3f},\n", h->phases_accepted, h->phases_rejected, h->predicted_steps_kept,
-            h->predicted_steps_lost, h->phases_accepted ? h->alpha_sum / h->phases_accepted : 0.0);
-    fprintf(f, "  \"divergence_rollbacks\": %d,\n  \"transitions\": %d,\n", h->div_rollbacks, h->ph.transitions);
+            "\"mean_alpha\": %.3f},\n", h->cnt.phases_accepted, h->cnt.phases_rejected, h->cnt.predicted_steps_kept,
+            h->cnt.predicted_steps_lost, h->cnt.phases_accepted ? h->cnt.alpha_sum / h->cnt.phases_accepted : 0.0);
+    fprintf(f, "  \"divergence_rollbacks\": %d,\n  \"transitions\": %d,\n", h->cnt.div_rollbacks, h->ph.transitions);
     /* how often the realised loss fell inside the forecast's mean +- 2 std,
      * per horizon bucket (1, 2-3, 4-7, ...), and what the corrector changed */
     fprintf(f, "  \"calibration\": [");
@@ -85,6 +85,6 @@ void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
              c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
              c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
              c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0,
-             3.0 * h->n * sizeof(float) / 1048576.0, (h->n + 3.0 * h->ns) * sizeof(float) / 1048576.0);
+             3.0 * h->n * sizeof(float) / 1048576.0, h->buf_bytes / 1048576.0);
     if (log) log(ctx, line);
 }

@@ -67,16 +67,16 @@ static void walk_state(hybrid *h, walker *x) {
     w_block(x, h->snap.arena, 3 * h->snap.n * sizeof(float));
 
     /* the driver's own scalars */
-    int32_t dv[16] = {h->have_prev_upd, h->loss_n, h->loss_head, h->backward_passes, h->probe_passes,
-                      h->rollbacks, h->div_rollbacks, h->phases_accepted, h->phases_rejected,
-                      h->predicted_steps_kept, h->predicted_steps_lost};
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->phase_count_steps[i];
+    int32_t dv[16] = {h->have_prev_upd, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,
+                      h->cnt.rollbacks, h->cnt.div_rollbacks, h->cnt.phases_accepted, h->cnt.phases_rejected,
+                      h->cnt.predicted_steps_kept, h->cnt.predicted_steps_lost};
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->cnt.phase_count_steps[i];
     w_block(x, dv, sizeof dv);
     float fv[3] = {h->next_pred_loss, h->scale, h->accept_ema};
     w_block(x, fv, sizeof fv);
-    double gv[3 + HPT_PHASE_COUNT] = {h->real_step_s, h->alpha_sum};
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->phase_s[i];
-    gv[2 + HPT_PHASE_COUNT] = h->ctrl_s;
+    double gv[3 + HPT_PHASE_COUNT] = {h->real_step_s, h->cnt.alpha_sum};
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->cnt.phase_s[i];
+    gv[2 + HPT_PHASE_COUNT] = h->cnt.ctrl_s;
     w_block(x, gv, sizeof gv);
     w_block(x, h->loss_ring, sizeof h->loss_ring);
     w_block(x, h->prev_upd, h->ns * sizeof(float));
@@ -89,14 +89,14 @@ static void walk_state(hybrid *h, walker *x) {
         return;
     }
     h->pred.ring_count = iv[0]; h->pred.ring_head = iv[1]; h->snap.valid = iv[2]; h->snap.step = iv[3];
-    h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->backward_passes = dv[3];
-    h->probe_passes = dv[4]; h->rollbacks = dv[5]; h->div_rollbacks = dv[6]; h->phases_accepted = dv[7];
-    h->phases_rejected = dv[8]; h->predicted_steps_kept = dv[9]; h->predicted_steps_lost = dv[10];
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->phase_count_steps[i] = dv[11 + i];
+    h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->cnt.backward_passes = dv[3];
+    h->cnt.probe_passes = dv[4]; h->cnt.rollbacks = dv[5]; h->cnt.div_rollbacks = dv[6]; h->cnt.phases_accepted = dv[7];
+    h->cnt.phases_rejected = dv[8]; h->cnt.predicted_steps_kept = dv[9]; h->cnt.predicted_steps_lost = dv[10];
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->cnt.phase_count_steps[i] = dv[11 + i];
     h->next_pred_loss = fv[0]; h->scale = fv[1]; h->accept_ema = fv[2];
-    h->real_step_s = gv[0]; h->alpha_sum = gv[1];
-    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->phase_s[i] = gv[2 + i];
-    h->ctrl_s = gv[2 + HPT_PHASE_COUNT];
+    h->real_step_s = gv[0]; h->cnt.alpha_sum = gv[1];
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) h->cnt.phase_s[i] = gv[2 + i];
+    h->cnt.ctrl_s = gv[2 + HPT_PHASE_COUNT];
 }
 
 uint64_t hpt_hyb_state_bytes(void *hctx) {
