@@ -17,7 +17,7 @@ data=${DATA:-bench/data/tinyshakespeare.txt}
 seeds=${*:-1337}
 out=bench/results/anchor_shakespeare.json
 for s in $seeds; do
-    cmd="./hpt train --data $data --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters 2000 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 250 --eval-iters 200 --threads 2 --seed $s --out runs/anchor-$s"
+    cmd="./hpt train --data $data --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters 2000 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 250 --eval-iters 200 --threads 2 --seed $s --overwrite --out runs/anchor-$s"
     echo "$cmd" >&2
     $cmd
 done

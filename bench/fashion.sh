@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")/.."
 [ -x ./hpt ] || make -j2 hpt >&2
 for m in mlp cnn; do
-    cmd="./hpt train --task fashion-mnist --model $m --threads 2 --out runs/fashion-$m"
+    cmd="./hpt train --task fashion-mnist --model $m --threads 2 --overwrite --out runs/fashion-$m"
     echo "$cmd" >&2
     $cmd
 done

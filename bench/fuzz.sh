@@ -21,7 +21,7 @@ done
 [ -x ./hpt ] || make -j2 hpt >&2
 python3 -c "print('the quick brown fox jumps over the lazy dog. ' * 200)" > $out/corpus-text/seed.txt
 ./hpt train --data $out/corpus-text/seed.txt --n-layer 1 --n-head 1 --n-embd 8 --block-size 8 --batch-size 2 \
-    --max-iters 4 --eval-iters 1 --save-interval 2 --threads 1 --out $out/seedrun >/dev/null 2>&1
+    --max-iters 4 --eval-iters 1 --save-interval 2 --threads 1 --overwrite --out $out/seedrun >/dev/null 2>&1
 cp $out/seedrun/model.bin $out/corpus-state/model.bin
 cp $out/seedrun/checkpoints/*.bin $out/corpus-state/ 2>/dev/null || true
 cp $out/seedrun/checkpoints/*.bin $out/corpus-resume/

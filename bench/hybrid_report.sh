@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 seed=${1:-1337}
 data=${DATA:-bench/data/tinyshakespeare.txt}
 common="--data $data --tokenizer char --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters 2000 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 250 --eval-iters 200 --threads 2 --seed $seed"
-./hpt train $common --out runs/hybrid-baseline >&2
+./hpt train $common --overwrite --out runs/hybrid-baseline >&2
 for p in coast shrink stale-adam linear; do
-    ./hpt train $common --mode hybrid --predictor $p --out runs/hybrid-$p >&2
+    ./hpt train $common --mode hybrid --predictor $p --overwrite --out runs/hybrid-$p >&2
 done
 python3 - "$seed" "$common" <<'PY'
 import json, sys, datetime

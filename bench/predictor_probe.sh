@@ -28,7 +28,7 @@ runs=""
 for p in $preds; do
     for v in "" -whole40; do
         extra=""; [ -n "$v" ] && extra=$whole
-        ./hpt train $common $forced $extra --predictor $p --out runs/probe-$p$v >runs/probe-$p$v.log 2>&1 ||
+        ./hpt train $common $forced $extra --predictor $p --overwrite --out runs/probe-$p$v >runs/probe-$p$v.log 2>&1 ||
             { echo "predictor_probe: $p$v failed, see runs/probe-$p$v.log" >&2; exit 1; }
         runs="$runs $p$v"
     done
