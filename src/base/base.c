@@ -234,13 +234,26 @@ size_t hpt_mem_available(void) {
             if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) { avail = (size_t)kb * 1024; break; }
         fclose(f);
     }
-    unsigned long long max = 0, cur = 0;
+    unsigned long long max = 0, cur = 0, cache = 0;
     f = fopen("/sys/fs/cgroup/memory.max", "r");  /* "max" (no limit) does not scan */
     int have_max = f && fscanf(f, "%llu", &max) == 1;
     if (f) fclose(f);
     f = have_max ? fopen("/sys/fs/cgroup/memory.current", "r") : NULL;
-    if (f && fscanf(f, "%llu", &cur) == 1 && cur <= max && (!avail || max - cur < avail)) avail = (size_t)(max - cur);
+    int have_cur = f && fscanf(f, "%llu", &cur) == 1;
     if (f) fclose(f);
+    /* the cgroup's usage counts its page cache, which the kernel reclaims
+     * before it refuses an allocation: it is available too */
+    f = have_cur ? fopen("/sys/fs/cgroup/memory.stat", "r") : NULL;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "file %llu", &cache) == 1) break;
+        fclose(f);
+    }
+    if (have_cur) {
+        unsigned long long used = cur > cache ? cur - cache : 0, left = used < max ? max - used : 0;
+        if (!avail || left < avail) avail = (size_t)left;
+    }
     return avail;
 }
 
