@@ -28,15 +28,9 @@ int hpt_cli_hybrid_flag(const char *name, int *takes_value);
 
 void fmt_eta(char *buf, size_t n, double s);
 
-/* Reading a run's own logs back (runlog.c): our JSON is flat, one object
- * per line, null for NaN. */
+/* runlog.c */
 void *cli_xrealloc(void *p, size_t n);                      /* exits on OOM */
-double cli_json_num(const char *s, const char *key);        /* NaN if absent or null */
-const char *cli_json_str(const char *s, const char *key, char *buf, size_t cap);  /* "" if absent */
 char *cli_read_text(const char *path);                      /* NUL-terminated; NULL on error */
-/* The next line of text read by cli_read_text, cut at its newline in place;
- * NULL at the end. Usage: for (char *c = text, *l; (l = cli_next_line(&c));) */
-char *cli_next_line(char **cur);
 /* DIR/loss.{svg,png} (and accuracy.{svg,png}) from DIR/metrics.jsonl */
 hpt_status cli_plot_run(const char *dir);
 

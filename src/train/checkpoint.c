@@ -426,3 +426,18 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     *out = tr;
     return HPT_OK;
 }
+
+int hpt_rundir_newest_checkpoint(const char *dir, char *path, size_t cap) {
+    char cdir[4200];
+    snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);
+    DIR *d = opendir(cdir);
+    if (!d) return -1;
+    int newest = -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        int s = ckpt_step(e->d_name);
+        if (s > newest) newest = s;
+    }
+    closedir(d);
+    if (newest >= 0) snprintf(path, cap, "%s/ckpt-%08d.bin", cdir, newest);
+    return newest;
+}

@@ -1,0 +1,92 @@
+/*
+ * compare.h — what the files of `hpt compare` share: the arms, one run, the
+ * comparison. compare.c parses the flags and runs the protocol,
+ * compare_run.c runs (or reuses) one `hpt train` child, compare_results.c
+ * measures the runs into results.json and the plots, compare_md.c renders
+ * results.json as Markdown.
+ */
+#ifndef HPT_CLI_COMPARE_H
+#define HPT_CLI_COMPARE_H
+
+#include "hpt.h"
+
+#include <cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, NARMS };
+extern const char *const compare_arm_names[NARMS];
+/* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
+extern const int compare_arm_lr_from[NARMS];
+
+#define MAX_LRS 16
+#define MAX_SEEDS 16
+#define MAX_PASS 256
+#define NLEVELS 3    /* targets: 1/3, 2/3 of the baseline's evaluations, its final val */
+#define NBUDGETS 4   /* training-clock budgets: 25, 50, 75, 100% of the baseline's */
+
+/* One finished `hpt train` run, as read back from its files. */
+typedef struct run {
+    int arm;
+    float lr;
+    uint64_t seed;
+    char dir[4200];
+    /* the val curve at each evaluation (the ema arm: the averaged weights) */
+    int n;
+    double *step, *clock, *val;
+    /* Predict phases: [x0, x1] in steps and in training-clock seconds */
+    int nb;
+    double *bstep, *bclock;
+    double final_val, train_s, wall_s;
+    double updates, backward, probes, peak_rss;
+    double pred_s, ctrl_s;  /* the hybrid's time in Predict phases and on its bookkeeping (0: no hybrid) */
+    double phase[4];  /* warmup, full, predict, correct steps (hybrid arms) */
+} run;
+
+typedef struct compare {
+    /* flags */
+    char **pass; int npass;          /* hpt train flags passed through to every run */
+    char **hpass; int nhpass;        /* hybrid-only flags, for the hybrid arms */
+    float lrs[MAX_LRS]; int nlrs;
+    int nseeds;
+    uint64_t seed0;
+    int arms[NARMS];                 /* 1: arm requested */
+    float ema_decay, min_lr_ratio;
+    const char *out;
+    const char *predictor;           /* the hybrid arm's (--predictor; default coast) */
+    const char *data;                /* --data as given (NULL: the task's default) */
+    int max_iters, eval_interval_given, fresh, threads;
+    char *reuse_tag;                 /* the hpt binary's and the data's identity, for the reuse key */
+    /* runs */
+    run *runs; int nruns, cap;
+    int tuned[NARMS];                /* index into lrs of each sweeping arm's tuned LR */
+    /* progress */
+    int planned, finished, tty;
+    double run_wall_sum; int run_wall_n;
+    double t0;
+} compare;
+
+/* compare_run.c: arm at lr and seed, run as a child `hpt train` (or an
+ * identical finished run reused, or a stopped one resumed); exits on
+ * failure or Ctrl-C. */
+run *compare_run(compare *c, int arm, float lr, uint64_t seed);
+/* What besides the arguments decides a run: the hpt binary and the data. */
+char *compare_reuse_tag(const char *data);
+void compare_catch_signals(void);   /* Ctrl-C / SIGTERM: the child checkpoints, compare stops */
+void compare_save_text(const char *path, const char *text);   /* atomic; exits on failure */
+
+/* compare_results.c: results.json, results.md (printed too) and the plots
+ * in c->out, from the runs at their tuned LRs. */
+void compare_report(compare *c);
+
+/* compare_md.c: the tables of a comparison, as Markdown, from its
+ * results.json (the LR sweep, per arm medians with ranges, the equal-budget
+ * quality, the headline, the timing noise). The one renderer: hpt compare
+ * writes results.md and prints the same text with it, and
+ * bench/results_md.py builds bench/RESULTS.md's tables from
+ * `hpt compare --report DIR`. */
+void compare_render_md(const cJSON *results, FILE *out);
+/* hpt compare --report DIR: DIR/results.json rendered to stdout; the exit status. */
+int compare_report_dir(const char *dir);
+
+#endif /* HPT_CLI_COMPARE_H */

@@ -1,0 +1,198 @@
+/*
+ * compare_md.c — the one renderer of a comparison's tables: results.json
+ * in, Markdown out. It reads nothing but results.json, so the table printed
+ * by `hpt compare`, its results.md and bench/RESULTS.md (through
+ * bench/results_md.py, which adds each workload's title, command and plot
+ * links around `hpt compare --report DIR`) cannot disagree, and a
+ * results.json from an older hpt renders as long as it has the fields.
+ * A missing or null number prints as "n/a".
+ */
+#include "compare.h"
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = get(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+static const char *str(const cJSON *o, const char *key) {
+    const char *s = cJSON_GetStringValue(get(o, key));
+    return s ? s : "";
+}
+
+/* A number as Python's str() prints one read from JSON: integers plain,
+ * others in the shortest form that reads back exactly. */
+static const char *repr(char *buf, size_t cap, double v) {
+    if (v == floor(v) && fabs(v) < 1e16) { snprintf(buf, cap, "%.0f", v); return buf; }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
+/* "median [min, max]" of a {median, min, max, n} record ("median" alone for
+ * one seed); fmt formats one number. */
+static const char *stat_str(char *buf, size_t cap, const cJSON *d, const char *fmt, const char *suffix) {
+    double n = num(d, "n"), med = num(d, "median");
+    if (!(n > 0) || isnan(med)) { snprintf(buf, cap, "n/a"); return buf; }
+    char a[40], b[40], c[40];
+    snprintf(a, sizeof a, fmt, med);
+    if (n == 1) { snprintf(buf, cap, "%s%s", a, suffix); return buf; }
+    snprintf(b, sizeof b, fmt, num(d, "min"));
+    snprintf(c, sizeof c, fmt, num(d, "max"));
+    snprintf(buf, cap, "%s%s [%s%s, %s%s]", a, suffix, b, suffix, c, suffix);
+    return buf;
+}
+
+static void md_setup(const cJSON *r, FILE *o) {
+    const cJSON *seeds = get(r, "seeds");
+    int ns = cJSON_GetArraySize(seeds);
+    char ema[32], mlr[32];
+    if (get(r, "cpu")) fprintf(o, "Measured on: %s.\n\n", str(r, "cpu"));
+    fprintf(o, "Seeds %.0f..%.0f (%d), %.0f threads, OpenBLAS kernels %s, hybrid predictor `%s`, EMA decay %s, "
+               "cosine to %s x LR. %s.\n\n",
+            ns ? cJSON_GetArrayItem(seeds, 0)->valuedouble : NAN,
+            ns ? cJSON_GetArrayItem(seeds, ns - 1)->valuedouble : NAN, ns, num(r, "threads"), str(r, "blas_core"),
+            str(r, "hybrid_predictor"), repr(ema, sizeof ema, num(r, "ema_decay")),
+            repr(mlr, sizeof mlr, num(r, "min_lr_ratio")), str(r, "protocol"));
+}
+
+/* The LR sweep: final val loss per arm and LR on the first seed. */
+static void md_sweep(const cJSON *r, FILE *o) {
+    const cJSON *lrs = get(r, "lrs"), *sweep = get(r, "sweep"), *x, *s;
+    const cJSON *seeds = get(r, "seeds");
+    fprintf(o, "LR sweep (final val loss on seed %.0f; the tuned LR is the one with the lowest):\n\n",
+            cJSON_GetArraySize(seeds) ? cJSON_GetArrayItem(seeds, 0)->valuedouble : NAN);
+    fprintf(o, "| arm |");
+    cJSON_ArrayForEach(x, lrs) fprintf(o, " lr %g |", x->valuedouble);
+    fprintf(o, " tuned |\n|---|");
+    for (int i = 0; i <= cJSON_GetArraySize(lrs); i++) fprintf(o, "---|");
+    fputc('\n', o);
+    for (int a = 0; a < 2; a++) {
+        int any = 0;
+        cJSON_ArrayForEach(s, sweep) any |= !strcmp(str(s, "arm"), compare_arm_names[a]);
+        if (!any) continue;
+        fprintf(o, "| %s |", compare_arm_names[a]);
+        cJSON_ArrayForEach(x, lrs) {
+            const cJSON *hit = NULL;
+            cJSON_ArrayForEach(s, sweep)
+                if (!strcmp(str(s, "arm"), compare_arm_names[a]) && num(s, "lr") == x->valuedouble) hit = s;
+            double v = hit ? num(hit, "final_val_loss") : NAN;
+            if (!hit) fprintf(o, " - |");
+            else if (isnan(v)) fprintf(o, " n/a |");
+            else fprintf(o, " %.4f |", v);
+        }
+        fprintf(o, " %g |\n", num(get(r, "tuned_lr"), compare_arm_names[a]));
+    }
+    fputc('\n', o);
+}
+
+/* Seeds that reached the target, of all. */
+static void reached_of(const cJSON *a, int *reached, int *n) {
+    const cJSON *x;
+    *n = cJSON_GetArraySize(get(get(a, "final_val_loss"), "per_seed"));
+    *reached = 0;
+    cJSON_ArrayForEach(x, get(get(a, "time_to_target_s"), "per_seed")) *reached += cJSON_IsNumber(x);
+}
+
+static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o) {
+    char b[6][256];
+    int reached, n;
+    reached_of(a, &reached, &n);
+    const cJSON *ttt = get(a, "time_to_target_s");
+    if (reached == n) stat_str(b[0], sizeof b[0], ttt, "%.1f", "");
+    else if (reached == 0) snprintf(b[0], sizeof b[0], "never");
+    else {
+        char t[200];
+        snprintf(b[0], sizeof b[0], "%s (%d of %d)", stat_str(t, sizeof t, ttt, "%.1f", ""), reached, n);
+    }
+    const cJSON *pp = get(a, "phase_predict");
+    char label[96];
+    snprintf(label, sizeof label, !strcmp(arm, "hybrid") ? "%s (%s)" : "%s", arm, str(r, "hybrid_predictor"));
+    fprintf(o, "| %s | %g | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %.0f |\n", label,
+            num(a, "lr"), stat_str(b[1], sizeof b[1], get(a, "final_val_loss"), "%.4f", ""),
+            stat_str(b[2], sizeof b[2], get(a, "final_val_ratio"), "%.4f", ""), b[0],
+            stat_str(b[3], sizeof b[3], get(a, "speedup_time_to_target"), "%.2f", "x"), reached, n,
+            stat_str(b[4], sizeof b[4], get(a, "speedup_to_level_1of3"), "%.2f", "x"),
+            stat_str(b[5], sizeof b[5], get(a, "speedup_to_level_2of3"), "%.2f", "x"),
+            num(get(a, "backward_passes"), "median"), num(pp, "median"), num(pp, "max"),
+            num(get(a, "peak_rss_bytes"), "median") / 1048576.0);
+}
+
+/* Per arm: medians over seeds with their ranges. */
+static void md_arms(const cJSON *r, FILE *o) {
+    fprintf(o, "| arm | lr | final val | final val / baseline | time to target (s) | speedup to target "
+               "| reached | speedup to level 1/3 | speedup to level 2/3 | backward | predict steps | peak RSS MiB |\n");
+    fprintf(o, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < NARMS; i++) {
+        const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
+        if (a) md_arm_row(r, compare_arm_names[i], a, o);
+    }
+    fputc('\n', o);
+}
+
+/* Quality at equal budgets of training clock. */
+static void md_budgets(const cJSON *r, FILE *o) {
+    fprintf(o, "Best val loss at equal training-clock budgets (share of the tuned baseline's median training "
+               "time), median over seeds:\n\n| arm | 25%% | 50%% | 75%% | 100%% |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < NARMS; i++) {
+        const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
+        if (!a) continue;
+        fprintf(o, "| %s |", compare_arm_names[i]);
+        for (int pct = 25; pct <= 100; pct += 25) {
+            char key[64], b[256];
+            snprintf(key, sizeof key, "best_val_at_%dpct_clock", pct);
+            stat_str(b, sizeof b, get(a, key), "%.4f", "");
+            fprintf(o, " %.*s |", (int)strcspn(b, " "), b);
+        }
+        fputc('\n', o);
+    }
+    fputc('\n', o);
+}
+
+static void md_headline(const cJSON *r, FILE *o) {
+    const cJSON *h = get(r, "speedup_time_to_target"), *f = get(r, "final_val_ratio"), *x;
+    fprintf(o, "Headline (hybrid over tuned baseline): speedup_time_to_target median **%.3f** (per seed ",
+            num(h, "median"));
+    int i = 0;
+    cJSON_ArrayForEach(x, get(h, "per_seed")) {
+        if (i++) fprintf(o, ", ");
+        if (cJSON_IsNumber(x)) fprintf(o, "%.3f", x->valuedouble); else fprintf(o, "never");
+    }
+    fprintf(o, "); final_val_ratio median %.4f [%.4f, %.4f].\n", num(f, "median"), num(f, "min"), num(f, "max"));
+    const cJSON *tn = get(r, "timing_noise_pct");
+    if (num(tn, "runs") > 0)
+        fprintf(o, "\nTiming noise: %.0f hybrid-arm runs never predicted and trained the baseline's exact steps; "
+                   "their training clock, less the controller's own time, differs from the baseline's by "
+                   "%.1f%% median, %.1f%% at most.\n", num(tn, "runs"), num(tn, "median"), num(tn, "max"));
+}
+
+void compare_render_md(const cJSON *r, FILE *o) {
+    md_setup(r, o);
+    md_sweep(r, o);
+    md_arms(r, o);
+    md_budgets(r, o);
+    md_headline(r, o);
+}
+
+int compare_report_dir(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    char *text = cli_read_text(path);
+    if (!text) { fprintf(stderr, "hpt: cannot read '%s'\n", path); return 1; }
+    cJSON *r = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(r)) {
+        fprintf(stderr, "hpt: '%s' is not a results.json of hpt compare (not a JSON object)\n", path);
+        cJSON_Delete(r);
+        return 1;
+    }
+    compare_render_md(r, stdout);
+    cJSON_Delete(r);
+    return 0;
+}

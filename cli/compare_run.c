@@ -1,0 +1,337 @@
+/*
+ * compare_run.c — one run of `hpt compare`: a child `hpt train` process
+ * (same binary, its stderr to DIR/train.log, progress polled from its
+ * metrics), or a finished identical run reused, or a stopped one resumed.
+ * A run is identical when its arguments, the hpt binary (CRC) and the data
+ * (size, mtime, CRC) are: all in DIR/compare-args.txt, the reuse key.
+ */
+#include "cli.h"
+#include "compare.h"
+#include "../src/base/base.h"    /* hpt_mkdir_p, hpt_save_atomic */
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- small helpers */
+
+static double or_zero(double v) { return isfinite(v) ? v : 0.0; }
+
+static hpt_status put_text(FILE *f, void *text) {
+    return fputs(text, f) < 0 ? hpt_fail(HPT_ERR_IO, "write failed") : HPT_OK;
+}
+
+/* Writes PATH whole or not at all (write, fsync, rename): an interrupted
+ * compare never leaves a torn results file or reuse key. */
+void compare_save_text(const char *path, const char *text) {
+    hpt_status st = hpt_save_atomic(path, put_text, (void *)text);
+    if (st != HPT_OK) die_status(st);
+}
+
+/* ---------------------------------------------------------------- the reuse key */
+
+/* The arguments of one child run (NULL-terminated, strings owned by the
+ * caller's scratch). */
+typedef struct argv_buf { char *v[MAX_PASS * 2 + 32]; int n; char num[8][64]; } argv_buf;
+
+static uint32_t file_crc(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    static unsigned char buf[1 << 16];
+    uint32_t crc = 0;
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) crc = hpt_crc32(crc, buf, n);
+    fclose(f);
+    return crc;
+}
+
+/* The data's identity: size, mtime and CRC-32 of the file (of each regular
+ * file in it, for a directory), so that a finished run is not reused after
+ * its data changed. Anything else (missing, a FIFO) adds nothing: the run
+ * itself reports it. */
+static void data_identity(FILE *key, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return;
+    if (S_ISREG(sb.st_mode)) {
+        fprintf(key, " [data %s: %lld bytes, mtime %lld.%09ld, crc32 %08x]", path, (long long)sb.st_size,
+                (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec, file_crc(path));
+        return;
+    }
+    struct dirent **names;
+    int n = S_ISDIR(sb.st_mode) ? scandir(path, &names, NULL, alphasort) : -1;
+    for (int i = 0; i < n; i++) {
+        char child[4400];
+        snprintf(child, sizeof child, "%s/%s", path, names[i]->d_name);
+        if (stat(child, &sb) == 0 && S_ISREG(sb.st_mode)) data_identity(key, child);
+        free(names[i]);
+    }
+    if (n >= 0) free(names);
+}
+
+/* What besides the arguments decides a run: the hpt binary (a rebuilt one
+ * does not reuse old runs) and the data. */
+char *compare_reuse_tag(const char *data) {
+    char *tag = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&tag, &len);
+    if (!f) { fprintf(stderr, "hpt: out of memory\n"); exit(1); }
+    unsigned char *exe;
+    size_t exe_n;
+    if (hpt_read_file("/proc/self/exe", &exe, &exe_n) == HPT_OK) {
+        fprintf(f, " [hpt binary crc32 %08x]", hpt_crc32(0, exe, exe_n));
+        free(exe);
+    }
+    if (data) data_identity(f, data);
+    fclose(f);
+    return tag;
+}
+
+/* The arguments as one line, then the tag: a finished run whose
+ * compare-args.txt holds the same is reused. */
+static char *reuse_key(const compare *c, const argv_buf *a) {
+    char *key = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&key, &len);
+    if (!f) { fprintf(stderr, "hpt: out of memory\n"); exit(1); }
+    for (int i = 1; i < a->n; i++) fprintf(f, "%s%s", i > 1 ? " " : "", a->v[i]);
+    fputs(c->reuse_tag, f);
+    fclose(f);
+    return key;
+}
+
+/* ---------------------------------------------------------------- one run */
+
+static void build_argv(const compare *c, const run *r, argv_buf *a) {
+    a->n = 0;
+    a->v[a->n++] = "hpt";
+    a->v[a->n++] = "train";
+    for (int i = 0; i < c->npass; i++) a->v[a->n++] = c->pass[i];
+    int hybrid = r->arm == ARM_HYBRID || r->arm == ARM_STALE || r->arm == ARM_LINEAR;
+    if (hybrid) {
+        a->v[a->n++] = "--mode";
+        a->v[a->n++] = "hybrid";
+        for (int i = 0; i < c->nhpass; i++) a->v[a->n++] = c->hpass[i];
+        a->v[a->n++] = "--predictor";
+        a->v[a->n++] = r->arm == ARM_STALE ? "stale-adam" : r->arm == ARM_LINEAR ? "linear" : (char *)c->predictor;
+    }
+    if (r->arm == ARM_EMA) {
+        snprintf(a->num[0], sizeof a->num[0], "%g", c->ema_decay);
+        a->v[a->n++] = "--ema";
+        a->v[a->n++] = a->num[0];
+    }
+    snprintf(a->num[1], sizeof a->num[1], "%g", r->lr);
+    snprintf(a->num[2], sizeof a->num[2], "%g", r->lr * c->min_lr_ratio);
+    snprintf(a->num[3], sizeof a->num[3], "%llu", (unsigned long long)r->seed);
+    a->v[a->n++] = "--lr"; a->v[a->n++] = a->num[1];
+    a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
+    a->v[a->n++] = "--seed"; a->v[a->n++] = a->num[3];
+    if (!c->eval_interval_given && c->max_iters > 0) {
+        snprintf(a->num[4], sizeof a->num[4], "%d", c->max_iters >= 20 ? c->max_iters / 20 : 1);
+        a->v[a->n++] = "--eval-interval"; a->v[a->n++] = a->num[4];
+    }
+    a->v[a->n++] = "--log-interval"; a->v[a->n++] = "100000000";  /* the log file gets the summary lines */
+    a->v[a->n++] = "--out"; a->v[a->n++] = (char *)r->dir;
+    a->v[a->n] = NULL;
+}
+
+/* The arguments that continue a stopped run from its newest checkpoint. */
+static void resume_argv(const run *r, argv_buf *a) {
+    a->n = 0;
+    a->v[a->n++] = "hpt"; a->v[a->n++] = "train"; a->v[a->n++] = "--resume"; a->v[a->n++] = (char *)r->dir;
+    a->v[a->n++] = "--log-interval"; a->v[a->n++] = "100000000";
+    a->v[a->n] = NULL;
+}
+
+/* The val curve (finite evaluations only) and the Predict phases, each
+ * from the line before the phase to its own, in steps and clock. */
+static void take_curve(run *r, const hpt_run_metrics *m) {
+    const double *v = r->arm == ARM_EMA ? m->ema_val_loss : m->val_loss;
+    size_t b = (size_t)m->n * sizeof(double);
+    r->step = cli_xrealloc(r->step, b); r->clock = cli_xrealloc(r->clock, b); r->val = cli_xrealloc(r->val, b);
+    r->bstep = cli_xrealloc(r->bstep, 2 * b); r->bclock = cli_xrealloc(r->bclock, 2 * b);
+    r->n = r->nb = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (m->predict[i]) {
+            r->bstep[2 * r->nb] = i ? m->step[i - 1] : 0; r->bstep[2 * r->nb + 1] = m->step[i];
+            r->bclock[2 * r->nb] = i ? m->time_s[i - 1] : 0; r->bclock[2 * r->nb + 1] = m->time_s[i];
+            r->nb++;
+        }
+        if (isfinite(v[i])) { r->step[r->n] = m->step[i]; r->clock[r->n] = m->time_s[i]; r->val[r->n] = v[i]; r->n++; }
+    }
+}
+
+static void take_summary(run *r, const hpt_run_summary *s) {
+    r->final_val = r->arm == ARM_EMA ? s->final_ema_val_loss : s->final_val_loss;
+    r->train_s = s->train_s;
+    r->updates = s->optimizer_updates;
+    r->backward = s->model_backward_calls;
+    r->probes = or_zero(s->probe_passes);
+    r->peak_rss = s->peak_rss_bytes;
+    r->pred_s = or_zero(s->predictor_overhead_s);
+    r->ctrl_s = or_zero(s->controller_overhead_s);
+    int hybrid = 0;
+    for (int k = 0; k < 4; k++) { r->phase[k] = s->phase_steps[k]; hybrid |= !isnan(s->phase_steps[k]); }
+    if (!hybrid) { r->phase[0] = r->phase[2] = r->phase[3] = 0; r->phase[1] = s->steps; }  /* all steps full */
+}
+
+/* Reads a finished run's directory back; 0 if it is incomplete. */
+static int load_run(run *r) {
+    hpt_rundir d;
+    if (hpt_rundir_open(&d, r->dir) != HPT_OK) return 0;
+    int ok = d.summary.present;
+    if (ok) { take_curve(r, &d.metrics); take_summary(r, &d.summary); }
+    hpt_rundir_free(&d);
+    return ok && r->n > 0 && isfinite(r->final_val);
+}
+
+static void show_progress(compare *c, const run *r, int step, double run_t) {
+    double per_run = c->run_wall_n ? c->run_wall_sum / c->run_wall_n : NAN;
+    double left_this = step > 0 && c->max_iters > 0 ? run_t / step * (c->max_iters - step) : per_run;
+    double eta = (isfinite(left_this) ? left_this : 0) + (isfinite(per_run) ? per_run : 0) * (c->planned - c->finished - 1);
+    char e[32] = "?";
+    if (isfinite(per_run) || step > 0) fmt_eta(e, sizeof e, eta);
+    char of[24] = "";
+    if (c->max_iters > 0) snprintf(of, sizeof of, "/%d", c->max_iters);  /* epochs: the count is the child's */
+    fprintf(stderr, "%s[%d/%d] %-10s lr %-8g seed %-6llu step %d%s | elapsed %.0f s | ETA %s   %s",
+            c->tty ? "\r" : "", c->finished + 1, c->planned, compare_arm_names[r->arm], r->lr, (unsigned long long)r->seed,
+            step, of, hpt_now() - c->t0, e, c->tty ? "" : "\n");
+}
+
+static volatile sig_atomic_t g_child = 0, g_stop = 0;
+static void on_stop(int sig) {
+    (void)sig;
+    g_stop = 1;
+    if (g_child > 0) kill((pid_t)g_child, SIGTERM);  /* it checkpoints and exits */
+}
+
+void compare_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Runs `hpt train` with argv a as a child, its stderr to DIR/train.log
+ * (appended to when resuming), showing progress; returns its wait status. */
+static int run_child(compare *c, run *r, argv_buf *a, int resume) {
+    char logp[4400];
+    snprintf(logp, sizeof logp, "%s/train.log", r->dir);
+    double t0 = hpt_now();
+    pid_t pid = fork();
+    if (pid < 0) { fprintf(stderr, "hpt: fork: %s\n", strerror(errno)); exit(1); }
+    if (pid == 0) {
+        /* if compare itself is killed, the run checkpoints and stops too */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        FILE *lf = freopen(logp, resume ? "a" : "w", stderr);
+        if (!lf || !freopen("/dev/null", "w", stdout)) _exit(127);
+        execv("/proc/self/exe", a->v);
+        fprintf(stderr, "hpt compare: cannot run /proc/self/exe: %s\n", strerror(errno));
+        _exit(127);
+    }
+    g_child = pid;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) { fprintf(stderr, "hpt: waitpid: %s\n", strerror(errno)); exit(1); }
+        if (c->tty) show_progress(c, r, hpt_rundir_last_step(r->dir), hpt_now() - t0);
+        usleep(250000);  /* polling costs nothing measurable against a run */
+    }
+    g_child = 0;
+    r->wall_s = hpt_now() - t0;
+    if (c->tty) fprintf(stderr, "\r\033[K");
+    return status;
+}
+
+/* A failed run: its status and the last lines of its log (the error is the
+ * last thing a run prints); exits 1. */
+static void die_run_failed(const run *r, int status) {
+    char logp[4400];
+    snprintf(logp, sizeof logp, "%s/train.log", r->dir);
+    fprintf(stderr, "hpt: the run in '%s' failed (%s %d); its log, %s, ends:\n", r->dir,
+            WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+            logp);
+    char *log = cli_read_text(logp);
+    if (log) {
+        size_t n = strlen(log);
+        int lines = 0;
+        while (n > 0 && lines < 6) if (log[--n] == '\n') lines++;
+        fprintf(stderr, "%s", log + (n ? n + 1 : 0));
+        free(log);
+    }
+    exit(1);
+}
+
+static run *add_run(compare *c, int arm, float lr, uint64_t seed) {
+    if (c->nruns == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 32;
+        c->runs = cli_xrealloc(c->runs, (size_t)c->cap * sizeof(run));
+    }
+    run *r = &c->runs[c->nruns++];
+    memset(r, 0, sizeof *r);
+    r->arm = arm; r->lr = lr; r->seed = seed;
+    snprintf(r->dir, sizeof r->dir, "%s/runs/%s-lr%g-s%llu", c->out, compare_arm_names[arm], lr, (unsigned long long)seed);
+    return r;
+}
+
+/* Reuses the finished run keyed `key` in r->dir, if it is there: 1 if so. */
+static int try_reuse(compare *c, run *r, int same_key) {
+    if (!same_key || !load_run(r)) return 0;
+    c->finished++;
+    fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu reused %s: final val %.4f, train clock %.1f s\n",
+            c->finished, c->planned, compare_arm_names[r->arm], r->lr, (unsigned long long)r->seed, r->dir, r->final_val,
+            r->train_s);
+    return 1;
+}
+
+/* Runs one arm at one LR and seed (or reuses an identical finished run, or
+ * resumes an identical stopped one, bit for bit, training clock included). */
+run *compare_run(compare *c, int arm, float lr, uint64_t seed) {
+    for (int i = 0; i < c->nruns; i++)
+        if (c->runs[i].arm == arm && c->runs[i].lr == lr && c->runs[i].seed == seed) return &c->runs[i];
+    run *r = add_run(c, arm, lr, seed);
+    argv_buf a;
+    build_argv(c, r, &a);
+    char *key = reuse_key(c, &a), path[4400], ck[4400];
+    snprintf(path, sizeof path, "%s/compare-args.txt", r->dir);
+    char *prev = c->fresh ? NULL : cli_read_text(path);
+    int same = prev && !strcmp(prev, key);
+    free(prev);
+    if (try_reuse(c, r, same)) { free(key); return r; }
+    int resume = same && hpt_rundir_newest_checkpoint(r->dir, ck, sizeof ck) >= 0;
+    if (resume) resume_argv(r, &a);
+    else {
+        /* a fresh run: no stale summary may be read back as its result */
+        snprintf(ck, sizeof ck, "%s/summary.json", r->dir);
+        unlink(ck);
+        /* and it replaces whatever an earlier attempt left (not in the reuse key) */
+        a.v[a.n++] = "--overwrite";
+        a.v[a.n] = NULL;
+    }
+    if (hpt_mkdir_p(r->dir) != HPT_OK) die_status(HPT_ERR_IO);
+    compare_save_text(path, key);
+    free(key);
+    int status = run_child(c, r, &a, resume);
+    if (g_stop) {
+        fprintf(stderr, "hpt: compare interrupted; run the same command again to continue (finished runs are reused)\n");
+        exit(1);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !load_run(r)) die_run_failed(r, status);
+    c->finished++;
+    c->run_wall_sum += r->wall_s;
+    c->run_wall_n++;
+    char eta[32];
+    fmt_eta(eta, sizeof eta, c->run_wall_sum / c->run_wall_n * (c->planned - c->finished));
+    fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu final val %.4f, train clock %.1f s (wall %.1f s), ETA %s\n",
+            c->finished, c->planned, compare_arm_names[arm], lr, (unsigned long long)seed, r->final_val, r->train_s, r->wall_s,
+            eta);
+    return r;
+}
+
