@@ -10,7 +10,13 @@
 #     final_ema_val_loss), the baseline's is final_val_loss
 #   - hybrid-only flags go to the hybrid arms only (a baseline given
 #     --warmup-steps would exit 2)
-#   - the same command again reuses every run and writes the same results
+#   - the same command again reuses every run and writes the same results,
+#     replacing results.json and results.md atomically (a new file renamed
+#     over the old, never rewritten in place: issue 16.7)
+#   - hpt compare --report DIR prints the tables of results.md again
+#   - a path holding '"' (in --data and --out) still gives valid results.json
+#   - a finished run is redone, not reused, when its data file's content
+#     changed, even at the same size and mtime (issue 16.7)
 #   - usage errors exit 2: a flag compare owns, an unknown arm, no baseline,
 #     a bad --lrs; a failing run exits 1 naming its log
 test_name=cli_compare; . tests/lib.sh
@@ -74,11 +80,48 @@ else fail "results: $(cat "$tmp/check")"; fi
 if grep -q "| hybrid (coast) |" "$tmp/out"; then pass "the table is printed"; else fail "no table on stdout"; fi
 
 cp "$OUT/results.json" "$tmp/r1.json"
+inodes() { ls -i "$OUT/results.json" "$OUT/results.md" | awk '{print $1}' | tr '\n' ' '; }
+before=$(inodes)
 run "$HPT" compare $CFG --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
 n=$(grep -c "reused" "$tmp/err")
 if [ $rc -eq 0 ] && [ "$n" -eq 12 ] && cmp -s "$OUT/results.json" "$tmp/r1.json"; then
     pass "the same command again: all 12 runs reused, identical results.json"
 else fail "rerun: status $rc, $n runs reused (want 12), results.json $(cmp -s "$OUT/results.json" "$tmp/r1.json" && echo same || echo differs)"; fi
+after=$(inodes)
+set -- $before; b1=$1 b2=$2; set -- $after
+if [ "$1" != "$b1" ] && [ "$2" != "$b2" ]; then pass "results.json and results.md replaced atomically (new inodes)"
+else fail "results.json/results.md rewritten in place (inodes $before -> $after)"; fi
+
+run "$HPT" compare --report "$OUT"
+if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$OUT/results.md"; then pass "compare --report DIR prints results.md from results.json"
+else fail "--report: status $rc, $(cmp "$tmp/out" "$OUT/results.md" 2>&1)"; fi
+
+# one small run for the defects of issue 16.7
+SMALL="--n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-iters 20 --warmup-iters 2 \
+       --eval-iters 1 --threads 1 --arms baseline --seeds 1"
+q="$tmp/da\"ta"
+mkdir -p "$q"
+words_text 778 >"$q/data.txt"
+run "$HPT" compare $SMALL --data "$q/data.txt" --out "$tmp/out\"q"
+if [ $rc -eq 0 ] && python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert sys.argv[2] in r["train_flags"]' \
+        "$tmp/out\"q/results.json" "$q/data.txt" 2>"$tmp/err"; then
+    pass "a '\"' in --data and --out: results.json is valid JSON holding the path"
+else fail "quote in path: status $rc, results.json: $(cat "$tmp/err" | tail -1)"; fi
+
+# the same size and mtime, other content: only the CRC tells
+D="$tmp/d.txt"
+words_text 779 >"$D"
+run "$HPT" compare $SMALL --data "$D" --out "$tmp/dc"
+cp -p "$D" "$tmp/d.orig"
+tr 'a-y' 'b-z' <"$tmp/d.orig" >"$D"
+touch -r "$tmp/d.orig" "$D"
+run "$HPT" compare $SMALL --data "$D" --out "$tmp/dc"
+if [ $rc -eq 0 ] && ! grep -q reused "$tmp/err" && [ "$(wc -c <"$D")" = "$(wc -c <"$tmp/d.orig")" ]; then
+    pass "data content changed (same size and mtime): the run is redone, not reused"
+else fail "changed data: status $rc, $(grep -c reused "$tmp/err") runs reused (want 0)"; fi
+run "$HPT" compare $SMALL --data "$D" --out "$tmp/dc"
+if [ $rc -eq 0 ] && grep -q reused "$tmp/err"; then pass "unchanged data: the run is reused"
+else fail "unchanged data: status $rc, not reused"; fi
 
 run "$HPT" compare $CFG --lr 1e-3 --out "$tmp/x"
 if [ $rc -eq 2 ] && grep -q -- "--lr is set by hpt compare" "$tmp/err"; then pass "--lr refused (compare owns it): exit 2"
