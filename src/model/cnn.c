@@ -166,11 +166,9 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
     if ((double)c->c1 * KS * KS * c->in_h * c->in_w / 4 > 2e9 || (double)c->in_c * KS * KS * c->in_h * c->in_w > 2e9)
         return hpt_fail(HPT_ERR_ARG, "cnn: layers too large");
 
-    hpt_model *m = calloc(1, sizeof *m);
-    cnn *g = calloc(1, sizeof *g);
-    if (!m || !g) { free(m); free(g); return hpt_fail(HPT_ERR_NOMEM, "cnn: out of memory"); }
-    m->ops = &cnn_ops;
-    m->impl = g;
+    hpt_model *m;
+    cnn *g = hpt_family_new(&m, sizeof *g, &cnn_ops, "cnn");
+    if (!g) return HPT_ERR_NOMEM;
     g->cfg = *c;
     g->B = B;
     g->H0 = c->in_h; g->W0 = c->in_w;

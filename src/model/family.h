@@ -1,7 +1,8 @@
 /*
  * family.h — what the model families (gpt2.c, mlp.c, cnn.c) share inside
- * src/model/: the activation arena carved from an X-macro size table, the
- * classifier head's loss, and the classifiers' weight initialisers.
+ * src/model/: a new model with its family's state, the activation arena
+ * carved from an X-macro size table, the classifier head's loss, and the
+ * classifiers' weight initialisers.
  */
 #ifndef HPT_FAMILY_H
 #define HPT_FAMILY_H
@@ -10,7 +11,29 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ----------------------------------------------------------- new model */
+
+/* A family's new model: a zeroed hpt_model with the family's ops, whose impl
+ * is a zeroed block of impl_size bytes. Returns the impl; NULL (and *m NULL,
+ * after hpt_fail naming the family) when out of memory. */
+static inline void *hpt_family_new(hpt_model **m, size_t impl_size, const hpt_model_ops *ops,
+                                   const char *family) {
+    *m = calloc(1, sizeof **m);
+    void *impl = calloc(1, impl_size);
+    if (!*m || !impl) {
+        free(*m);
+        free(impl);
+        *m = NULL;
+        hpt_fail(HPT_ERR_NOMEM, "%s: out of memory", family);
+        return NULL;
+    }
+    (*m)->ops = ops;
+    (*m)->impl = impl;
+    return impl;
+}
 
 /* ---------------------------------------------------- activation arena */
 

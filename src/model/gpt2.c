@@ -230,11 +230,9 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
         return hpt_fail(HPT_ERR_ARG, "batch %dx%d invalid for block_size %d", B, T, maxT);
     const int Vp = hpt_gpt2_padded_vocab(V);
 
-    hpt_model *m = calloc(1, sizeof *m);
-    gpt2 *g = calloc(1, sizeof *g);
-    if (!m || !g) { free(m); free(g); return hpt_fail(HPT_ERR_NOMEM, "gpt2: out of memory"); }
-    m->ops = &gpt2_ops;
-    m->impl = g;
+    hpt_model *m;
+    gpt2 *g = hpt_family_new(&m, sizeof *g, &gpt2_ops, "gpt2");
+    if (!g) return HPT_ERR_NOMEM;
     g->cfg = *cfg; g->Vp = Vp; g->B = B; g->T = T;
     m->max_B = B; m->max_T = T;
 

@@ -130,11 +130,9 @@ hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint6
             return hpt_fail(HPT_ERR_ARG, "mlp: hidden layer %d width %d out of range [1, 2^20]", l + 1, cfg->hidden[l]);
     if (B < 1 || B > (1 << 20)) return hpt_fail(HPT_ERR_ARG, "mlp: batch %d out of range [1, 2^20]", B);
 
-    hpt_model *m = calloc(1, sizeof *m);
-    mlp *g = calloc(1, sizeof *g);
-    if (!m || !g) { free(m); free(g); return hpt_fail(HPT_ERR_NOMEM, "mlp: out of memory"); }
-    m->ops = &mlp_ops;
-    m->impl = g;
+    hpt_model *m;
+    mlp *g = hpt_family_new(&m, sizeof *g, &mlp_ops, "mlp");
+    if (!g) return HPT_ERR_NOMEM;
     g->cfg = *cfg;
     for (int l = nh; l < HPT_MLP_MAX_HIDDEN; l++) g->cfg.hidden[l] = 0;
     g->nl = nh + 1;
