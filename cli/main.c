@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,104 +82,136 @@ const char *flag_value(args *a) {
     return a->val = a->argv[a->i++];
 }
 
-/* hpt train's hybrid-only flags (hpt compare passes them to hybrid arms only) */
-static const char *const hybrid_flags[] = {
-    "--warmup-steps", "--full-steps", "--min-predict-steps", "--max-predict-steps", "--correct-steps",
-    "--max-consecutive-predict", "--confidence-threshold", "--predictor", "--backoff-after", "--max-backoff",
-    "--predict-waste-budget", "--correction-interval", "--probe-batches", "--whole-phase", "--cost-by-time",
-    "--ensemble", "--hidden", "--bptt", "--div-window", "--div-loss-z", "--div-grad-explode", "--div-grad-vanish"};
+/* Sets a row's field from the flag in hand: exits 2 with the library's
+ * message (naming the flag) on a bad value. */
+static void set_flag(args *a, const hpt_setting *s, void *cfg) {
+    const char *v = s->type == HPT_SET_SWITCH ? a->val : flag_value(a);
+    if (hpt_setting_parse(s, cfg, v) != HPT_OK) die_usage("%s", hpt_errmsg());
+}
 
 int hpt_cli_hybrid_flag(const char *name, int *takes_value) {
-    for (size_t i = 0; i < sizeof hybrid_flags / sizeof hybrid_flags[0]; i++)
-        if (!strcmp(name, hybrid_flags[i])) {
-            if (takes_value) *takes_value = strcmp(name, "--whole-phase") && strcmp(name, "--cost-by-time");
-            return 1;
-        }
-    return 0;
+    const hpt_setting *s = hpt_setting_find(name);
+    if (!s || s->group != HPT_SET_HYBRID) return 0;
+    if (takes_value) *takes_value = s->type != HPT_SET_SWITCH;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- help */
 
+/* One option of the help: "  --flag META", its text wrapped from column
+ * HELP_COL, and its default in brackets from column DEFAULT_COL. */
+#define HELP_COL 25
+#define DEFAULT_COL 83
+
+static void help_option(FILE *f, const char *left, const char *text, size_t text_len, const char *dflt) {
+    char line[512];
+    int len = snprintf(line, sizeof line, "  %s", left);
+    const char *w = text, *end = text + text_len;
+    int words = 0;  /* on this line */
+    while (w < end) {
+        while (w < end && *w == ' ') w++;
+        const char *e = w;
+        while (e < end && *e != ' ') e++;
+        if (w == e) break;
+        int pad = words ? 1 : len < HELP_COL ? HELP_COL - len : 2;
+        if (words && len + pad + (e - w) > DEFAULT_COL - 2) {
+            fprintf(f, "%s\n", line);
+            len = snprintf(line, sizeof line, "%*s", HELP_COL, "");
+            words = 0;
+            pad = 0;
+        }
+        len += snprintf(line + len, sizeof line - (size_t)len, "%*s%.*s", pad, "", (int)(e - w), w);
+        words++;
+        w = e;
+    }
+    if (dflt[0]) {
+        if (len > DEFAULT_COL - 2) {
+            fprintf(f, "%s\n", line);
+            len = 0;
+        }
+        snprintf(line + len, sizeof line - (size_t)len, "%*s%s", DEFAULT_COL - len, "", dflt);
+    }
+    fprintf(f, "%s\n", line);
+}
+
+/* "[4]", "[12; fashion-mnist 128]", "[0; fashion-mnist mlp 10, cnn 5]" */
+static void help_default(const hpt_setting *s, char *buf, size_t n) {
+    hpt_train_config t[3];
+    hpt_run_options r;
+    hpt_hybrid_config h;
+    hpt_train_config_default_for(&t[0], "text", "gpt2");
+    hpt_train_config_default_for(&t[1], "fashion-mnist", "mlp");
+    hpt_train_config_default_for(&t[2], "fashion-mnist", "cnn");
+    hpt_run_options_default(&r);
+    hpt_hybrid_config_default(&h);
+    char d[3][64];
+    buf[0] = 0;
+    if (s->type == HPT_SET_SWITCH) return;
+    if (s->group != HPT_SET_TRAIN) {
+        hpt_setting_format(s, s->group == HPT_SET_RUN ? (const void *)&r : (const void *)&h, d[0], sizeof d[0]);
+        if (d[0][0]) snprintf(buf, n, "[%s]", d[0]);
+        return;
+    }
+    for (int i = 0; i < 3; i++) hpt_setting_format(s, &t[i], d[i], sizeof d[i]);
+    if (!d[0][0]) return;
+    if (!strcmp(d[0], d[1]) && !strcmp(d[0], d[2])) snprintf(buf, n, "[%s]", d[0]);
+    else if (!strcmp(d[1], d[2])) snprintf(buf, n, "[%s; fashion-mnist %s]", d[0], d[1]);
+    else snprintf(buf, n, "[%s; fashion-mnist mlp %s, cnn %s]", d[0], d[1], d[2]);
+}
+
+/* The options of one group of the settings table, in the table's order. */
+static void help_settings(FILE *f, hpt_setting_group g) {
+    int n;
+    const hpt_setting *t = hpt_settings(g, &n);
+    for (int i = 0; i < n; i++) {
+        const hpt_setting *s = &t[i];
+        char left[256], dflt[256];
+        int k = snprintf(left, sizeof left, "%s", s->flag);
+        if (s->type == HPT_SET_ENUM || s->type == HPT_SET_NAME)
+            for (int j = 0; hpt_setting_name(s, j); j++)
+                k += snprintf(left + k, sizeof left - (size_t)k, "%c%s", j ? '|' : ' ', hpt_setting_name(s, j));
+        else if (s->meta)
+            snprintf(left + k, sizeof left - (size_t)k, " %s", s->meta);
+        /* a "[...]" at the end of the help stands for the default */
+        const char *br = strrchr(s->help, '[');
+        size_t text_len = strlen(s->help);
+        if (br && s->help[text_len - 1] == ']') {
+            snprintf(dflt, sizeof dflt, "%s", br);
+            text_len = (size_t)(br - s->help);
+        } else {
+            help_default(s, dflt, sizeof dflt);
+        }
+        help_option(f, left, s->help, text_len, dflt);
+    }
+}
+
 static void usage(FILE *f) {
-    fprintf(f,
-"hpt — hybrid predictive training of GPT-2-family models on the CPU\n"
-"\n"
-"Usage:\n"
-"  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin,loss.png}\n"
-"  hpt train --task fashion-mnist --model mlp|cnn [options]   train an image classifier\n"
-"  hpt sample --model FILE [options]   generate text from a trained model\n"
-"  hpt compare [train options] --lrs LIST --seeds N --out DIR   time to the same val loss:\n"
-"                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n"
-"  hpt plot DIR           redraw a run's DIR/loss.{svg,png} (hpt train draws it at the end)\n"
-"  hpt --help | --version\n"
-"\n"
-"train options (defaults: nanoGPT's CPU shakespeare_char recipe):\n"
-"  --task text|fashion-mnist   what to train                                     [text]\n"
-"  --model gpt2|mlp|cnn   gpt2 for text; mlp or cnn for fashion-mnist           [gpt2]\n"
-"  --data PATH            text file to train on (90%% train / 10%% validation), or\n"
-"                         the Fashion-MNIST directory [/usr/share/datasets/fashion-mnist]\n"
-"  --epochs N             image tasks: passes over the 60k training images; sets --max-iters\n"
-"  --tokenizer byte|char  byte: vocab 256; char: the corpus's distinct characters  [char]\n"
-"  --n-layer N            transformer blocks                                        [4]\n"
-"  --n-head N             attention heads                                           [4]\n"
-"  --n-embd N             channels, divisible by n-head                             [128]\n"
-"  --block-size N         context length                                            [64]\n"
-"  --batch-size N         sequences per micro-batch                                 [12]\n"
-"  --grad-accum N         micro-batches per optimizer step                          [1]\n"
-"  --max-iters N          optimizer steps                                           [2000]\n"
-"  --lr X                 peak learning rate                                        [1e-3]\n"
-"  --min-lr X             learning rate at the end of the cosine decay              [1e-4]\n"
-"  --warmup-iters N       linear warmup steps                                       [100]\n"
-"  --weight-decay X       AdamW decoupled decay, matrices only                      [0.1]\n"
-"  --grad-clip X          global gradient-norm clip, 0 = off                        [1.0]\n"
-"  --beta1 X, --beta2 X   AdamW betas                                               [0.9, 0.99]\n"
-"  --eval-interval N      evaluate every N steps, 0 = only at the end               [250]\n"
-"  --eval-iters N         validation batches per evaluation                         [20]\n"
-"  --seed N               seed for init and data order                              [1337]\n"
-"  --threads N            OpenMP and OpenBLAS threads, 0 = all cores                [0]\n"
-"  --out DIR              output directory                                          [runs/latest]\n"
-"  --overwrite            replace a run already in --out (its logs, checkpoints, model);\n"
-"                         without it such a directory is refused (continue it with --resume)\n"
-"  --log-interval N       progress line every N steps when not on a terminal        [auto]\n"
-"  --rss-warn MIB         warn once when resident memory passes MIB                 [off]\n"
-"  --rss-limit MIB        past MIB resident, save an emergency checkpoint and stop  [off]\n"
-"  --mode baseline|hybrid plain training, or the hybrid predictive controller        [baseline]\n"
-"  --save-interval N      checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps,\n"
-"                         0 = only when stopped by Ctrl-C / SIGTERM                  [0]\n"
-"  --keep-last N          checkpoints kept; older ones are deleted                   [2]\n"
-"  --ema DECAY            also average the weights (EMA, decay per step) and report\n"
-"                         ema_val_loss beside val_loss; a control for hpt compare    [0 = off]\n"
-"  --resume DIR           continue the run in DIR from its newest valid checkpoint,\n"
-"                         with its stored configuration (only --threads, equal to the\n"
-"                         stored one, --log-interval, --rss-warn and --rss-limit may be given)\n"
-"\n"
-"hybrid options (with --mode hybrid; see docs/hybrid.md):\n"
-"  --warmup-steps N       full steps before any Predict phase                       [100]\n"
-"  --full-steps N         length of a Full phase                                    [20]\n"
-"  --min-predict-steps N, --max-predict-steps N   Predict horizon range             [5, 40]\n"
-"  --correct-steps N      real steps after each Predict phase                       [5]\n"
-"  --max-consecutive-predict N   Predict phases between two Full phases             [4]\n"
-"  --confidence-threshold X   Predict when confidence >= X; above 1 disables it     [0.75]\n"
-"  --backoff-after N, --max-backoff N   failed Predict phases before the Full phases\n"
-"                         between attempts double, and the cap on that factor       [2, 64]\n"
-"  --predict-waste-budget X   share of steps that failed Predict phases may cost    [0.01]\n"
-"  --predictor NAME       coast | shrink | stale-adam | linear                      [coast]\n"
-"  --correction-interval N   predicted steps between probe-loss checks              [4]\n"
-"  --probe-batches N      training batches per verification                         [2]\n"
-"  --whole-phase          apply a Predict phase's steps as one jump, then verify\n"
-"  --cost-by-time         value a Predict phase's cost by wall time instead of counted\n"
-"                         passes (truer, but the run is no longer reproducible bit for bit)\n""  --ensemble N, --hidden N, --bptt N   dynamics model size                         [3, 32, 16]\n"
-"  --div-window N, --div-loss-z X, --div-grad-explode X, --div-grad-vanish X   divergence thresholds\n"
-"\n"
-"sample options:\n"
-"  --model FILE           model.bin written by hpt train (or --run DIR)\n"
-"  --tokens N             tokens to generate                                        [500]\n"
-"  --temperature X        softmax temperature, > 0                                  [1.0]\n"
-"  --top-k N              sample among the k most likely tokens, 0 = all            [0]\n"
-"  --prompt TEXT          text to continue                                          [newline]\n"
-"  --seed N, --threads N\n"
-"\n"
-"Exit status: 0 success, 1 runtime error, 2 usage error.\n");
+    fputs("hpt — hybrid predictive training of GPT-2-family models on the CPU\n"
+          "\n"
+          "Usage:\n"
+          "  hpt train --data PATH [options]     train a model, write DIR/{metrics.jsonl,summary.json,model.bin,loss.png}\n"
+          "  hpt train --task fashion-mnist --model mlp|cnn [options]   train an image classifier\n"
+          "  hpt sample --model FILE [options]   generate text from a trained model\n"
+          "  hpt compare [train options] --lrs LIST --seeds N --out DIR   time to the same val loss:\n"
+          "                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n"
+          "  hpt plot DIR           redraw a run's DIR/loss.{svg,png} (hpt train draws it at the end)\n"
+          "  hpt --help | --version\n"
+          "\n"
+          "train options (defaults: nanoGPT's CPU shakespeare_char recipe; fashion-mnist's where they differ):\n", f);
+    help_settings(f, HPT_SET_TRAIN);
+    help_settings(f, HPT_SET_RUN);
+    fputs("\nhybrid options (with --mode hybrid; see docs/hybrid.md):\n", f);
+    help_settings(f, HPT_SET_HYBRID);
+    fputs("\n"
+          "sample options:\n"
+          "  --model FILE           model.bin written by hpt train (or --run DIR)\n"
+          "  --tokens N             tokens to generate                                        [500]\n"
+          "  --temperature X        softmax temperature, > 0                                  [1.0]\n"
+          "  --top-k N              sample among the k most likely tokens, 0 = all            [0]\n"
+          "  --prompt TEXT          text to continue                                          [newline]\n"
+          "  --seed N, --threads N\n"
+          "\n"
+          "Exit status: 0 success, 1 runtime error, 2 usage error.\n", f);
 }
 
 /* ---------------------------------------------------------------- train */
@@ -297,6 +330,9 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
     return run_to_end(tr, &hc, log_interval);
 }
 
+/* a row of the settings table is a given field */
+#define IS(s, grp, type, field) ((s)->group == (grp) && (s)->offset == offsetof(type, field))
+
 static int cmd_train(int argc, char **argv) {
     /* --task and --model choose the defaults, so read them first */
     const char *task = "text", *model = NULL;
@@ -309,94 +345,32 @@ static int cmd_train(int argc, char **argv) {
     hpt_train_config c;
     hpt_train_config_default_for(&c, task, model);
     c.data_path = NULL;
-    int log_interval = 0, set_iters = 0, set_epochs = 0, hybrid = 0;
-    const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
-    int mode_given = 0;
-    const char *resume_dir = NULL;
-    char train_flag[128] = "";       /* the first flag --resume excludes */
-    int threads_flag = -1;
     hpt_hybrid_config hc;
     hpt_hybrid_config_default(&hc);
+    hpt_run_options ro;
+    hpt_run_options_default(&ro);
+    void *const cfg_of[] = {[HPT_SET_TRAIN] = &c, [HPT_SET_RUN] = &ro, [HPT_SET_HYBRID] = &hc};
+    int set_iters = 0, set_epochs = 0, mode_given = 0, threads_flag = -1;
+    const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
+    const char *train_flag = NULL;   /* the first flag --resume excludes */
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
-        const char *n = a.name;
-        if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
-        if (strcmp(n, "--resume") && strcmp(n, "--threads") && strcmp(n, "--log-interval") &&
-            strcmp(n, "--mode") && strcmp(n, "--rss-warn") && strcmp(n, "--rss-limit") && !train_flag[0])
-            snprintf(train_flag, sizeof train_flag, "%s", n);
-        if (!strcmp(n, "--resume")) resume_dir = flag_value(&a);
-        else if (!strcmp(n, "--data")) c.data_path = flag_value(&a);
-        else if (!strcmp(n, "--task")) c.task = flag_value(&a);
-        else if (!strcmp(n, "--model")) c.model = flag_value(&a);
-        else if (!strcmp(n, "--epochs")) { c.epochs = (int)parse_int(n, flag_value(&a), 0, 100000); set_epochs = 1; }
-        else if (!strcmp(n, "--tokenizer")) {
-            const char *v = flag_value(&a);
-            if (!strcmp(v, "byte")) c.tokenizer = HPT_TOK_BYTE;
-            else if (!strcmp(v, "char")) c.tokenizer = HPT_TOK_CHAR;
-            else die_usage("--tokenizer must be 'byte' or 'char', got '%s'", v);
-        }
-        else if (!strcmp(n, "--n-layer")) c.n_layer = (int)parse_int(n, flag_value(&a), 1, 256);
-        else if (!strcmp(n, "--n-head")) c.n_head = (int)parse_int(n, flag_value(&a), 1, 256);
-        else if (!strcmp(n, "--n-embd")) c.n_embd = (int)parse_int(n, flag_value(&a), 1, 16384);
-        else if (!strcmp(n, "--block-size")) c.block_size = (int)parse_int(n, flag_value(&a), 1, 8192);
-        else if (!strcmp(n, "--batch-size")) c.batch_size = (int)parse_int(n, flag_value(&a), 1, 65536);
-        else if (!strcmp(n, "--grad-accum")) c.grad_accum = (int)parse_int(n, flag_value(&a), 1, 65536);
-        else if (!strcmp(n, "--max-iters")) { c.max_iters = (int)parse_int(n, flag_value(&a), 1, 100000000); set_iters = 1; }
-        else if (!strcmp(n, "--warmup-iters")) c.warmup_iters = (int)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (!strcmp(n, "--lr")) c.lr = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--min-lr")) c.min_lr = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--weight-decay")) c.weight_decay = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--grad-clip")) c.grad_clip = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--beta1")) c.beta1 = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--beta2")) c.beta2 = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--eps")) c.eps = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--eval-interval")) c.eval_interval = (int)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (!strcmp(n, "--eval-iters")) c.eval_iters = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (!strcmp(n, "--seed")) c.seed = (uint64_t)parse_int(n, flag_value(&a), 0, LONG_MAX);
-        else if (!strcmp(n, "--threads")) c.threads = threads_flag = (int)parse_int(n, flag_value(&a), 0, 1024);
-        else if (!strcmp(n, "--save-interval")) c.save_interval = (int)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (!strcmp(n, "--keep-last")) c.keep_last = (int)parse_int(n, flag_value(&a), 1, 1000);
-        else if (!strcmp(n, "--ema")) c.ema_decay = parse_float(n, flag_value(&a));
-        else if (!strcmp(n, "--out")) c.out_dir = flag_value(&a);
-        else if (!strcmp(n, "--overwrite")) c.existing_run = HPT_RUNDIR_OVERWRITE;
-        else if (!strcmp(n, "--log-interval")) log_interval = (int)parse_int(n, flag_value(&a), 1, 100000000);
-        else if (!strcmp(n, "--rss-warn")) g_rss_warn_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (!strcmp(n, "--rss-limit")) g_rss_limit_mib = (double)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (!strcmp(n, "--mode")) {
-            const char *v = flag_value(&a);
-            mode_given = 1;
-            if (!strcmp(v, "hybrid")) hybrid = 1;
-            else if (!strcmp(v, "baseline")) hybrid = 0;
-            else die_usage("--mode must be 'baseline' or 'hybrid', got '%s'", v);
-        }
-        /* hybrid knobs: every one live, validated by hpt_hybrid_config_check */
-#define HFLAG(name) (!strcmp(n, name) && hpt_cli_hybrid_flag(name, NULL) && (hybrid_flag = hybrid_flag ? hybrid_flag : name))
-        else if (HFLAG("--warmup-steps")) hc.warmup_steps = (int)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (HFLAG("--full-steps")) hc.full_steps = (int)parse_int(n, flag_value(&a), 1, 100000000);
-        else if (HFLAG("--min-predict-steps")) hc.min_predict_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--max-predict-steps")) hc.max_predict_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--correct-steps")) hc.correct_steps = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--max-consecutive-predict")) hc.max_consecutive_predict = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--confidence-threshold")) hc.confidence_threshold = parse_float(n, flag_value(&a));
-        else if (HFLAG("--predictor")) hc.predictor = flag_value(&a);
-        else if (HFLAG("--backoff-after")) hc.backoff_after = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--max-backoff")) hc.max_backoff = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--predict-waste-budget")) hc.waste_budget = parse_float(n, flag_value(&a));
-        else if (HFLAG("--correction-interval")) hc.correction_interval = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--probe-batches")) hc.probe_batches = (int)parse_int(n, flag_value(&a), 1, 64);
-        else if (HFLAG("--whole-phase")) hc.whole_phase = 1;
-        else if (HFLAG("--cost-by-time")) hc.count_cost = 0;
-        else if (HFLAG("--ensemble")) hc.ensemble = (int)parse_int(n, flag_value(&a), 1, 16);
-        else if (HFLAG("--hidden")) hc.hidden = (int)parse_int(n, flag_value(&a), 2, 1024);
-        else if (HFLAG("--bptt")) hc.bptt = (int)parse_int(n, flag_value(&a), 1, 256);
-        else if (HFLAG("--div-window")) hc.div_window = (int)parse_int(n, flag_value(&a), 1, 100000);
-        else if (HFLAG("--div-loss-z")) hc.div_loss_z = parse_float(n, flag_value(&a));
-        else if (HFLAG("--div-grad-explode")) hc.div_grad_explode = parse_float(n, flag_value(&a));
-        else if (HFLAG("--div-grad-vanish")) hc.div_grad_vanish = parse_float(n, flag_value(&a));
-#undef HFLAG
-        else die_usage("unknown option '%s' for 'hpt train'", n);
+        if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage(stdout); return 0; }
+        const hpt_setting *s = hpt_setting_find(a.name);
+        if (!s) die_usage("unknown option '%s' for 'hpt train'", a.name);
+        set_flag(&a, s, cfg_of[s->group]);
+        if (!(s->flags & HPT_SET_RESUME_OK) && !train_flag) train_flag = s->flag;
+        if (s->group == HPT_SET_HYBRID && !hybrid_flag) hybrid_flag = s->flag;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, max_iters)) set_iters = 1;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) set_epochs = 1;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, threads)) threads_flag = c.threads;
+        if (IS(s, HPT_SET_RUN, hpt_run_options, hybrid)) mode_given = 1;
     }
-    if (resume_dir) return resume_train(resume_dir, train_flag[0] ? train_flag : NULL, mode_given ? hybrid : -1,
+    const char *resume_dir = ro.resume_dir;
+    int hybrid = ro.hybrid, log_interval = ro.log_interval;
+    g_rss_warn_mib = ro.rss_warn_mib;
+    g_rss_limit_mib = ro.rss_limit_mib;
+    if (resume_dir) return resume_train(resume_dir, train_flag, mode_given ? hybrid : -1,
                                     threads_flag, log_interval);
     if (set_iters && set_epochs && c.epochs > 0) die_usage("%s", "give --max-iters or --epochs, not both");
     if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */

@@ -380,6 +380,78 @@ hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *h
  * an emergency checkpoint is saved and the run stops with HPT_ERR_NOMEM. */
 void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit);
 
+/* ---------------------------------------------------------------- settings */
+
+/* What a run is asked to do beside its configs: operational settings of the
+ * command line, never stored in checkpoints. */
+typedef struct hpt_run_options {
+    int hybrid;               /* --mode: 0 baseline, 1 hybrid */
+    const char *resume_dir;   /* --resume DIR, or NULL */
+    int log_interval;         /* --log-interval: progress every N steps off a terminal; 0 auto */
+    int rss_warn_mib;         /* --rss-warn / --rss-limit in MiB, 0 off (hpt_trainer_set_memory_limits) */
+    int rss_limit_mib;
+} hpt_run_options;
+
+void hpt_run_options_default(hpt_run_options *o);
+
+/* Every field of hpt_train_config, hpt_run_options and hpt_hybrid_config is
+ * one row of the settings table (src/train/settings.h) with its flag, type,
+ * range, default and help; defaults, checks, checkpoint encoding, the
+ * command line's parsing and its help are generated from it. */
+typedef enum hpt_setting_group {
+    HPT_SET_TRAIN,    /* hpt_train_config */
+    HPT_SET_RUN,      /* hpt_run_options */
+    HPT_SET_HYBRID    /* hpt_hybrid_config */
+} hpt_setting_group;
+
+typedef enum hpt_setting_type {
+    HPT_SET_INT,      /* int */
+    HPT_SET_U64,      /* uint64_t */
+    HPT_SET_FLOAT,    /* float */
+    HPT_SET_STR,      /* const char *, not copied; min and max bound its length */
+    HPT_SET_ENUM,     /* int: the index of one of names */
+    HPT_SET_NAME,     /* const char *: one of names */
+    HPT_SET_SWITCH    /* int (an enum) in [min, max]: a flag without a value, which sets `on` */
+} hpt_setting_type;
+
+#define HPT_SET_MIN_OPEN   1u   /* the range excludes min */
+#define HPT_SET_MAX_OPEN   2u   /* the range excludes max */
+#define HPT_SET_RESUME_OK  4u   /* may be given with --resume */
+#define HPT_SET_NOT_STORED 8u   /* operational: not in checkpoints (every HPT_SET_RUN row is) */
+
+typedef struct hpt_setting {
+    const char *flag;           /* "--n-layer" */
+    const char *field;          /* "n_layer" */
+    hpt_setting_group group;
+    hpt_setting_type type;
+    size_t offset;              /* of the field in its group's struct */
+    double min, max;            /* the range; STR: of the length; SWITCH: of the field */
+    unsigned flags;             /* HPT_SET_*; bits 8..15: the TCFG version that first stored it */
+    const char *meta;           /* the value's name in the help ("N", "X", "PATH"), or NULL */
+    /* ENUM, NAME: the allowed values in stored order, a NULL-terminated
+     * array or a function of the index (NULL past the last); read them
+     * through hpt_setting_name */
+    const char *const *names;
+    const char *(*name_at)(int i);
+    int on;                     /* SWITCH: the value the flag sets (the opposite of the default) */
+    const char *help;           /* one line; a "[...]" at its end stands for the default */
+} hpt_setting;
+
+/* The rows of a group in table order (the order of `hpt --help` and of the
+ * checkpoint encoding); *n their count. */
+const hpt_setting *hpt_settings(hpt_setting_group g, int *n);
+/* The row of a flag ("--n-layer") in any group, or NULL. */
+const hpt_setting *hpt_setting_find(const char *flag);
+/* ENUM, NAME: the i-th allowed value, NULL past the last. */
+const char *hpt_setting_name(const hpt_setting *s, int i);
+/* Sets s's field in cfg (a struct of s's group) from text (NULL for a
+ * SWITCH), checking the type and range; HPT_ERR_ARG with a message naming
+ * the flag. Strings are not copied: text must outlive cfg. */
+hpt_status hpt_setting_parse(const hpt_setting *s, void *cfg, const char *text);
+/* s's value in cfg as text ("" for a NULL string); returns the length
+ * snprintf would write. */
+int hpt_setting_format(const hpt_setting *s, const void *cfg, char *buf, size_t n);
+
 /* ---------------------------------------------------------------- weights */
 
 /* model.bin: the model config, the tokenizer (NULL for non-text models) and

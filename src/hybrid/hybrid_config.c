@@ -1,38 +1,47 @@
 /*
- * hybrid_config.c — hpt_hybrid_config: its defaults (from the phase
- * controller's and the divergence monitor's), its checks, the sub-configs
- * it is cut into, and its fixed-width encoding in the HYBR section.
+ * hybrid_config.c — hpt_hybrid_config: its defaults and checks and its
+ * fixed-width encoding in the HYBR section, generated from the settings
+ * table (src/train/settings.h), and the sub-configs it is cut into.
  */
+#include "../train/settings.h"
 #include "hybrid_internal.h"
 
 #include <string.h>
 
+/* ---------------------------------------------------------------- the hybrid rows */
+
+#define HYBRID_ROW(f, flag, T, lo, hi, fl, d, m, h) \
+    HPT_SETTING_ROW(HPT_SET_HYBRID, hpt_hybrid_config, f, flag, T, lo, hi, fl, d, m, h)
+static const hpt_setting hybrid_rows[] = {HPT_HYBRID_SETTINGS(HYBRID_ROW)};
+#define NHYBRID ((int)(sizeof hybrid_rows / sizeof hybrid_rows[0]))
+
+/* The settings of every group, here at the top of the library's layers. */
+const hpt_setting *hpt_settings(hpt_setting_group g, int *n) {
+    if (g != HPT_SET_HYBRID) return hpt_train_settings(g, n);
+    *n = NHYBRID;
+    return hybrid_rows;
+}
+
+const hpt_setting *hpt_setting_find(const char *flag) {
+    static const hpt_setting_group groups[] = {HPT_SET_TRAIN, HPT_SET_RUN, HPT_SET_HYBRID};
+    for (int g = 0; flag && g < 3; g++) {
+        int n;
+        const hpt_setting *rows = hpt_settings(groups[g], &n);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(rows[i].flag, flag)) return &rows[i];
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the config */
+
+/* The table's defaults, which are the phase controller's and the
+ * divergence monitor's (tests/test_settings.c checks they agree). */
 void hpt_hybrid_config_default(hpt_hybrid_config *c) {
     memset(c, 0, sizeof *c);
-    hpt_phase_config pc;
-    hpt_phase_config_default(&pc);
-    c->warmup_steps = pc.warmup_steps;
-    c->full_steps = pc.full_steps;
-    c->min_predict_steps = pc.min_predict_steps;
-    c->max_predict_steps = pc.max_predict_steps;
-    c->correct_steps = pc.correct_steps;
-    c->max_consecutive_predict = pc.max_consecutive_predict;
-    c->confidence_threshold = pc.confidence_threshold;
-    c->backoff_after = pc.backoff_after;
-    c->max_backoff = pc.max_backoff;
-    c->waste_budget = pc.waste_budget;
-    c->predictor = "coast";
-    c->correction_interval = 4;
-    c->probe_batches = 2;
-    c->whole_phase = 0;
-    c->count_cost = 1;  /* reproducible by default: no wall clock in decisions */
-    c->ensemble = 3; c->hidden = 32; c->bptt = 16;
-    hpt_div_config dc;
-    hpt_div_config_default(&dc);
-    c->div_window = dc.window;
-    c->div_loss_z = dc.loss_z_warn;
-    c->div_grad_explode = dc.grad_explode;
-    c->div_grad_vanish = dc.grad_vanish;
+#define X(f, flag, T, lo, hi, fl, d, m, h) c->f = d;
+    HPT_HYBRID_SETTINGS(X)
+#undef X
 }
 
 void hpt_hyb_to_phase_config(const hpt_hybrid_config *c, hpt_phase_config *pc) {
@@ -58,67 +67,30 @@ void hpt_hyb_to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc) {
     dc->grad_vanish = c->div_grad_vanish;
 }
 
+/* Each value against its row of the table, then what the phase controller
+ * and the divergence monitor check across values. */
 hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
+    HPT_TRY(hpt_settings_check(hybrid_rows, NHYBRID, c));
     hpt_phase_config pc;
     hpt_div_config dc;
     hpt_hyb_to_phase_config(c, &pc);
     hpt_hyb_to_div_config(c, &dc);
     HPT_TRY(hpt_phase_config_check(&pc));
     HPT_TRY(hpt_div_config_check(&dc));
-    if (hpt_pred_parse(c->predictor) < 0) {
-        char names[256];
-        hpt_pred_list(names, sizeof names);
-        return hpt_fail(HPT_ERR_ARG, "--predictor must be %s (got '%s')", names, c->predictor ? c->predictor : "");
-    }
-    if (c->correction_interval < 1 || c->correction_interval > 100000)
-        return hpt_fail(HPT_ERR_ARG, "--correction-interval must be in [1, 100000] (got %d)", c->correction_interval);
-    if (c->probe_batches < 1 || c->probe_batches > 64)
-        return hpt_fail(HPT_ERR_ARG, "--probe-batches must be in [1, 64] (got %d)", c->probe_batches);
-    if (c->ensemble < 1 || c->ensemble > 16) return hpt_fail(HPT_ERR_ARG, "--ensemble must be in [1, 16] (got %d)", c->ensemble);
-    if (c->hidden < 2 || c->hidden > 1024) return hpt_fail(HPT_ERR_ARG, "--hidden must be in [2, 1024] (got %d)", c->hidden);
-    if (c->bptt < 1 || c->bptt > 256) return hpt_fail(HPT_ERR_ARG, "--bptt must be in [1, 256] (got %d)", c->bptt);
-    if (c->count_cost != 0 && c->count_cost != 1) return hpt_fail(HPT_ERR_ARG, "count_cost must be 0 or 1 (got %d)", c->count_cost);
     return HPT_OK;
 }
 
+/* The HYBR config words: the table's hybrid rows in order, one word each. */
 void hpt_hyb_encode_cfg(const hpt_hybrid_config *c, unsigned char *out) {
-    uint32_t w[HYBR_CFG_WORDS];
-    int k = 0;
-#define I_(x) w[k++] = (uint32_t)(int32_t)(x)
-#define F_(x) do { float f_ = (x); memcpy(&w[k++], &f_, 4); } while (0)
-    I_(c->warmup_steps); I_(c->full_steps); I_(c->min_predict_steps); I_(c->max_predict_steps);
-    I_(c->correct_steps); I_(c->max_consecutive_predict); F_(c->confidence_threshold);
-    I_(c->backoff_after); I_(c->max_backoff); F_(c->waste_budget);
-    I_(hpt_pred_parse(c->predictor)); I_(c->correction_interval); I_(c->probe_batches); I_(c->whole_phase);
-    I_(c->ensemble); I_(c->hidden); I_(c->bptt);
-    I_(c->div_window); F_(c->div_loss_z); F_(c->div_grad_explode); F_(c->div_grad_vanish);
-    I_(c->count_cost);
-    HPT_ASSERT(k == HYBR_CFG_WORDS);
-    memcpy(out, w, sizeof w);
+    size_t n = hpt_settings_encode(hybrid_rows, NHYBRID, c, 1, 1, out, HYBR_CFG_BYTES);
+    HPT_ASSERT(n == HYBR_CFG_BYTES);
 }
 
 int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
-    uint32_t w[HYBR_CFG_WORDS];
-    memcpy(w, in, sizeof w);
-    int k = 0;
+    hpt_cursor k = {in, HYBR_CFG_BYTES, 0};
     hpt_hybrid_config_default(c);
-#define GI_(x) x = (int32_t)w[k++]
-#define GF_(x) memcpy(&(x), &w[k++], 4)
-    GI_(c->warmup_steps); GI_(c->full_steps); GI_(c->min_predict_steps); GI_(c->max_predict_steps);
-    GI_(c->correct_steps); GI_(c->max_consecutive_predict); GF_(c->confidence_threshold);
-    GI_(c->backoff_after); GI_(c->max_backoff); GF_(c->waste_budget);
-    int kind; GI_(kind);
-    GI_(c->correction_interval); GI_(c->probe_batches); GI_(c->whole_phase);
-    GI_(c->ensemble); GI_(c->hidden); GI_(c->bptt);
-    GI_(c->div_window); GF_(c->div_loss_z); GF_(c->div_grad_explode); GF_(c->div_grad_vanish);
-    GI_(c->count_cost);
-#undef I_
-#undef F_
-#undef GI_
-#undef GF_
-    c->predictor = hpt_pred_name(kind);  /* the predictor table's row */
-    if (!c->predictor) return 0;
-    return hpt_hybrid_config_check(c) == HPT_OK;
+    return hpt_settings_decode(hybrid_rows, NHYBRID, c, 1, 1, &k, NULL, 0) && k.pos == k.n &&
+           hpt_hybrid_config_check(c) == HPT_OK;
 }
 
 hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc) {

@@ -17,6 +17,7 @@
  * never the run.
  */
 #include "../model/model.h"
+#include "settings.h"
 #include "state.h"
 #include "trainer_impl.h"
 
@@ -47,73 +48,43 @@ static void put(membuf *b, const void *p, size_t n) {
     b->n += n;
 }
 static void put_u32(membuf *b, uint32_t v) { put(b, &v, 4); }
-static void put_i32(membuf *b, int v) { int32_t x = v; put(b, &x, 4); }
-static void put_f32(membuf *b, float v) { put(b, &v, 4); }
-static void put_str(membuf *b, const char *s) {
-    uint32_t n = (uint32_t)strlen(s);
-    put_u32(b, n);
-    put(b, s, n);
-}
-
+/* TCFG: version, mode, then the settings table's train rows in order
+ * (settings.h), each as the table's type says. */
 static size_t encode_tcfg(const hpt_train_config *c, uint32_t mode, unsigned char *buf, size_t cap) {
     membuf b = {buf, 0, cap};
     put_u32(&b, TCFG_VERSION);
     put_u32(&b, mode);  /* 0 baseline, 1 hybrid (a HYBR section follows) */
-    put_str(&b, c->task);
-    put_str(&b, c->model);
-    put_str(&b, c->data_path ? c->data_path : "");
-    put_str(&b, c->out_dir);
-    put_u32(&b, (uint32_t)c->tokenizer);
-    put_i32(&b, c->n_layer); put_i32(&b, c->n_head); put_i32(&b, c->n_embd); put_i32(&b, c->block_size);
-    put_i32(&b, c->batch_size); put_i32(&b, c->grad_accum); put_i32(&b, c->max_iters);
-    put_i32(&b, c->warmup_iters); put_i32(&b, c->epochs);
-    put_f32(&b, c->lr); put_f32(&b, c->min_lr); put_f32(&b, c->weight_decay); put_f32(&b, c->grad_clip);
-    put_f32(&b, c->beta1); put_f32(&b, c->beta2); put_f32(&b, c->eps);
-    put_i32(&b, c->eval_interval); put_i32(&b, c->eval_iters);
-    put(&b, &c->seed, 8);
-    put_i32(&b, c->threads); put_i32(&b, c->save_interval); put_i32(&b, c->keep_last);
-    put_f32(&b, c->ema_decay);
-    return b.n;
+    int n;
+    const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);
+    return b.n + hpt_settings_encode(rows, n, c, TCFG_VERSION, 0, buf + b.n, cap - b.n);
 }
 
-static int get_i32(hpt_cursor *c, int *v) {
-    int32_t x;
-    if (!hpt_cur_bytes(c, &x, 4)) return 0;
-    *v = x;
-    return 1;
-}
-static int get_f32(hpt_cursor *c, float *v) { return hpt_cur_bytes(c, v, 4); }
-static int get_str(hpt_cursor *c, char *dst, size_t cap) {
-    uint32_t n;
-    if (!hpt_cur_u32(c, &n) || n >= cap || !hpt_cur_bytes(c, dst, n)) return 0;
-    dst[n] = 0;
-    return 1;
-}
+/* Strings of a decoded config (the config points into it): --data and
+ * --out, at most 4095 bytes each (the table's limit). */
+typedef struct tcfg_strings { char buf[2 * 4096]; } tcfg_strings;
 
-/* Strings of a decoded config (the config points into it). */
-typedef struct tcfg_strings { char task[32], model[32], data[4096], out[4096]; } tcfg_strings;
-
+/* 0 with the reason in hpt_errmsg() */
 static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings *str, uint32_t *mode) {
     hpt_cursor k = {s->p, (size_t)s->n, 0};
-    uint32_t version, tok;
-    memset(c, 0, sizeof *c);
-    if (!hpt_cur_u32(&k, &version) || version < 1 || version > TCFG_VERSION || !hpt_cur_u32(&k, mode)) return 0;
-    if (!get_str(&k, str->task, sizeof str->task) || !get_str(&k, str->model, sizeof str->model) ||
-        !get_str(&k, str->data, sizeof str->data) || !get_str(&k, str->out, sizeof str->out))
+    uint32_t version;
+    char why[512];
+    hpt_train_config_default(c);  /* rows a version-1 TCFG lacks (--ema) keep their defaults */
+    if (!hpt_cur_u32(&k, &version) || version < 1 || version > TCFG_VERSION || !hpt_cur_u32(&k, mode)) {
+        hpt_fail(HPT_ERR_FORMAT, "bad TCFG section (version)");
         return 0;
-    c->task = str->task; c->model = str->model; c->data_path = str->data; c->out_dir = str->out;
-    if (!hpt_cur_u32(&k, &tok) || tok > 1) return 0;
-    c->tokenizer = (hpt_tokenizer_kind)tok;
-    int ok = get_i32(&k, &c->n_layer) && get_i32(&k, &c->n_head) && get_i32(&k, &c->n_embd) &&
-             get_i32(&k, &c->block_size) && get_i32(&k, &c->batch_size) && get_i32(&k, &c->grad_accum) &&
-             get_i32(&k, &c->max_iters) && get_i32(&k, &c->warmup_iters) && get_i32(&k, &c->epochs) &&
-             get_f32(&k, &c->lr) && get_f32(&k, &c->min_lr) && get_f32(&k, &c->weight_decay) &&
-             get_f32(&k, &c->grad_clip) && get_f32(&k, &c->beta1) && get_f32(&k, &c->beta2) &&
-             get_f32(&k, &c->eps) && get_i32(&k, &c->eval_interval) && get_i32(&k, &c->eval_iters) &&
-             hpt_cur_u64(&k, &c->seed) && get_i32(&k, &c->threads) && get_i32(&k, &c->save_interval) &&
-             get_i32(&k, &c->keep_last);
-    if (ok && version >= 2) ok = get_f32(&k, &c->ema_decay);
-    return ok && k.pos == k.n;
+    }
+    int n;
+    const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);
+    if (!hpt_settings_decode(rows, n, c, version, 0, &k, str->buf, sizeof str->buf)) {
+        snprintf(why, sizeof why, "%s", hpt_errmsg());
+        hpt_fail(HPT_ERR_FORMAT, "bad TCFG section: %s", why);
+        return 0;
+    }
+    if (k.pos != k.n) {
+        hpt_fail(HPT_ERR_FORMAT, "bad TCFG section (%zu bytes too long)", k.n - k.pos);
+        return 0;
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------------------- saving */
@@ -270,7 +241,7 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train
     uint32_t tv = 0;
     if (t->n >= 4) memcpy(&tv, t->p, 4);
     if (tv > TCFG_VERSION) return "its TCFG section is a newer version than this hpt reads (upgrade hpt)";
-    if (!decode_tcfg(t, c, str, mode)) return "bad TCFG section";
+    if (!decode_tcfg(t, c, str, mode)) return hpt_errmsg();  /* "bad TCFG section: ..." */
     if (r->n != TRST_SIZE) return "bad TRST section";
     uint64_t n = 0;
     memcpy(&n, a->p, a->n >= 8 ? 8 : 0);

@@ -13,6 +13,7 @@
 #include "../kernels/kernels.h"
 #include "../model/model.h"
 #include "preflight.h"
+#include "settings.h"
 #include "trainer_impl.h"
 
 #include <errno.h>
@@ -23,78 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void hpt_train_config_default(hpt_train_config *c) {
-    memset(c, 0, sizeof *c);
-    c->task = "text";
-    c->model = "gpt2";
-    c->tokenizer = HPT_TOK_CHAR;
-    c->n_layer = 4; c->n_head = 4; c->n_embd = 128; c->block_size = 64;
-    c->batch_size = 12; c->grad_accum = 1; c->max_iters = 2000; c->warmup_iters = 100;
-    c->lr = 1e-3f; c->min_lr = 1e-4f; c->weight_decay = 0.1f; c->grad_clip = 1.0f;
-    c->beta1 = 0.9f; c->beta2 = 0.99f; c->eps = 1e-8f;
-    c->eval_interval = 250; c->eval_iters = 20;
-    c->seed = 1337; c->threads = 0;
-    c->out_dir = "runs/latest";
-    c->save_interval = 0; c->keep_last = 2;
-}
-
-void hpt_train_config_default_for(hpt_train_config *c, const char *task, const char *model) {
-    hpt_train_config_default(c);
-    if (task && !strcmp(task, "fashion-mnist")) {
-        /* Image classifiers: minibatches of 128, whole epochs, evaluation on
-         * the 10k test images after every epoch. Measured to reach the
-         * targets of the Fashion-MNIST baselines (MLP >= 88%, CNN >= 91%). */
-        int cnn = model && !strcmp(model, "cnn");
-        c->task = "fashion-mnist";
-        c->model = cnn ? "cnn" : "mlp";
-        c->data_path = NULL;
-        c->batch_size = 128;
-        c->epochs = cnn ? 5 : 10;
-        c->lr = 1e-3f;
-        c->min_lr = 1e-5f;
-        c->warmup_iters = 100;
-        c->beta2 = 0.999f;
-        c->eval_interval = -1;
-    }
-}
-
-#define CHECK_RANGE(field, lo, hi, flag) \
-    if (!(c->field >= (lo) && c->field <= (hi))) \
-        return hpt_fail(HPT_ERR_ARG, "--%s must be in [%g, %g] (got %g)", flag, (double)(lo), (double)(hi), (double)c->field)
-
-hpt_status hpt_train_config_check(const hpt_train_config *c) {
-    int text = c->task && !strcmp(c->task, "text"), images = c->task && !strcmp(c->task, "fashion-mnist");
-    if (!text && !images) return hpt_fail(HPT_ERR_ARG, "--task must be 'text' or 'fashion-mnist'");
-    if (!c->model || (text && strcmp(c->model, "gpt2")) ||
-        (images && strcmp(c->model, "mlp") && strcmp(c->model, "cnn")))
-        return hpt_fail(HPT_ERR_ARG, "--model must be %s for --task %s", text ? "'gpt2'" : "'mlp' or 'cnn'", c->task);
-    if (text && (!c->data_path || !*c->data_path)) return hpt_fail(HPT_ERR_ARG, "--data is required for --task text");
-    if (!c->out_dir || !*c->out_dir) return hpt_fail(HPT_ERR_ARG, "--out must not be empty");
-    CHECK_RANGE(n_layer, 1, 256, "n-layer");
-    CHECK_RANGE(n_head, 1, 256, "n-head");
-    CHECK_RANGE(n_embd, 1, 16384, "n-embd");
-    if (c->n_embd % c->n_head) return hpt_fail(HPT_ERR_ARG, "--n-embd (%d) must be divisible by --n-head (%d)", c->n_embd, c->n_head);
-    CHECK_RANGE(block_size, 1, 8192, "block-size");
-    CHECK_RANGE(batch_size, 1, 65536, "batch-size");
-    CHECK_RANGE(grad_accum, 1, 65536, "grad-accum");
-    CHECK_RANGE(max_iters, 1, 100000000, "max-iters");
-    CHECK_RANGE(epochs, 0, 100000, "epochs");
-    CHECK_RANGE(warmup_iters, 0, 100000000, "warmup-iters");
-    CHECK_RANGE(lr, 1e-9, 10.0, "lr");
-    CHECK_RANGE(min_lr, 0.0, c->lr, "min-lr");
-    CHECK_RANGE(weight_decay, 0.0, 10.0, "weight-decay");
-    CHECK_RANGE(grad_clip, 0.0, 1e9, "grad-clip");
-    CHECK_RANGE(beta1, 0.0, 0.999999, "beta1");
-    CHECK_RANGE(beta2, 0.0, 0.999999999, "beta2");
-    CHECK_RANGE(eps, 1e-12, 1.0, "eps");
-    CHECK_RANGE(eval_interval, -1, 100000000, "eval-interval");
-    CHECK_RANGE(eval_iters, 1, 100000, "eval-iters");
-    CHECK_RANGE(threads, 0, 1024, "threads");
-    CHECK_RANGE(save_interval, 0, 100000000, "save-interval");
-    CHECK_RANGE(keep_last, 1, 1000, "keep-last");
-    if (!(c->ema_decay >= 0.0f && c->ema_decay < 1.0f)) return hpt_fail(HPT_ERR_ARG, "--ema must be in [0, 1) (0: off), got %g", c->ema_decay);
-    return HPT_OK;
-}
+/* hpt_train_config_default, _default_for and _check: settings.c, from the settings table */
 
 float hpt_lr_at(const hpt_train_config *c, int it) {
     if (it < c->warmup_iters) return c->lr * (float)(it + 1) / (float)c->warmup_iters;
@@ -154,9 +84,17 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     if (c->epochs > 0) {
         /* whole epochs of optimizer steps, the last one possibly short of a batch */
         size_t per_step = (size_t)tr->task_->batch_size * c->grad_accum;
-        int per_epoch = (int)((tr->task_->train_examples + per_step - 1) / per_step);
-        tr->cfg.max_iters = c->epochs * per_epoch;
-        if (c->eval_interval < 0) tr->cfg.eval_interval = per_epoch;
+        int64_t per_epoch = (int64_t)((tr->task_->train_examples + per_step - 1) / per_step);
+        if ((int64_t)c->epochs * per_epoch > HPT_STEPS_MAX) {
+            st = hpt_fail(HPT_ERR_ARG, "--epochs %d x %lld steps per epoch (%zu training examples / (--batch-size "
+                          "%d x --grad-accum %d)) is %lld steps, more than %d: give fewer --epochs or a larger "
+                          "--batch-size", c->epochs, (long long)per_epoch, tr->task_->train_examples,
+                          tr->task_->batch_size, c->grad_accum, (long long)c->epochs * per_epoch, HPT_STEPS_MAX);
+            hpt_trainer_free(tr);
+            return st;
+        }
+        tr->cfg.max_iters = c->epochs * (int)per_epoch;
+        if (c->eval_interval < 0) tr->cfg.eval_interval = (int)per_epoch;
     }
     if (tr->cfg.eval_interval < 0) tr->cfg.eval_interval = 0;
     size_t n = tr->model->nparams;

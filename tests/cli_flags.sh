@@ -1,0 +1,91 @@
+#!/bin/sh
+# cli_flags.sh — hpt train's flags, which come from the settings table
+# (src/train/settings.h). For every row of the table (listed by
+# `test_settings --dump`): it appears in `hpt --help`, a valid value parses,
+# and a value below or above its range (or a bad name, or a value given to a
+# switch) is a usage error (exit 2) naming the flag. Then the products of
+# flags that must fit the step counter (issue 16.3): --epochs x batches per
+# epoch beyond --max-iters' limit, and --batch-size x --grad-accum beyond an
+# int, are usage errors naming the flags, before anything is written.
+test_name=cli_flags; . tests/lib.sh
+BUILD=${BUILD:-build}
+if [ ! -x "$BUILD/test_settings" ]; then make -s "$BUILD/test_settings" >/dev/null 2>&1; fi
+if ! "$BUILD/test_settings" --dump >"$tmp/table.tsv" || [ ! -s "$tmp/table.tsv" ]; then
+    echo "FAIL $BUILD/test_settings --dump (build it: make $BUILD/test_settings)"; exit 1
+fi
+"$HPT" --help >"$tmp/help.txt" 2>&1
+
+# letters N: a string of N a's
+letters() { awk -v n="$1" 'BEGIN { s = ""; for (i = 0; i < n; i++) s = s "a"; print s }'; }
+value() { case "$1" in @*) letters "${1#@}" ;; *) printf '%s' "$1" ;; esac; }
+
+# try FLAG VALUE: hpt train FLAG VALUE --zz-end ("(none)": the flag alone;
+# "=V": FLAG=V). Parsing is left to right, so a flag that parses leaves the
+# error to the unknown --zz-end.
+try() {
+    case "$2" in
+        "(none)") run "$HPT" train "$1" --zz-end ;;
+        =*) run "$HPT" train "$1$2" --zz-end ;;
+        *) run "$HPT" train "$1" "$(value "$2")" --zz-end ;;
+    esac
+}
+
+rows=0
+tab=$(printf '\t')
+while IFS="$tab" read -r flag ok lo hi; do
+    rows=$((rows + 1))
+    grep -qE -- "(^|[ ,])$flag( |$|,)" "$tmp/help.txt" || fail "$flag is not in hpt --help"
+    try "$flag" "$ok"
+    if [ $rc -ne 2 ] || ! grep -q -- "--zz-end" "$tmp/err" || grep -q -- "$flag" "$tmp/err"; then
+        fail "$flag $ok: does not parse (status $rc)"
+    fi
+    for bad in "$lo" "$hi"; do
+        [ "$bad" = "-" ] && continue
+        if [ "$ok" = "(none)" ]; then try "$flag" "=$bad"; else try "$flag" "$bad"; fi
+        if [ $rc -ne 2 ] || ! grep -q -- "$flag" "$tmp/err"; then
+            fail "$flag $(echo "$bad" | cut -c1-20): status $rc (want 2, naming the flag)"
+        fi
+    done
+done <"$tmp/table.tsv"
+if [ "$rows" -gt 50 ]; then pass "all $rows flags of the table: in --help, parse, refuse out-of-range values with exit 2"
+else fail "only $rows rows in the table dump"; fi
+
+# ---------------------------------------------------------------- products (issue 16.3)
+
+words_text 7 >"$tmp/data.txt"
+# ~20 KB of text: ~18k windows per epoch at --batch-size 1, so 40000 epochs is
+# 7e8 steps, past the 1e8 a run may plan (before, such a run was started: the
+# timeout keeps a binary without the check from running for days)
+run timeout 60 "$HPT" train --data "$tmp/data.txt" --out "$tmp/e" --epochs 40000 --batch-size 1 --block-size 8 \
+    --n-layer 1 --n-head 1 --n-embd 8
+if [ $rc -eq 2 ] && grep -q -- "--epochs" "$tmp/err" && grep -q -- "--batch-size" "$tmp/err" && [ ! -e "$tmp/e" ]; then
+    pass "--epochs 40000 --batch-size 1: usage error naming both, nothing written"
+else fail "--epochs 40000 --batch-size 1: status $rc (want 2 naming --epochs and --batch-size), or $tmp/e written"; fi
+
+FM=/usr/share/datasets/fashion-mnist
+if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
+    # 60000 images x 40000 epochs overflowed the int step count: a negative
+    # --max-iters, then "out of memory" after metrics.jsonl was truncated
+    run timeout 60 "$HPT" train --task fashion-mnist --out "$tmp/f" --epochs 40000 --batch-size 1
+    if [ $rc -eq 2 ] && grep -q -- "--epochs" "$tmp/err" && [ ! -e "$tmp/f" ]; then
+        pass "fashion-mnist --epochs 40000 --batch-size 1: usage error, nothing written"
+    else fail "fashion-mnist --epochs 40000 --batch-size 1: status $rc (want 2)"; fi
+else
+    echo "skip fashion-mnist --epochs (no $FM)"
+fi
+
+run timeout 60 "$HPT" train --data "$tmp/data.txt" --out "$tmp/g" --batch-size 65536 --grad-accum 65536 \
+    --n-layer 1 --n-head 1 --n-embd 8 --block-size 1 --max-iters 1
+if [ $rc -eq 2 ] && grep -q -- "--batch-size" "$tmp/err" && grep -q -- "--grad-accum" "$tmp/err" && [ ! -e "$tmp/g" ]; then
+    pass "--batch-size 65536 --grad-accum 65536: usage error naming both"
+else fail "--batch-size 65536 --grad-accum 65536: status $rc (want 2 naming both)"; fi
+
+# a hybrid flag without --mode hybrid, and --resume with a config flag
+run "$HPT" train --data "$tmp/data.txt" --out "$tmp/h" --whole-phase
+if [ $rc -eq 2 ] && grep -q -- "--whole-phase only applies with --mode hybrid" "$tmp/err"; then pass "hybrid flag without --mode hybrid: exit 2"
+else fail "hybrid flag without --mode hybrid: status $rc"; fi
+run "$HPT" train --resume "$tmp/none" --n-layer 2
+if [ $rc -eq 2 ] && grep -q -- "--n-layer cannot be given" "$tmp/err"; then pass "--resume with --n-layer: exit 2 naming it"
+else fail "--resume with --n-layer: status $rc"; fi
+
+finish
