@@ -77,12 +77,22 @@ static void set_along(hybrid *h, float alpha) {
     for (size_t i = 0; i < h->n; i++) p[i] = s[i] + alpha * d[i];
 }
 
+/* One line of phases.jsonl: the step, the phase entered, why (escaped as
+ * JSON: a reason may quote anything). */
 static void log_transition(hybrid *h, hpt_phase to, const char *why) {
     if (!h->phases_log) return;
-    fprintf(h->phases_log, "{\"step\":%d,\"phase\":\"%s\",\"reason\":\"", hpt_trainer_steps(h->tr), hpt_phase_name(to));
-    for (const char *c = why; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) fputc(*c, h->phases_log);
-    fputs("\"}\n", h->phases_log);
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return;
+    hpt_json_u64(o, "step", (uint64_t)hpt_trainer_steps(h->tr));
+    cJSON_AddStringToObject(o, "phase", hpt_phase_name(to));
+    cJSON_AddStringToObject(o, "reason", why);
+    char *line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!line) return;
+    fputs(line, h->phases_log);
+    fputc('\n', h->phases_log);
     fflush(h->phases_log);
+    cJSON_free(line);
 }
 
 /* ---------------------------------------------------------------- progress */

@@ -157,7 +157,7 @@ hpt_status hpt_hyb_load_state(void *hctx, const unsigned char *p, size_t n);
 
 /* hybrid_report.c: the run hooks for metrics.jsonl, summary.json and the config log */
 void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line);
-void hpt_hyb_summary(void *hctx, FILE *f);
+void hpt_hyb_summary(void *hctx, cJSON *summary);
 void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx);
 
 #endif /* HPT_HYBRID_INTERNAL_H */

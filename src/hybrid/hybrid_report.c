@@ -8,11 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* JSON has no NaN: a value not measured yet is null. */
-static void json_num_(FILE *f, const char *key, double v) {
-    if (isfinite(v)) fprintf(f, "\"%s\": %.5g", key, v); else fprintf(f, "\"%s\": null", key);
-}
-
 /* A step's phase fields (after the trainer's own members): the phase, its
  * passes, and for a Predict phase what its jump did. */
 void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line) {
@@ -31,48 +26,80 @@ void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line) {
     hpt_json_num(line, "step_ms", info->step_s * 1e3);
 }
 
-void hpt_hyb_summary(void *hctx, FILE *f) {
+/* A JSON object member holding one number per phase. */
+static void per_phase(cJSON *o, const char *key, const double *v) {
+    static const char *names[HPT_PHASE_COUNT] = {"warmup", "full", "predict", "correct"};
+    cJSON *p = cJSON_AddObjectToObject(o, key);
+    for (int i = 0; p && i < HPT_PHASE_COUNT; i++) hpt_json_num(p, names[i], v[i]);
+}
+
+/* The forecast's calibration: how often the realised loss fell inside the
+ * forecast's mean +- 2 std, per horizon bucket (1, 2-3, 4-7, ...); nothing
+ * scored yet is null. */
+static void calibration(const hybrid *h, cJSON *o) {
+    cJSON *a = cJSON_AddArrayToObject(o, "calibration");
+    for (int b = 0; a && b < hpt_dyn_buckets(&h->dyn); b++) {
+        hpt_dyn_calib cb;
+        hpt_dyn_calibration(&h->dyn, b, 0, &cb);
+        cJSON *e = cJSON_CreateObject();
+        if (!e) return;
+        cJSON_AddItemToArray(a, e);
+        cJSON *hz = cJSON_AddArrayToObject(e, "horizons");
+        if (hz) {
+            cJSON_AddItemToArray(hz, cJSON_CreateNumber(cb.h_lo));
+            cJSON_AddItemToArray(hz, cJSON_CreateNumber(cb.h_hi));
+        }
+        hpt_json_u64(e, "scored", (uint64_t)cb.n);
+        hpt_json_num(e, "coverage", cb.n > 0 ? cb.coverage_all : NAN);
+        hpt_json_num(e, "rmse_log_loss", cb.n > 0 ? cb.rmse : NAN);
+    }
+}
+
+void hpt_hyb_summary(void *hctx, cJSON *o) {
     hybrid *h = hctx;
-    fprintf(f, "  \"mode\": \"hybrid\",\n  \"predictor\": \"%s\",\n", h->cfg.predictor);
+    const hybrid_counts *c = &h->cnt;
+    cJSON_AddStringToObject(o, "mode", "hybrid");
+    cJSON_AddStringToObject(o, "predictor", h->cfg.predictor);
     /* the hybrid layer's share of the memory ledger, by role */
-    fprintf(f, "  \"memory_bytes_hybrid\": {\"snapshot\": %zu, \"buffers\": %zu, \"predictor\": %zu, "
-            "\"dynamics\": %zu, \"encoder\": %zu},\n", 3 * h->n * sizeof(float), h->buf_bytes,
-            h->pred.arena_bytes,
-            (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n + h->dyn.scratch_n) * sizeof(float),
-            h->enc.arena_floats * sizeof(float));
-    fprintf(f, "  \"phase_steps\": {\"warmup\": %d, \"full\": %d, \"predict\": %d, \"correct\": %d},\n",
-            h->cnt.phase_count_steps[0], h->cnt.phase_count_steps[1], h->cnt.phase_count_steps[2], h->cnt.phase_count_steps[3]);
-    fprintf(f, "  \"phase_time_s\": {\"warmup\": %.3f, \"full\": %.3f, \"predict\": %.3f, \"correct\": %.3f},\n",
-            h->cnt.phase_s[0], h->cnt.phase_s[1], h->cnt.phase_s[2], h->cnt.phase_s[3]);
-    fprintf(f, "  \"backward_passes\": %d,\n  \"probe_passes\": %d,\n", h->cnt.backward_passes, h->cnt.probe_passes);
+    cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes_hybrid");
+    if (mb) {
+        hpt_json_u64(mb, "snapshot", 3 * h->n * sizeof(float));
+        hpt_json_u64(mb, "buffers", h->buf_bytes);
+        hpt_json_u64(mb, "predictor", h->pred.arena_bytes);
+        hpt_json_u64(mb, "dynamics", (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n +
+                                      h->dyn.scratch_n) * sizeof(float));
+        hpt_json_u64(mb, "encoder", h->enc.arena_floats * sizeof(float));
+    }
+    double steps[HPT_PHASE_COUNT];
+    for (int i = 0; i < HPT_PHASE_COUNT; i++) steps[i] = c->phase_count_steps[i];
+    per_phase(o, "phase_steps", steps);
+    per_phase(o, "phase_time_s", c->phase_s);
+    hpt_json_u64(o, "backward_passes", (uint64_t)c->backward_passes);
+    hpt_json_u64(o, "probe_passes", (uint64_t)c->probe_passes);
     /* the hybrid's whole cost over plain training: Predict phases (probes,
      * predictor, line search, rejected jumps) plus its bookkeeping on
      * every real step */
-    fprintf(f, "  \"predictor_overhead_s\": %.6f,\n  \"controller_overhead_s\": %.6f,\n",
-            h->cnt.phase_s[HPT_PHASE_PREDICT], h->cnt.ctrl_s);
-    fprintf(f, "  \"predict_phases\": {\"accepted\": %d, \"rolled_back\": %d, \"steps_kept\": %d, \"steps_lost\": %d, "
-            "\"mean_alpha\": %.3f},\n", h->cnt.phases_accepted, h->cnt.phases_rejected, h->cnt.predicted_steps_kept,
-            h->cnt.predicted_steps_lost, h->cnt.phases_accepted ? h->cnt.alpha_sum / h->cnt.phases_accepted : 0.0);
-    fprintf(f, "  \"divergence_rollbacks\": %d,\n  \"transitions\": %d,\n", h->cnt.div_rollbacks, h->ph.transitions);
-    /* how often the realised loss fell inside the forecast's mean +- 2 std,
-     * per horizon bucket (1, 2-3, 4-7, ...), and what the corrector changed */
-    fprintf(f, "  \"calibration\": [");
-    for (int b = 0; b < hpt_dyn_buckets(&h->dyn); b++) {
-        hpt_dyn_calib cb;
-        hpt_dyn_calibration(&h->dyn, b, 0, &cb);
-        fprintf(f, "%s{\"horizons\": [%d, %d], \"scored\": %.0f, ", b ? ", " : "", cb.h_lo, cb.h_hi, cb.n);
-        json_num_(f, "coverage", cb.n > 0 ? cb.coverage_all : NAN);  /* nothing scored yet: null */
-        fputs(", ", f);
-        json_num_(f, "rmse_log_loss", cb.n > 0 ? cb.rmse : NAN);
-        fputc('}', f);
+    hpt_json_num(o, "predictor_overhead_s", c->phase_s[HPT_PHASE_PREDICT]);
+    hpt_json_num(o, "controller_overhead_s", c->ctrl_s);
+    cJSON *pp = cJSON_AddObjectToObject(o, "predict_phases");
+    if (pp) {
+        hpt_json_u64(pp, "accepted", (uint64_t)c->phases_accepted);
+        hpt_json_u64(pp, "rolled_back", (uint64_t)c->phases_rejected);
+        hpt_json_u64(pp, "steps_kept", (uint64_t)c->predicted_steps_kept);
+        hpt_json_u64(pp, "steps_lost", (uint64_t)c->predicted_steps_lost);
+        hpt_json_num(pp, "mean_alpha", c->phases_accepted ? c->alpha_sum / c->phases_accepted : 0.0);
     }
+    hpt_json_u64(o, "divergence_rollbacks", (uint64_t)c->div_rollbacks);
+    hpt_json_u64(o, "transitions", (uint64_t)h->ph.transitions);
+    calibration(h, o);
+    /* what the residual corrector changed */
     float before, after;
     hpt_dyn_corrector_effect(&h->dyn, 0, &before, &after);
-    fputs("],\n  \"corrector_loss_residual\": {", f);
-    json_num_(f, "raw", before);
-    fputs(", ", f);
-    json_num_(f, "corrected", after);
-    fputs("},\n", f);
+    cJSON *cr = cJSON_AddObjectToObject(o, "corrector_loss_residual");
+    if (cr) {
+        hpt_json_num(cr, "raw", before);
+        hpt_json_num(cr, "corrected", after);
+    }
 }
 
 void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {

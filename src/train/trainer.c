@@ -17,6 +17,7 @@
 #include "trainer_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <math.h>
 #include <signal.h>
@@ -270,14 +271,16 @@ static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) {
 
 /* JSON has no NaN/Inf: null, so every line stays parseable. %.9g: every
  * float round-trips. */
-static void json_num(FILE *f, const char *key, double v) {
-    if (isfinite(v)) fprintf(f, "\"%s\":%.9g", key, v); else fprintf(f, "\"%s\":null", key);
-}
-
 void hpt_json_num(cJSON *obj, const char *key, double v) {
     char buf[32];
     if (isfinite(v)) snprintf(buf, sizeof buf, "%.9g", v);
     cJSON_AddItemToObject(obj, key, isfinite(v) ? cJSON_CreateRaw(buf) : cJSON_CreateNull());
+}
+
+void hpt_json_u64(cJSON *obj, const char *key, uint64_t v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(buf));
 }
 
 static double mib(size_t b) { return b / 1048576.0; }
@@ -317,6 +320,16 @@ static int cmp_double(const void *a, const void *b) {
  * (a killed run may have logged steps past it), rewritten atomically. */
 typedef struct metrics_cut { const char *buf; size_t len; int step; int64_t bytes; } metrics_cut;
 
+/* The "step" of one metrics.jsonl line; INT_MAX when the line is not an
+ * object with one (a damaged line is dropped). */
+static int line_step(const char *line, size_t n) {
+    cJSON *o = cJSON_ParseWithLength(line, n);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "step");
+    int step = cJSON_IsNumber(k) ? k->valueint : INT_MAX;
+    cJSON_Delete(o);
+    return step;
+}
+
 static hpt_status write_metrics_cut(FILE *f, void *p) {
     const metrics_cut *mc = p;
     const char *s = mc->buf, *end = mc->buf + mc->len;
@@ -330,8 +343,8 @@ static hpt_status write_metrics_cut(FILE *f, void *p) {
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         if (!nl) break;  /* a torn last line: dropped */
-        int k;
-        if (sscanf(s, "{\"step\":%d", &k) == 1 && k <= mc->step && fwrite(s, 1, (size_t)(nl + 1 - s), f) != (size_t)(nl + 1 - s))
+        size_t n = (size_t)(nl + 1 - s);
+        if (line_step(s, n) <= mc->step && fwrite(s, 1, n, f) != n)
             return hpt_fail(HPT_ERR_IO, "cannot write metrics.jsonl: %s", strerror(errno));
         s = nl + 1;
     }
@@ -348,30 +361,19 @@ static hpt_status cut_metrics(const char *path, int step, int64_t bytes) {
     return st;
 }
 
-/* A JSON member whose value is printed by fmt (integers, exactly). */
-static void json_raw(cJSON *obj, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void json_raw(cJSON *obj, const char *key, const char *fmt, ...) {
-    char buf[64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(buf));
-}
-
 /* One line of metrics.jsonl: the trainer's members, the hooks' (the hybrid's
  * phase fields), then the evaluation's. */
 static hpt_status write_metrics_line(FILE *mf, const hpt_trainer *tr, const hpt_run_hooks *hooks,
                                      const hpt_step_info *info, size_t rss) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
-    json_raw(o, "step", "%d", info->step);
+    hpt_json_u64(o, "step", (uint64_t)info->step);
     hpt_json_num(o, "train_loss", info->train_loss);
     hpt_json_num(o, "lr", info->lr);
     hpt_json_num(o, "grad_norm", info->grad_norm);
     hpt_json_num(o, "time_s", info->time_s);
-    json_raw(o, "tokens", "%.0f", info->tokens);
-    json_raw(o, "rss_bytes", "%zu", rss);
+    hpt_json_u64(o, "tokens", (uint64_t)info->tokens);
+    hpt_json_u64(o, "rss_bytes", rss);
     if (hooks->metrics) hooks->metrics(hooks->hctx, info, o);
     if (info->evaluated) hpt_json_num(o, "val_loss", info->val_loss);
     if (info->evaluated && tr->ema) hpt_json_num(o, "ema_val_loss", info->ema_val_loss);
@@ -553,38 +555,70 @@ static hpt_status run_one(run *r) {
     return after_step(r, before, rss);
 }
 
-/* summary.json: what the run was, what it reached, what it cost. */
-static hpt_status write_summary(const run *r, double med, double flops, uint32_t crc, double wall) {
+/* summary.json: what the run was, what it reached, what it cost; the
+ * hooks add their members after the trainer's counters. */
+static cJSON *summary_of(const run *r, double med, double flops, uint32_t crc, double wall) {
     const hpt_trainer *tr = r->tr;
-    const hpt_train_config *c = &tr->cfg;
     const hpt_model *m = tr->model;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "task", tr->cfg.task);
+    cJSON_AddStringToObject(o, "model", hpt_model_describe(m));
+    hpt_json_u64(o, "params", m->nparams);
+    hpt_json_u64(o, "steps", (uint64_t)tr->step);
+    hpt_json_num(o, "final_val_loss", tr->final_val);
+    if (tr->task_->classify) hpt_json_num(o, "test_accuracy", tr->final_acc);
+    hpt_json_num(o, "best_val_loss", tr->best_val);
+    if (tr->ema) hpt_json_num(o, "final_ema_val_loss", tr->final_ema_val);
+    hpt_json_num(o, "train_s", tr->train_s);
+    hpt_json_num(o, "wall_s", wall);
+    hpt_json_num(o, "eval_s", tr->eval_s);
+    hpt_json_num(o, "tokens_per_s", tr->tokens / tr->train_s);
+    hpt_json_num(o, "median_step_ms", med * 1e3);
+    hpt_json_num(o, "gflops_per_s", flops / med * 1e-9);
+    cJSON_AddStringToObject(o, "blas_core", hpt_blas_core());
+    hpt_json_u64(o, "optimizer_updates", (uint64_t)tr->updates);
+    hpt_json_u64(o, "model_backward_calls", m->backward_calls);
+    if (r->hooks->summary) r->hooks->summary(r->hooks->hctx, o);
+    hpt_json_u64(o, "threads", (uint64_t)hpt_get_threads());
+    hpt_json_u64(o, "peak_rss_bytes", hpt_peak_rss_bytes());
     ledger l = ledger_of(tr);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/summary.json", c->out_dir);
-    FILE *sf = fopen(path, "w");
-    if (!sf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    fprintf(sf, "{\n  \"task\": \"%s\",\n  \"model\": \"%s\",\n  \"params\": %zu,\n  \"steps\": %d,\n",
-            c->task, hpt_model_describe(m), m->nparams, tr->step);
-    fprintf(sf, "  "); json_num(sf, "final_val_loss", tr->final_val); fprintf(sf, ",\n  ");
-    if (tr->task_->classify) { json_num(sf, "test_accuracy", tr->final_acc); fprintf(sf, ",\n  "); }
-    json_num(sf, "best_val_loss", tr->best_val); fprintf(sf, ",\n  ");
-    if (tr->ema) { json_num(sf, "final_ema_val_loss", tr->final_ema_val); fprintf(sf, ",\n  "); }
-    json_num(sf, "train_s", tr->train_s); fprintf(sf, ",\n  ");
-    json_num(sf, "wall_s", wall); fprintf(sf, ",\n  ");
-    json_num(sf, "eval_s", tr->eval_s); fprintf(sf, ",\n  ");
-    json_num(sf, "tokens_per_s", tr->tokens / tr->train_s); fprintf(sf, ",\n  ");
-    json_num(sf, "median_step_ms", med * 1e3); fprintf(sf, ",\n  ");
-    json_num(sf, "gflops_per_s", flops / med * 1e-9); fprintf(sf, ",\n");
-    fprintf(sf, "  \"blas_core\": \"%s\",\n", hpt_blas_core());
-    fprintf(sf, "  \"optimizer_updates\": %d,\n  \"model_backward_calls\": %zu,\n", tr->updates, m->backward_calls);
-    if (r->hooks->summary) r->hooks->summary(r->hooks->hctx, sf);
-    fprintf(sf, "  \"threads\": %d,\n  \"peak_rss_bytes\": %zu,\n", hpt_get_threads(), hpt_peak_rss_bytes());
-    fprintf(sf, "  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
-            l.params, l.grads, l.adamw, l.acts);
-    fprintf(sf, "  \"param_crc32\": \"%08x\"\n}\n", crc);
-    int werr = ferror(sf);
-    if (fclose(sf) != 0 || werr) return hpt_fail(HPT_ERR_IO, "cannot write '%s'", path);
+    cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes");
+    if (mb) {
+        hpt_json_u64(mb, "params", l.params);
+        hpt_json_u64(mb, "grads", l.grads);
+        hpt_json_u64(mb, "adamw", l.adamw);
+        hpt_json_u64(mb, "activations", l.acts);
+    }
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", crc);
+    cJSON_AddStringToObject(o, "param_crc32", hex);
+    return o;
+}
+
+static hpt_status write_text(FILE *f, void *text) {
+    size_t n = strlen(text);
+    if (fwrite(text, 1, n, f) != n || fputc('\n', f) == EOF)
+        return hpt_fail(HPT_ERR_IO, "write failed: %s", strerror(errno));
     return HPT_OK;
+}
+
+/* Writes a JSON document to path atomically, pretty-printed. */
+static hpt_status save_json(const char *path, const cJSON *doc) {
+    char *text = doc ? cJSON_Print(doc) : NULL;
+    if (!text) return hpt_fail(HPT_ERR_NOMEM, "out of memory writing '%s'", path);
+    hpt_status st = hpt_save_atomic(path, write_text, text);
+    cJSON_free(text);
+    return st;
+}
+
+static hpt_status write_summary(const run *r, double med, double flops, uint32_t crc, double wall) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/summary.json", r->tr->cfg.out_dir);
+    cJSON *doc = summary_of(r, med, flops, crc, wall);
+    hpt_status st = save_json(path, doc);
+    cJSON_Delete(doc);
+    return st;
 }
 
 /* After the last step: model.bin, summary.json and the closing log line. */

@@ -81,8 +81,8 @@ const unsigned char *hpt_trainer_resume_state(const hpt_trainer *tr, size_t *n);
  *   metrics     adds the layer's own members to the step's metrics.jsonl
  *               line (after the trainer's step, loss, lr, grad_norm, time_s,
  *               tokens and rss_bytes, before the evaluation's members).
- *   summary     writes extra members into summary.json (each as
- *               `  "key": value,\n`).
+ *   summary     adds the layer's members to summary.json's object (after
+ *               the trainer's counters, before threads and memory).
  *   log_config  adds lines to the start-of-run log.
  * The layer above's own state in checkpoints (section HYBR, TCFG mode 1):
  * state_bytes the exact payload length, save_state writes exactly that many
@@ -91,7 +91,7 @@ const unsigned char *hpt_trainer_resume_state(const hpt_trainer *tr, size_t *n);
 typedef struct hpt_run_hooks {
     hpt_status (*step)(void *hctx, hpt_trainer *tr, hpt_step_info *info);
     void (*metrics)(void *hctx, const hpt_step_info *info, cJSON *line);
-    void (*summary)(void *hctx, FILE *f);
+    void (*summary)(void *hctx, cJSON *summary);
     void (*log_config)(void *hctx, hpt_log_fn log, void *ctx);
     uint64_t (*state_bytes)(void *hctx);
     void (*save_state)(void *hctx, hpt_writer *w);
@@ -102,9 +102,11 @@ typedef struct hpt_run_hooks {
 hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
-/* A JSON number member, NaN and infinities as null (JSON has neither), with
- * 9 significant digits: every float round-trips. */
+/* JSON members for the hooks and the trainer's own files: a number, NaN and
+ * infinities as null (JSON has neither), with 9 significant digits (every
+ * float round-trips); a count, exactly. */
 void hpt_json_num(cJSON *obj, const char *key, double v);
+void hpt_json_u64(cJSON *obj, const char *key, uint64_t v);
 
 /* Tests (hybrid_state.c): builds the hybrid driver of a resumed hybrid
  * trainer, loads its checkpoint's HYBR payload and saves it again into *out
