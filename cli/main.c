@@ -134,38 +134,25 @@ static void help_option(FILE *f, const char *left, const char *text, size_t text
     fprintf(f, "%s\n", line);
 }
 
-/* "[4]", "[12; fashion-mnist 128]", "[0; fashion-mnist mlp 10, cnn 5]" */
-static void help_default(const hpt_setting *s, char *buf, size_t n) {
-    hpt_train_config t[3];
-    hpt_run_options r;
-    hpt_hybrid_config h;
-    hpt_train_config_default_for(&t[0], "text", "gpt2");
-    hpt_train_config_default_for(&t[1], "fashion-mnist", "mlp");
-    hpt_train_config_default_for(&t[2], "fashion-mnist", "cnn");
-    hpt_run_options_default(&r);
-    hpt_hybrid_config_default(&h);
+/* "[4]", "[12; fashion-mnist 128]", "[0; fashion-mnist mlp 10, cnn 5]":
+ * s's value in the defaults for text, mlp and cnn (the same struct thrice
+ * where a group has one default). */
+static void help_default(const hpt_setting *s, const void *const dflt[3], char *buf, size_t n) {
     char d[3][64];
     buf[0] = 0;
     if (s->type == HPT_SET_SWITCH) return;
-    if (s->group != HPT_SET_TRAIN) {
-        hpt_setting_format(s, s->group == HPT_SET_RUN ? (const void *)&r : (const void *)&h, d[0], sizeof d[0]);
-        if (d[0][0]) snprintf(buf, n, "[%s]", d[0]);
-        return;
-    }
-    for (int i = 0; i < 3; i++) hpt_setting_format(s, &t[i], d[i], sizeof d[i]);
+    for (int i = 0; i < 3; i++) hpt_setting_format(s, dflt[i], d[i], sizeof d[i]);
     if (!d[0][0]) return;
     if (!strcmp(d[0], d[1]) && !strcmp(d[0], d[2])) snprintf(buf, n, "[%s]", d[0]);
     else if (!strcmp(d[1], d[2])) snprintf(buf, n, "[%s; fashion-mnist %s]", d[0], d[1]);
     else snprintf(buf, n, "[%s; fashion-mnist mlp %s, cnn %s]", d[0], d[1], d[2]);
 }
 
-/* The options of one group of the settings table, in the table's order. */
-static void help_settings(FILE *f, hpt_setting_group g) {
-    int n;
-    const hpt_setting *t = hpt_settings(g, &n);
+/* The options of a list of rows, in order. */
+static void help_rows(FILE *f, const hpt_setting *rows, int n, const void *const dflt[3]) {
     for (int i = 0; i < n; i++) {
-        const hpt_setting *s = &t[i];
-        char left[256], dflt[256];
+        const hpt_setting *s = &rows[i];
+        char left[256], def[256];
         int k = snprintf(left, sizeof left, "%s", s->flag);
         if (s->type == HPT_SET_ENUM || s->type == HPT_SET_NAME)
             for (int j = 0; hpt_setting_name(s, j); j++)
@@ -176,14 +163,58 @@ static void help_settings(FILE *f, hpt_setting_group g) {
         const char *br = strrchr(s->help, '[');
         size_t text_len = strlen(s->help);
         if (br && s->help[text_len - 1] == ']') {
-            snprintf(dflt, sizeof dflt, "%s", br);
+            snprintf(def, sizeof def, "%s", br);
             text_len = (size_t)(br - s->help);
         } else {
-            help_default(s, dflt, sizeof dflt);
+            help_default(s, dflt, def, sizeof def);
         }
-        help_option(f, left, s->help, text_len, dflt);
+        help_option(f, left, s->help, text_len, def);
     }
 }
+
+/* The options of one group of the settings table. */
+static void help_settings(FILE *f, hpt_setting_group g) {
+    hpt_train_config t[3];
+    hpt_run_options r;
+    hpt_hybrid_config h;
+    hpt_train_config_default_for(&t[0], "text", "gpt2");
+    hpt_train_config_default_for(&t[1], "fashion-mnist", "mlp");
+    hpt_train_config_default_for(&t[2], "fashion-mnist", "cnn");
+    hpt_run_options_default(&r);
+    hpt_hybrid_config_default(&h);
+    const void *const train[3] = {&t[0], &t[1], &t[2]}, *const run[3] = {&r, &r, &r}, *const hyb[3] = {&h, &h, &h};
+    int n;
+    const hpt_setting *rows = hpt_settings(g, &n);
+    help_rows(f, rows, n, g == HPT_SET_TRAIN ? train : g == HPT_SET_RUN ? run : hyb);
+}
+
+/* hpt sample's options: rows like the settings table's, of the CLI's own
+ * struct (the library parses and describes them the same way). */
+typedef struct sample_opts {
+    const char *model, *run, *prompt;
+    int tokens, top_k, threads;
+    float temperature;
+    uint64_t seed;
+} sample_opts;
+
+#define SAMPLE_ROW(field_, type_, lo, hi, fl, meta_, help_)                                                    \
+    {.flag = "--" #field_, .field = #field_, .group = HPT_SET_RUN, .type = HPT_SET_##type_,                    \
+     .offset = offsetof(sample_opts, field_), .min = lo, .max = hi, .flags = fl, .meta = meta_, .help = help_}
+static const hpt_setting sample_rows[] = {
+    SAMPLE_ROW(model, STR, 0, 4095, 0, "FILE", "model.bin written by hpt train"),
+    SAMPLE_ROW(run, STR, 0, 4095, 0, "DIR", "or the run directory that holds it"),
+    SAMPLE_ROW(tokens, INT, 0, 100000000, 0, "N", "tokens to generate"),
+    SAMPLE_ROW(temperature, FLOAT, 0, INFINITY, HPT_SET_MIN_OPEN, "X", "softmax temperature, > 0"),
+    {.flag = "--top-k", .field = "top_k", .group = HPT_SET_RUN, .type = HPT_SET_INT,
+     .offset = offsetof(sample_opts, top_k), .min = 0, .max = 1 << 24, .meta = "N",
+     .help = "sample among the k most likely tokens, 0 = all"},
+    SAMPLE_ROW(prompt, STR, 0, 10000000, 0, "TEXT", "text to continue [newline]"),
+    SAMPLE_ROW(seed, U64, 0, 0, 0, "N", "seed of the draws"),
+    SAMPLE_ROW(threads, INT, 0, 1024, 0, "N", "OpenMP and OpenBLAS threads, 0 = all cores"),
+};
+#define NSAMPLE ((int)(sizeof sample_rows / sizeof sample_rows[0]))
+
+static const sample_opts sample_defaults = {.tokens = 500, .temperature = 1.0f, .seed = 1};
 
 static void usage(FILE *f) {
     fputs("hpt — hybrid predictive training of GPT-2-family models on the CPU\n"
@@ -202,15 +233,10 @@ static void usage(FILE *f) {
     help_settings(f, HPT_SET_RUN);
     fputs("\nhybrid options (with --mode hybrid; see docs/hybrid.md):\n", f);
     help_settings(f, HPT_SET_HYBRID);
+    fputs("\nsample options:\n", f);
+    const void *const sd[3] = {&sample_defaults, &sample_defaults, &sample_defaults};
+    help_rows(f, sample_rows, NSAMPLE, sd);
     fputs("\n"
-          "sample options:\n"
-          "  --model FILE           model.bin written by hpt train (or --run DIR)\n"
-          "  --tokens N             tokens to generate                                        [500]\n"
-          "  --temperature X        softmax temperature, > 0                                  [1.0]\n"
-          "  --top-k N              sample among the k most likely tokens, 0 = all            [0]\n"
-          "  --prompt TEXT          text to continue                                          [newline]\n"
-          "  --seed N, --threads N\n"
-          "\n"
           "Exit status: 0 success, 1 runtime error, 2 usage error.\n", f);
 }
 
@@ -391,28 +417,27 @@ static int cmd_train(int argc, char **argv) {
 /* ---------------------------------------------------------------- sample */
 
 static int cmd_sample(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL;
+    sample_opts o = sample_defaults;
+    const char *model_path = NULL;
     char run_path[4200];
-    int ntok = 500, topk = 0, threads = 0;
-    float temp = 1.0f;
-    uint64_t seed = 1;
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
-        const char *n = a.name;
-        if (!strcmp(n, "--help") || !strcmp(n, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(n, "--model")) model_path = flag_value(&a);
-        else if (!strcmp(n, "--run")) { snprintf(run_path, sizeof run_path, "%s/model.bin", flag_value(&a)); model_path = run_path; }
-        else if (!strcmp(n, "--tokens")) ntok = (int)parse_int(n, flag_value(&a), 0, 100000000);
-        else if (!strcmp(n, "--top-k")) topk = (int)parse_int(n, flag_value(&a), 0, 1 << 24);
-        else if (!strcmp(n, "--temperature")) {
-            temp = parse_float(n, flag_value(&a));
-            if (!(temp > 0.0f)) die_usage("%s must be > 0", n);
+        if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage(stdout); return 0; }
+        const hpt_setting *s = NULL;
+        for (int i = 0; i < NSAMPLE && !s; i++) if (!strcmp(sample_rows[i].flag, a.name)) s = &sample_rows[i];
+        if (!s) die_usage("unknown option '%s' for 'hpt sample'", a.name);
+        set_flag(&a, s, &o);
+        /* the later of --model and --run wins */
+        if (s->offset == offsetof(sample_opts, model)) model_path = o.model;
+        if (s->offset == offsetof(sample_opts, run)) {
+            snprintf(run_path, sizeof run_path, "%s/model.bin", o.run);
+            model_path = run_path;
         }
-        else if (!strcmp(n, "--prompt")) prompt = flag_value(&a);
-        else if (!strcmp(n, "--seed")) seed = (uint64_t)parse_int(n, flag_value(&a), 0, LONG_MAX);
-        else if (!strcmp(n, "--threads")) threads = (int)parse_int(n, flag_value(&a), 0, 1024);
-        else die_usage("unknown option '%s' for 'hpt sample'", n);
     }
+    const char *prompt = o.prompt;
+    int ntok = o.tokens, topk = o.top_k, threads = o.threads;
+    float temp = o.temperature;
+    uint64_t seed = o.seed;
     if (!model_path) die_usage("%s", "sample needs --model FILE (a model.bin from hpt train)");
     hpt_set_threads(threads);
     hpt_model *m;

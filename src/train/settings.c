@@ -82,8 +82,13 @@ int hpt_setting_format(const hpt_setting *s, const void *cfg, char *buf, size_t 
 /* "in [1, 256]", "> 1", "one of a, b" */
 static void range_text(const hpt_setting *s, char *buf, size_t n) {
     char lo[64], hi[64];
-    fmt_g(lo, sizeof lo, s->min);
-    fmt_g(hi, sizeof hi, s->max);
+    if (s->type == HPT_SET_FLOAT) {
+        fmt_g(lo, sizeof lo, s->min);
+        fmt_g(hi, sizeof hi, s->max);
+    } else {
+        snprintf(lo, sizeof lo, "%.0f", s->min);
+        snprintf(hi, sizeof hi, "%.0f", s->max);
+    }
     if (s->type == HPT_SET_ENUM || s->type == HPT_SET_NAME) {
         size_t k = (size_t)snprintf(buf, n, "one of");
         for (int i = 0; hpt_setting_name(s, i) && k < n; i++)
