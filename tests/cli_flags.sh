@@ -6,7 +6,9 @@
 # switch) is a usage error (exit 2) naming the flag. Then the products of
 # flags that must fit the step counter (issue 16.3): --epochs x batches per
 # epoch beyond --max-iters' limit, and --batch-size x --grad-accum beyond an
-# int, are usage errors naming the flags, before anything is written.
+# int, are usage errors naming the flags, before anything is written. Last,
+# a checkpoint whose TCFG holds an out-of-range setting (CRC repaired) is
+# refused on --resume naming the setting.
 test_name=cli_flags; . tests/lib.sh
 BUILD=${BUILD:-build}
 if [ ! -x "$BUILD/test_settings" ]; then make -s "$BUILD/test_settings" >/dev/null 2>&1; fi
@@ -87,5 +89,32 @@ else fail "hybrid flag without --mode hybrid: status $rc"; fi
 run "$HPT" train --resume "$tmp/none" --n-layer 2
 if [ $rc -eq 2 ] && grep -q -- "--n-layer cannot be given" "$tmp/err"; then pass "--resume with --n-layer: exit 2 naming it"
 else fail "--resume with --n-layer: status $rc"; fi
+
+# ---------------------------------------------------------------- a checkpoint's settings are checked on load
+
+run "$HPT" train --data "$tmp/data.txt" --out "$tmp/c" --n-layer 1 --n-head 1 --n-embd 8 --block-size 8 \
+    --batch-size 2 --max-iters 4 --save-interval 2 --eval-interval 4 --eval-iters 1 --threads 1
+ck="$tmp/c/checkpoints/ckpt-00000004.bin"
+if [ $rc -eq 0 ] && [ -f "$ck" ]; then
+    # n_layer in TCFG set to 0, the file's CRC repaired: only the settings check can refuse it
+    python3 - "$ck" <<'PY'
+import struct, sys, zlib
+p = sys.argv[1]; d = bytearray(open(p, "rb").read())
+pos = 32
+while d[pos:pos + 4] != b"TCFG":
+    pos += 16 + struct.unpack_from("<Q", d, pos + 8)[0]
+q = pos + 16 + 8
+for _ in range(4):
+    q += 4 + struct.unpack_from("<I", d, q)[0]
+struct.pack_into("<i", d, q + 4, 0)  # after the tokenizer: n_layer
+struct.pack_into("<I", d, len(d) - 4, zlib.crc32(bytes(d[:-4])))
+open(p, "wb").write(bytes(d))
+PY
+    rm -f "$tmp/c/checkpoints/ckpt-00000002.bin"
+    run "$HPT" train --resume "$tmp/c"
+    if [ $rc -ne 0 ] && grep -q -- "--n-layer must be in \[1, 256\], got 0" "$tmp/err"; then
+        pass "a checkpoint with --n-layer 0 in its TCFG is refused, naming the setting"
+    else fail "a checkpoint with n_layer 0: status $rc, or the message does not name --n-layer"; fi
+else fail "the run for the checkpoint test: status $rc"; fi
 
 finish
