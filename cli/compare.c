@@ -70,7 +70,7 @@ void usage_compare(FILE *f) {
 
 /* Flags compare sets itself, refused in the pass-through. */
 static const char *const owned[] = {"--lr", "--min-lr", "--seed", "--out", "--mode", "--ema",
-                                    "--resume", "--save-interval", "--log-interval", "--keep-last"};
+                                    "--resume", "--save-interval", "--log-interval", "--keep-last", "--overwrite"};
 
 static void parse_lrs(compare *c, const char *s) {
     char buf[1024];

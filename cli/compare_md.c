@@ -187,8 +187,8 @@ int compare_report_dir(const char *dir) {
     if (!text) { fprintf(stderr, "hpt: cannot read '%s'\n", path); return 1; }
     cJSON *r = cJSON_Parse(text);
     free(text);
-    if (!cJSON_IsObject(r)) {
-        fprintf(stderr, "hpt: '%s' is not a results.json of hpt compare (not a JSON object)\n", path);
+    if (!cJSON_IsObject(r) || !cJSON_IsObject(get(r, "arms")) || !cJSON_IsArray(get(r, "seeds"))) {
+        fprintf(stderr, "hpt: '%s' is not a results.json of hpt compare (no \"arms\" object, \"seeds\" list)\n", path);
         cJSON_Delete(r);
         return 1;
     }
