@@ -281,7 +281,7 @@ static run *add_run(compare *c, int arm, float lr, uint64_t seed) {
     return r;
 }
 
-/* Reuses the finished run keyed `key` in r->dir, if it is there: 1 if so. */
+/* Reuses the finished run in r->dir when its reuse key matched: 1 if it did. */
 static int try_reuse(compare *c, run *r, int same_key) {
     if (!same_key || !load_run(r)) return 0;
     c->finished++;
