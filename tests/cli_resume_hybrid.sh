@@ -14,6 +14,9 @@
 #       step after each of the first Predict phases, the same again
 #   (d) SIGTERM in hybrid mode: exit 0 naming the checkpoint; resume: X
 #   (e) --resume --mode baseline of a hybrid run: exit 2
+#   (f) a crafted checkpoint (the divergence monitor's loss-ring position
+#       set to 5e7, the CRC repaired): --resume exits 1 naming the HYBR
+#       section, no crash (it was a SIGSEGV: the ring was restored unchecked)
 test_name=cli_resume_hybrid; . tests/lib.sh
 
 python3 -c "
@@ -127,5 +130,42 @@ else fail "(d) SIGTERM: status $rc (want 0 and a checkpoint)"; fi
 run "$HPT" train --resume "$tmp/a" --mode baseline
 if [ $rc -eq 2 ] && grep -q 'hybrid' "$tmp/err"; then pass "(e) --resume --mode baseline of a hybrid run: exit 2"
 else fail "(e) --resume --mode baseline of a hybrid run: status $rc (want 2)"; fi
+
+# ---------------------------------------------------------------- (f)
+
+# craft CKPT: div.loss.next = 5e7 in the HYBR section, the CRC trailer repaired
+cat >"$tmp/craft.py" <<'EOF'
+import struct, sys, zlib
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+off = 32
+while off < len(b) - 20:
+    tag, n = bytes(b[off:off + 4]), struct.unpack_from("<Q", b, off + 8)[0]
+    if tag == b"HYBR": break
+    off += 16 + n
+else: sys.exit("no HYBR section")
+h = off + 16
+ver = struct.unpack_from("<I", b, h)[0]
+# after u32 version, 88 config bytes, u64 phases.jsonl length: the phase
+# controller's block (u64 length + bytes), then the divergence monitor's
+ph_len = struct.unpack_from("<Q", b, h + 100)[0]
+div = h + 108 + ph_len + 8
+# where loss.next sits in the monitor's block: version 3 saved the struct
+# (config 28 bytes, loss.v[256], loss.n, loss.next); version 4 saves it
+# field by field, the loss ring's n and next first
+at = {3: 28 + 1024 + 4, 4: 4}.get(ver)
+if at is None: sys.exit("HYBR version %d: unknown layout" % ver)
+struct.pack_into("<i", b, div + at, 50000000)
+struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(p, "wb").write(b)
+EOF
+rm -rf "$tmp/f"; cp -r "$tmp/a" "$tmp/f"
+for _f in "$tmp/f"/checkpoints/ckpt-*.bin; do [ "$_f" = "$tmp/f/checkpoints/ckpt-00000100.bin" ] || rm -f "$_f"; done
+if python3 "$tmp/craft.py" "$tmp/f/checkpoints/ckpt-00000100.bin"; then
+    run "$HPT" train --resume "$tmp/f"
+    if [ $rc -eq 1 ] && grep -q 'HYBR' "$tmp/err"; then
+        pass "(f) a crafted HYBR section (loss ring position 5e7, CRC repaired): exit 1, '$(grep HYBR "$tmp/err" | head -1 | cut -c1-150)'"
+    else fail "(f) a crafted HYBR section (loss ring position 5e7, CRC repaired): status $rc (want 1 naming HYBR, no crash)"; fi
+else fail "(f) could not craft the checkpoint"; fi
 
 finish
