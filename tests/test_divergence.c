@@ -374,6 +374,109 @@ static void test_copy(void) {
     CHECK(!memcmp(&a, &b, sizeof a), "copies diverged");
 }
 
+/* ---------------------------------------------------------------- checkpoints */
+
+static size_t save_bytes(const hpt_div *d, unsigned char *buf, size_t cap) {
+    FILE *f = tmpfile();
+    if (!f) return 0;
+    hpt_writer w = {.f = f};
+    hpt_div_save(d, &w);
+    long n = ftell(f);
+    rewind(f);
+    size_t got = n > 0 && (size_t)n <= cap ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return w.err ? 0 : got;
+}
+
+static hpt_status load_bytes(hpt_div *d, const unsigned char *buf, size_t n) {
+    hpt_cursor k = {buf, n, 0};
+    hpt_status st = hpt_div_load(d, &k);
+    return st == HPT_OK && k.pos != n ? HPT_ERR_FORMAT : st;
+}
+
+static float step_loss(int i, hpt_rng *r) { return i % 50 == 0 ? 9.0f : 2.0f + 0.05f * hpt_rng_normal(r); }
+static float step_grad(int i) { return i % 70 == 0 ? NAN : i % 9 == 0 ? HPT_DIV_NO_GRAD : 1.0f + 0.01f * (i % 7); }
+
+/* Saved while its rings fill and after, loaded into a fresh monitor: both
+ * judge the next steps alike and save the same bytes. A ring position or
+ * count past the window (which would write out of bounds: issue 16.2), a
+ * bad counter or a non-finite ring value is refused. */
+static void test_checkpoint(void) {
+    hpt_div_config cfg;
+    hpt_div_config_default(&cfg);
+    cfg.window = 16;
+    enum { CAP = 8192 };
+    static unsigned char buf[CAP], buf2[CAP];
+    hpt_div a;
+    hpt_div_init(&a, &cfg);
+    hpt_rng r;
+    hpt_rng_seed(&r, 3);
+    int same = 1;
+    for (int i = 0; i < 120; i++) {
+        size_t n = save_bytes(&a, buf, CAP);
+        hpt_div b, a2 = a;
+        hpt_div_init(&b, &cfg);
+        if (n != hpt_div_state_bytes(&a) || load_bytes(&b, buf, n) != HPT_OK) {
+            CHECK(0, "step %d: %zu bytes (want %zu), load: %s", i, n, hpt_div_state_bytes(&a), hpt_errmsg());
+            return;
+        }
+        hpt_rng r2 = r;
+        for (int j = i; j < i + 30; j++) {
+            float l = step_loss(j, &r2), g = step_grad(j);
+            same &= hpt_div_observe(&a2, j, l, g, NULL) == hpt_div_observe(&b, j, l, g, NULL);
+        }
+        size_t n1 = save_bytes(&a2, buf, CAP), n2 = save_bytes(&b, buf2, CAP);
+        same &= n1 == n2 && !memcmp(buf, buf2, n1);
+        hpt_div_observe(&a, i, step_loss(i, &r), step_grad(i), NULL);
+    }
+    CHECK(same, "a loaded monitor judged differently from the one saved");
+    CHECK(hpt_div_state_bytes(&a) == 56 + 2 * 4 * 16, "%zu bytes for window 16", hpt_div_state_bytes(&a));
+
+    size_t n = save_bytes(&a, buf, CAP);
+    struct { int at; float fv; int32_t v; const char *what; } bad[] = {
+        {4, 0, 50000000, "position"}, {4, 0, -1, "position"}, {4, 0, 16, "position"}, {0, 0, 17, "count"},
+        {8, 0, -3, "count"}, {12, 0, 99, "position"}, {16, 0, -1, "counter"}, {20, 0, -7, "counter"},
+        {28, 0, -1, "counter"}, {44 + 12 + 4 * 3, NAN, 0, "non-finite"}, {44 + 12 + 64 + 4, -1.0f, 0, "non-finite"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(buf2, buf, n);
+        if (bad[i].at >= 56) memcpy(buf2 + bad[i].at, &bad[i].fv, 4);
+        else memcpy(buf2 + bad[i].at, &bad[i].v, 4);
+        hpt_div b;
+        hpt_div_init(&b, &cfg);
+        hpt_div before = b;
+        hpt_status st = load_bytes(&b, buf2, n);
+        CHECK(st == HPT_ERR_FORMAT && strstr(hpt_errmsg(), bad[i].what) && !memcmp(&b, &before, sizeof b),
+              "field at %d: status %d, '%s' (want '%s')", bad[i].at, st, hpt_errmsg(), bad[i].what);
+    }
+    hpt_div b;
+    hpt_div_init(&b, &cfg);
+    CHECK(load_bytes(&b, buf, n - 1) == HPT_ERR_FORMAT && strstr(hpt_errmsg(), "truncated"), "%s", hpt_errmsg());
+    /* a partly filled ring: its position must be its count */
+    hpt_div c;
+    hpt_div_init(&c, &cfg);
+    for (int i = 0; i < 5; i++) hpt_div_observe(&c, i, 2.0f, 1.0f, NULL);
+    n = save_bytes(&c, buf, CAP);
+    int32_t pos = 7;
+    memcpy(buf + 4, &pos, 4);
+    CHECK(load_bytes(&b, buf, n) == HPT_ERR_FORMAT, "a partly filled ring at position 7 with 5 values loaded");
+
+    /* random damage: whatever loads must observe without going out of bounds */
+    hpt_rng_seed(&r, 11);
+    n = save_bytes(&a, buf, CAP);
+    int loaded = 0;
+    for (int t = 0; t < 3000; t++) {
+        memcpy(buf2, buf, n);
+        size_t at = hpt_rng_below(&r, 56);
+        buf2[at] ^= (unsigned char)(1u << hpt_rng_below(&r, 8));
+        hpt_div_init(&b, &cfg);
+        if (load_bytes(&b, buf2, n) != HPT_OK) continue;
+        loaded++;
+        for (int j = 0; j < 40; j++) hpt_div_observe(&b, j, step_loss(j, &r), step_grad(j), NULL);
+    }
+    CHECK(loaded > 100, "only %d damaged states loaded", loaded);
+}
+
 int main(void) {
     test_config();
     test_nonfinite();
@@ -383,5 +486,6 @@ int main(void) {
     test_escalation();
     test_smooth_curve();
     test_copy();
+    test_checkpoint();
     return TEST_REPORT("test_divergence");
 }

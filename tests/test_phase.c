@@ -5,7 +5,8 @@
  * the backoff gate (doubling, cap, reset); the cost of a useless predictor;
  * Predict disabled by a threshold above 1; forced Full in every phase;
  * hpt_phase_wants_confidence against the decision itself; byte-for-byte
- * copies; config validation.
+ * copies; checkpoints (save, load, going on alike, damaged fields refused);
+ * config validation.
  *
  * Scenarios use a small config (warmup 3, full 2, predict 2..6, correct 1,
  * cap 2, backoff after 2 up to 8x, no waste budget, threshold 0.6) so every
@@ -640,6 +641,118 @@ static void test_copy(void) {
     CHECK(!memcmp(&a, &b, sizeof a), "copies diverged");
 }
 
+/* ---------------------------------------------------------------- checkpoints */
+
+/* hpt_phase_save into buf (cap bytes); returns the length written. */
+static size_t save_bytes(const hpt_phase_ctl *c, unsigned char *buf, size_t cap) {
+    FILE *f = tmpfile();
+    if (!f) return 0;
+    hpt_writer w = {.f = f};
+    hpt_phase_save(c, &w);
+    long n = ftell(f);
+    rewind(f);
+    size_t got = n > 0 && (size_t)n <= cap ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return w.err ? 0 : got;
+}
+
+static hpt_status load_bytes(hpt_phase_ctl *c, const unsigned char *buf, size_t n) {
+    hpt_cursor k = {buf, n, 0};
+    hpt_status st = hpt_phase_load(c, &k);
+    if (st == HPT_OK && k.pos != n) st = HPT_ERR_FORMAT;
+    return st;
+}
+
+/* One step of a driver that keeps the API's preconditions, as hybrid.c
+ * does: a verdict only on an open outcome, a charge only after a failure. */
+static void driven_step(hpt_phase_ctl *c, int i) {
+    float conf = (i / 7) % 3 ? 0.9f : 0.2f;
+    hpt_phase p = hpt_phase_next(c, conf, NULL, NULL);
+    hpt_phase_step_done(c);
+    if (p == HPT_PHASE_PREDICT && c->pred_open && i % 3 != 1) {
+        hpt_phase_end_predict(c, i % 2, "scripted");
+        if (i % 2 == 0) hpt_phase_charge(c, 3.5);
+    }
+    if (i % 29 == 7) hpt_phase_force_full(c, i % 5, "scripted");
+}
+
+/* Saved at every step of a scripted run (pending events included), loaded
+ * into a fresh controller: the two go on identically and save the same
+ * bytes; and the load refuses every damaged field a transition relies on. */
+static void test_checkpoint(void) {
+    hpt_phase_config cfg = small_cfg();
+    enum { CAP = 4096 };
+    static unsigned char buf[CAP], buf2[CAP];
+    CHECK(hpt_phase_state_bytes() < CAP, "state size %zu", hpt_phase_state_bytes());
+    hpt_phase_ctl a;
+    hpt_phase_init(&a, &cfg);
+    int rounds_ok = 1;
+    for (int i = 0; i < 300; i++) {
+        size_t n = save_bytes(&a, buf, CAP);
+        hpt_phase_ctl b;
+        hpt_phase_init(&b, &cfg);
+        if (n != hpt_phase_state_bytes() || load_bytes(&b, buf, n) != HPT_OK) {
+            CHECK(0, "step %d: %zu bytes (want %zu), load: %s", i, n, hpt_phase_state_bytes(), hpt_errmsg());
+            return;
+        }
+        hpt_phase_ctl a2 = a;
+        for (int j = i; j < i + 40; j++) { driven_step(&a2, j); driven_step(&b, j); }
+        size_t n1 = save_bytes(&a2, buf, CAP), n2 = save_bytes(&b, buf2, CAP);
+        rounds_ok &= n1 == n2 && !memcmp(buf, buf2, n1) && a2.phase == b.phase && !strcmp(a2.why, b.why);
+        driven_step(&a, i);
+    }
+    CHECK(rounds_ok, "a loaded controller went on differently from the one saved");
+    CHECK(a.predict_started > 5 && a.predict_failed > 0 && a.forced_full > 0, "the script ran every event");
+
+    /* damaged fields: refused with a reason, the target left as it was */
+    size_t n = save_bytes(&a, buf, CAP);
+    struct { int at; int32_t v; const char *what; } bad[] = {
+        {0, 7, "phase out of range"}, {0, -1, "phase out of range"}, {4 * 2, 0, "phase length"},
+        {4 * 4, 1000, "consecutive"}, {4 * 6, 2, "flag"}, {4 * 12, 3, "verdict"}, {4 * 13, 99, "last rule"},
+        {4 * 13, -2, "last rule"}, {4 * 14, -5, "counter"}, {4 * 3, 2000000000, "counter"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(buf2, buf, n);
+        memcpy(buf2 + bad[i].at, &bad[i].v, 4);
+        hpt_phase_ctl b;
+        hpt_phase_init(&b, &cfg);
+        hpt_phase_ctl before = b;
+        hpt_status st = load_bytes(&b, buf2, n);
+        CHECK(st == HPT_ERR_FORMAT && strstr(hpt_errmsg(), bad[i].what) && !memcmp(&b, &before, sizeof b),
+              "field at %d = %d: status %d, '%s' (want '%s')", bad[i].at, bad[i].v, st, hpt_errmsg(), bad[i].what);
+    }
+    hpt_phase_ctl b;
+    hpt_phase_init(&b, &cfg);
+    memcpy(buf2, buf, n);
+    memset(buf2 + n - 200, 'x', 200);   /* ev_verdict_why without its NUL */
+    CHECK(load_bytes(&b, buf2, n) == HPT_ERR_FORMAT && strstr(hpt_errmsg(), "unterminated"), "%s", hpt_errmsg());
+    CHECK(load_bytes(&b, buf, n - 1) == HPT_ERR_FORMAT && strstr(hpt_errmsg(), "truncated"), "%s", hpt_errmsg());
+    int32_t rows = 5;
+    memcpy(buf2, buf, n);
+    memcpy(buf2 + 4 * 26 + 16, &rows, 4);
+    CHECK(load_bytes(&b, buf2, n) == HPT_ERR_FORMAT && strstr(hpt_errmsg(), "rules"), "%s", hpt_errmsg());
+
+    /* random damage: whatever loads must run without tripping an assert
+     * (an abort here fails the test program) */
+    hpt_rng r;
+    hpt_rng_seed(&r, 77);
+    int loaded = 0;
+    for (int t = 0; t < 3000; t++) {
+        memcpy(buf2, buf, n);
+        int flips = 1 + (int)hpt_rng_below(&r, 4);
+        for (int f = 0; f < flips; f++) {
+            size_t at = hpt_rng_below(&r, 4 * 26 + 16 + 4 + 4 * 18);   /* the numbers, not the reasons */
+            if (hpt_rng_below(&r, 2)) buf2[at] ^= (unsigned char)(1u << hpt_rng_below(&r, 8));
+            else buf2[at] = (unsigned char)hpt_rng_below(&r, 256);
+        }
+        hpt_phase_init(&b, &cfg);
+        if (load_bytes(&b, buf2, n) != HPT_OK) continue;
+        loaded++;
+        for (int j = 0; j < 60; j++) driven_step(&b, j);
+    }
+    CHECK(loaded > 100, "only %d damaged states loaded", loaded);
+}
+
 /* Every row of the table fired in the scenarios above. */
 static void test_table_covered(void) {
     int n;
@@ -694,6 +807,7 @@ int main(void) {
     test_disabled();
     test_wants_confidence();
     test_copy();
+    test_checkpoint();
     test_table_covered();
     return TEST_REPORT("test_phase");
 }

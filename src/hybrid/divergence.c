@@ -206,3 +206,58 @@ hpt_div_level hpt_div_observe(hpt_div *d, int step, float loss, float grad_norm,
     if (why) *why = level == HPT_DIV_OK ? NULL : d->why;
     return level;
 }
+
+/* --------------------------------------------------------------- checkpoints
+ * Field by field (docs/format.md, HYBR): i32 loss.n, loss.next, grad.n,
+ * grad.next, warn_streak, last_step, last_alarm_step, count[4]; f32 loss_z,
+ * grad_ratio, osc_frac; f32 loss.v[window], grad.v[window]. Not saved: the
+ * config (the run supplies it) and `why` (rewritten by every observation
+ * before it is read). */
+
+#define COUNT_MAX 1000000000   /* runs are at most 1e8 steps */
+
+size_t hpt_div_state_bytes(const hpt_div *d) { return 4 * 11 + 4 * 3 + 2 * 4 * (size_t)d->cfg.window; }
+
+void hpt_div_save(const hpt_div *d, hpt_writer *w) {
+    int32_t iv[11] = {d->loss.n, d->loss.next, d->grad.n, d->grad.next, d->warn_streak, d->last_step,
+                      d->last_alarm_step, d->count[0], d->count[1], d->count[2], d->count[3]};
+    float fv[3] = {d->loss_z, d->grad_ratio, d->osc_frac};
+    hpt_w_bytes(w, iv, sizeof iv);
+    hpt_w_bytes(w, fv, sizeof fv);
+    hpt_w_bytes(w, d->loss.v, (size_t)d->cfg.window * sizeof(float));
+    hpt_w_bytes(w, d->grad.v, (size_t)d->cfg.window * sizeof(float));
+}
+
+/* A ring is filled from slot 0 on, so until it is full `next` is its count;
+ * the values it holds entered it finite (loss) or finite and >= 0 (grad). */
+static int ring_ok(const hpt_div_ring *r, int window, int is_grad) {
+    if (r->n < 0 || r->n > window || r->next < 0 || r->next >= window || (r->n < window && r->next != r->n))
+        return 0;
+    for (int i = 0; i < r->n; i++)
+        if (!isfinite(r->v[i]) || (is_grad && r->v[i] < 0.0f)) return 0;
+    return 1;
+}
+
+hpt_status hpt_div_load(hpt_div *d, hpt_cursor *k) {
+    hpt_div t;
+    hpt_div_init(&t, &d->cfg);
+    int32_t iv[11];
+    float fv[3];
+    size_t wb = (size_t)t.cfg.window * sizeof(float);
+    if (!hpt_cur_bytes(k, iv, sizeof iv) || !hpt_cur_bytes(k, fv, sizeof fv) || !hpt_cur_bytes(k, t.loss.v, wb) ||
+        !hpt_cur_bytes(k, t.grad.v, wb))
+        return hpt_fail(HPT_ERR_FORMAT, "divergence monitor state: truncated");
+    t.loss.n = iv[0]; t.loss.next = iv[1]; t.grad.n = iv[2]; t.grad.next = iv[3];
+    t.warn_streak = iv[4]; t.last_step = iv[5]; t.last_alarm_step = iv[6];
+    for (int i = 0; i < 4; i++) t.count[i] = iv[7 + i];
+    t.loss_z = fv[0]; t.grad_ratio = fv[1]; t.osc_frac = fv[2];
+    if (!ring_ok(&t.loss, t.cfg.window, 0) || !ring_ok(&t.grad, t.cfg.window, 1))
+        return hpt_fail(HPT_ERR_FORMAT, "divergence monitor state: a ring's count or position is out of range "
+                        "(window %d) or it holds a non-finite value", t.cfg.window);
+    int ok = t.warn_streak >= 0 && t.warn_streak <= COUNT_MAX && t.last_step >= -1 && t.last_step <= COUNT_MAX &&
+             t.last_alarm_step >= -1 && t.last_alarm_step <= COUNT_MAX;
+    for (int i = 0; i < 4; i++) ok = ok && t.count[i] >= 0 && t.count[i] <= COUNT_MAX;
+    if (!ok) return hpt_fail(HPT_ERR_FORMAT, "divergence monitor state: a counter or step is out of range");
+    *d = t;
+    return HPT_OK;
+}

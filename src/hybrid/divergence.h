@@ -37,8 +37,9 @@
  * over a run: a frozen baseline turns that into "vanishing").
  *
  * hpt_div is plain data (fixed arrays, no pointers, padding zeroed by
- * hpt_div_init): a checkpoint saves it byte for byte, and a driver that rolls
- * back should restore the copy taken with its snapshot. Nothing allocates.
+ * hpt_div_init): a driver that rolls back should restore the copy taken with
+ * its snapshot; a checkpoint saves it field by field (hpt_div_save) and
+ * checks it on load. Nothing allocates.
  */
 #ifndef HPT_DIVERGENCE_H
 #define HPT_DIVERGENCE_H
@@ -107,5 +108,16 @@ void hpt_div_init(hpt_div *d, const hpt_div_config *cfg);
  * 12.1x the window mean 1.09 (>= 10)", "3 consecutive warnings; last: ...".
  * Then records the values (see the top of this file for which enter). */
 hpt_div_level hpt_div_observe(hpt_div *d, int step, float loss, float grad_norm, const char **why);
+
+/* Checkpoints (the HYBR section, docs/format.md): the state field by field,
+ * little-endian, without the config (the run supplies it): exactly
+ * hpt_div_state_bytes(d) bytes, which depends on the window. hpt_div_load
+ * reads into d, which must be hpt_div_init'ed with the run's config: ring
+ * counts and positions, counters and steps are checked (a ring position
+ * past the window would write out of bounds), and the ring values must be
+ * ones that could have entered; on failure (HPT_ERR_FORMAT) d is unchanged. */
+size_t hpt_div_state_bytes(const hpt_div *d);
+void hpt_div_save(const hpt_div *d, hpt_writer *w);
+hpt_status hpt_div_load(hpt_div *d, hpt_cursor *k);
 
 #endif /* HPT_DIVERGENCE_H */

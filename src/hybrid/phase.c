@@ -466,3 +466,118 @@ const char *hpt_predict_stop_name(hpt_predict_stop s) {
                               "above the forecast interval"};
     return (unsigned)s < 4 ? n[s] : "?";
 }
+
+/* --------------------------------------------------------------- checkpoints
+ * Field by field (docs/format.md, HYBR): i32 phase, steps_in_phase,
+ * phase_len, hold, consecutive, fail_streak, pred_open, last_failed,
+ * pred_steps, last_charge_open, ev_force, ev_force_steps, ev_verdict,
+ * last_rule, steps_total, steps[4], transitions, predict_started,
+ * predict_ok, predict_failed, predict_failed_steps, forced_full, backoffs;
+ * f64 waste, last_charge; u32 rows in the table, then i32 hits per row;
+ * ev_force_why and ev_verdict_why as 200 bytes each (the string, then
+ * zeros). Not saved: the config (the run supplies it, checked against the
+ * HYBR config) and `why` (the last call's reasons, cleared by the next). */
+
+#define N_INTS (22 + HPT_PHASE_COUNT)   /* the 26 of int_fields */
+#define WHY_BYTES 200
+_Static_assert(sizeof ((hpt_phase_ctl *)0)->ev_force_why == WHY_BYTES &&
+               sizeof ((hpt_phase_ctl *)0)->ev_verdict_why == WHY_BYTES, "the format fixes the reason fields");
+/* a counter beyond this is not from a run (runs are at most 1e8 steps) and
+ * would overflow an int within a few more */
+#define COUNT_MAX 1000000000
+
+/* The saved integers, in file order; the same table serves both ways. */
+static void int_fields(hpt_phase_ctl *c, int **f) {
+    int *p[] = {(int *)&c->phase, &c->steps_in_phase, &c->phase_len, &c->hold, &c->consecutive,
+                &c->fail_streak, &c->pred_open, &c->last_failed, &c->pred_steps, &c->last_charge_open,
+                &c->ev_force, &c->ev_force_steps, &c->ev_verdict, &c->last_rule, &c->steps_total,
+                &c->steps[0], &c->steps[1], &c->steps[2], &c->steps[3], &c->transitions,
+                &c->predict_started, &c->predict_ok, &c->predict_failed, &c->predict_failed_steps,
+                &c->forced_full, &c->backoffs};
+    _Static_assert(HPT_PHASE_COUNT == 4, "int_fields lists steps[0..3]");
+    _Static_assert(sizeof(hpt_phase) == sizeof(int), "phase is read as an int");
+    _Static_assert(sizeof p / sizeof p[0] == N_INTS, "N_INTS counts int_fields");
+    memcpy(f, p, sizeof p);
+}
+
+size_t hpt_phase_state_bytes(void) { return 4 * N_INTS + 16 + 4 + 4 * NRULES + 2 * WHY_BYTES; }
+
+static void put_why(hpt_writer *w, const char *s) {
+    char buf[WHY_BYTES] = {0};
+    size_t n = strnlen(s, WHY_BYTES - 1);
+    memcpy(buf, s, n);
+    hpt_w_bytes(w, buf, WHY_BYTES);
+}
+
+void hpt_phase_save(const hpt_phase_ctl *c, hpt_writer *w) {
+    int *f[N_INTS];
+    int_fields((hpt_phase_ctl *)c, f);
+    for (int i = 0; i < N_INTS; i++) hpt_w_u32(w, (uint32_t)*f[i]);
+    hpt_w_bytes(w, &c->waste, 8);
+    hpt_w_bytes(w, &c->last_charge, 8);
+    hpt_w_u32(w, (uint32_t)NRULES);
+    for (int r = 0; r < NRULES; r++) hpt_w_u32(w, (uint32_t)c->rule_hits[r]);
+    put_why(w, c->ev_force_why);
+    put_why(w, c->ev_verdict_why);
+}
+
+static int is_flag(int v) { return v == 0 || v == 1; }
+static int is_count(int v) { return v >= 0 && v <= COUNT_MAX; }
+
+/* Why a loaded state cannot be continued, or NULL. The checks are what the
+ * transitions rely on (the asserts in advance, enter, fail_predict and the
+ * array indices), plus the invariants phase.h states. */
+static const char *state_problem(const hpt_phase_ctl *c) {
+    if ((unsigned)c->phase >= HPT_PHASE_COUNT) return "phase out of range";
+    int *f[N_INTS];
+    int_fields((hpt_phase_ctl *)c, f);
+    const int counts[] = {1, 2, 3, 4, 5, 8, 11, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (!is_count(*f[counts[i]])) return "a step or event counter out of range";
+    for (int r = 0; r < NRULES; r++)
+        if (!is_count(c->rule_hits[r])) return "a rule hit count out of range";
+    if (!is_flag(c->pred_open) || !is_flag(c->last_failed) || !is_flag(c->last_charge_open) || !is_flag(c->ev_force))
+        return "a flag is neither 0 nor 1";
+    if (c->ev_verdict < 0 || c->ev_verdict > 2) return "pending verdict out of range";
+    int pk = c->phase == HPT_PHASE_PREDICT || c->phase == HPT_PHASE_CORRECT;
+    if ((c->ev_verdict || c->pred_open) && !pk) return "a Predict outcome outside Predict and Correct";
+    if (c->pred_open && c->last_failed) return "an open Predict outcome marked failed";
+    if (c->phase == HPT_PHASE_PREDICT && !c->pred_open && !c->ev_verdict && !c->ev_force)
+        return "a Predict phase without an open outcome";
+    if (c->phase == HPT_PHASE_WARMUP ? c->phase_len != c->cfg.warmup_steps : c->phase_len < 1)
+        return "phase length does not fit the phase";
+    if (c->consecutive > c->cfg.max_consecutive_predict) return "more consecutive Predict phases than the cap";
+    if (c->last_rule < -1 || c->last_rule >= NRULES) return "last rule out of range";
+    if (!(c->waste >= 0.0 && isfinite(c->waste)) || !(c->last_charge >= 0.0 && isfinite(c->last_charge)))
+        return "waste not a finite non-negative number";
+    if (!memchr(c->ev_force_why, 0, WHY_BYTES) || !memchr(c->ev_verdict_why, 0, WHY_BYTES))
+        return "an unterminated reason";
+    return NULL;
+}
+
+hpt_status hpt_phase_load(hpt_phase_ctl *c, hpt_cursor *k) {
+    hpt_phase_ctl t;
+    hpt_phase_init(&t, &c->cfg);
+    int *f[N_INTS];
+    int_fields(&t, f);
+    uint32_t v, nrules = 0;
+    int ok = 1;
+    for (int i = 0; i < N_INTS && ok; i++) {
+        ok = hpt_cur_u32(k, &v);
+        *f[i] = (int)(int32_t)v;
+    }
+    ok = ok && hpt_cur_bytes(k, &t.waste, 8) && hpt_cur_bytes(k, &t.last_charge, 8) && hpt_cur_u32(k, &nrules);
+    if (!ok) return hpt_fail(HPT_ERR_FORMAT, "phase controller state: truncated");
+    if (nrules != (uint32_t)NRULES)
+        return hpt_fail(HPT_ERR_FORMAT, "phase controller state: %u transition rules, this hpt has %d", nrules, NRULES);
+    for (int r = 0; r < NRULES && ok; r++) {
+        ok = hpt_cur_u32(k, &v);
+        t.rule_hits[r] = (int)(int32_t)v;
+    }
+    ok = ok && hpt_cur_bytes(k, t.ev_force_why, WHY_BYTES) && hpt_cur_bytes(k, t.ev_verdict_why, WHY_BYTES);
+    if (!ok) return hpt_fail(HPT_ERR_FORMAT, "phase controller state: truncated");
+    const char *why = state_problem(&t);
+    if (why) return hpt_fail(HPT_ERR_FORMAT, "phase controller state: %s", why);
+    *c = t;
+    return HPT_OK;
+}

@@ -48,8 +48,9 @@
  * effects that could make it differ).
  *
  * Invariants: hpt_phase_ctl is plain data (no pointers; padding zeroed by
- * hpt_phase_init), so a checkpoint may save it byte for byte and a copy
- * behaves exactly like the original. After each hpt_phase_next: hold > 0
+ * hpt_phase_init), so a copy behaves exactly like the original; checkpoints
+ * save it field by field (hpt_phase_save) and check it on load. After each
+ * hpt_phase_next: hold > 0
  * only in Warmup or Full, pred_open only in Predict or Correct, no driver
  * event pending. Every phase but Warmup starts with
  * phase_len >= 1, so one call to hpt_phase_next fires a bounded number of
@@ -200,5 +201,17 @@ typedef enum { HPT_STOP_NONE = 0, HPT_STOP_ROSE, HPT_STOP_BEHIND, HPT_STOP_FOREC
 hpt_predict_stop hpt_phase_predict_stop(float L0, float prev, float Lk, int k, float per_step, float fc_dlog,
                                         float fc_std);
 const char *hpt_predict_stop_name(hpt_predict_stop s);
+
+/* Checkpoints (the HYBR section, docs/format.md): the state field by field,
+ * little-endian, without the config (the run supplies it) or the last
+ * call's reasons. hpt_phase_save writes exactly hpt_phase_state_bytes().
+ * hpt_phase_load reads into c, which must be hpt_phase_init'ed with the
+ * run's config: every enum, index, flag and counter is checked against it
+ * and against the invariants above, so that no crafted file can reach an
+ * assert or an index out of range; on failure (HPT_ERR_FORMAT, saying
+ * which check) c is unchanged. */
+size_t hpt_phase_state_bytes(void);
+void hpt_phase_save(const hpt_phase_ctl *c, hpt_writer *w);
+hpt_status hpt_phase_load(hpt_phase_ctl *c, hpt_cursor *k);
 
 #endif /* HPT_PHASE_H */
