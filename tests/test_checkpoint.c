@@ -3,7 +3,8 @@
  * the section layout, a save/resume round trip that restores every piece of
  * state (config, parameters, AdamW moments, counters, clocks, data cursor)
  * and continues bit for bit, pruning to --keep-last, the fallback past a
- * corrupt newest file, and the Fashion-MNIST cursor (when installed).
+ * corrupt newest file, damaged TCFG/TRST/LOGS/DATA fields behind a valid
+ * CRC, the HYBR round trip, and the Fashion-MNIST cursor (when installed).
  *
  * Files live in a mkdtemp directory under /tmp, removed at the end.
  */
@@ -144,6 +145,106 @@ static void test_round_trip(const char *data) {
     hpt_trainer_free(b);
 }
 
+/* Overwrites n bytes at offset `at` of section `tag`'s payload in the file
+ * and repairs the CRC trailer, as a crafted file would. 0: no such section. */
+static int patch_section(const char *path, const char *tag, size_t at, const void *bytes, size_t n) {
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (hpt_read_file(path, &buf, &len) != HPT_OK) return 0;
+    int done = 0;
+    for (size_t off = 32; off + 16 <= len - 20 && !done;) {
+        uint64_t sn;
+        memcpy(&sn, buf + off + 8, 8);
+        if (!memcmp(buf + off, tag, 4) && at + n <= sn) {
+            memcpy(buf + off + 16 + at, bytes, n);
+            uint32_t crc = hpt_crc32(0, buf, len - 4);
+            memcpy(buf + len - 4, &crc, 4);
+            done = 1;
+        }
+        off += 16 + sn;
+    }
+    FILE *f = done ? fopen(path, "wb") : NULL;
+    if (f) { done = fwrite(buf, 1, len, f) == len; fclose(f); }
+    free(buf);
+    return done;
+}
+
+/* Damaged TCFG, TRST and LOGS fields (CRC repaired) make a checkpoint
+ * unusable, named with the reason, and resume falls back to the previous
+ * one; a data cursor that does not fit the data is refused (issue 16.2). */
+static void test_damaged_sections(const char *data) {
+    const char *out = tmp_path("dmg");
+    hpt_train_config c;
+    tiny_config(&c, data, out);
+    c.keep_last = 5;
+    hpt_trainer *a = NULL;
+    CHECK(hpt_trainer_init(&a, &c) == HPT_OK, "init: %s", hpt_errmsg());
+    if (!a) return;
+    for (int i = 0; i < 5; i++) {
+        CHECK(hpt_trainer_step(a, NULL) == HPT_OK, "step: %s", hpt_errmsg());
+        if (i == 2 || i == 4) CHECK(hpt_trainer_save_checkpoint(a) == HPT_OK, "save: %s", hpt_errmsg());
+    }
+    hpt_trainer_free(a);
+    static char ck[512];
+    snprintf(ck, sizeof ck, "%s", tmp_path("dmg/checkpoints/ckpt-00000005.bin"));
+    unsigned char *orig = NULL;
+    size_t orig_n = 0;
+    CHECK(hpt_read_file(ck, &orig, &orig_n) == HPT_OK, "read: %s", hpt_errmsg());
+    if (!orig) return;
+    /* TCFG: u32 version, u32 mode, 4 strings, u32 tokenizer, 9 x i32, then f32 lr */
+    size_t lr_at = 8;
+    const hpt_state_sec *t = NULL;
+    hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
+    unsigned char *buf = NULL;
+    int nsec = 0;
+    if (hpt_state_read(ck, &buf, secs, &nsec) == HPT_OK) t = hpt_state_find(secs, nsec, "TCFG");
+    for (int i = 0; t && i < 4; i++) {
+        uint32_t sl;
+        memcpy(&sl, t->p + lr_at, 4);
+        lr_at += 4 + sl;
+    }
+    lr_at += 4 + 9 * 4;
+    free(buf);
+    double nan_d = NAN;
+    float big = 100.0f, two = 2.0f;
+    uint32_t far = 1000;
+    int64_t neg = -5;
+    int32_t zero = 0;
+    struct damage { const char *tag; size_t at; const void *v; size_t n; const char *why; } cases[] = {
+        {"TRST", 8, &nan_d, 8, "clock"},            /* train_s NaN */
+        {"TRST", 0, &far, 4, "step counters"},      /* step 1000 of 40 */
+        {"TRST", 40, &two, 4, "accuracy"},          /* final accuracy 2 */
+        {"LOGS", 0, &neg, 8, "LOGS"},               /* metrics.jsonl length -5 */
+        {"TCFG", lr_at, &big, 4, "TCFG"},           /* lr 100 */
+        {"TCFG", lr_at - 32, &zero, 4, "TCFG"},     /* n_head 0 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(ck, "wb");
+        if (f) { fwrite(orig, 1, orig_n, f); fclose(f); }
+        CHECK(patch_section(ck, cases[i].tag, cases[i].at, cases[i].v, cases[i].n), "patch %s", cases[i].tag);
+        hpt_trainer *b = NULL;
+        g_log[0] = 0;
+        hpt_status st = hpt_trainer_resume(&b, out, -1, capture, NULL);
+        CHECK(st == HPT_OK && strstr(g_log, "ckpt-00000005.bin' is unusable") && strstr(g_log, cases[i].why) &&
+              strstr(g_log, "step 3 of 40"), "case %zu (%s at %zu): status %d, log: %s", i, cases[i].tag,
+              cases[i].at, st, g_log);
+        hpt_trainer_free(b);
+        char bad[600];
+        snprintf(bad, sizeof bad, "%s.corrupt", ck);
+        unlink(bad);
+    }
+    /* a text data cursor of 0 (xorshift never reaches it): refused, naming DATA */
+    FILE *f = fopen(ck, "wb");
+    if (f) { fwrite(orig, 1, orig_n, f); fclose(f); }
+    uint64_t z = 0;
+    CHECK(patch_section(ck, "DATA", 0, &z, 8), "patch DATA");
+    hpt_trainer *b = NULL;
+    CHECK(hpt_trainer_resume(&b, out, -1, NULL, NULL) == HPT_ERR_FORMAT && !b && strstr(hpt_errmsg(), "DATA"),
+          "a zero data cursor: %s", hpt_errmsg());
+    hpt_trainer_free(b);
+    free(orig);
+}
+
 static void test_fashion_cursor(void) {
     if (!exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
         printf("  fashion-mnist not installed: cursor test skipped\n");
@@ -256,6 +357,8 @@ int main(void) {
     fclose(f);
     printf("round trip\n");
     test_round_trip(data);
+    printf("damaged sections\n");
+    test_damaged_sections(data);
     printf("hybrid state\n");
     test_hybrid_state(data);
     printf("fashion cursor\n");

@@ -231,9 +231,51 @@ static int cmp_desc(const void *a, const void *b) {
     return x > y ? -1 : x < y;
 }
 
+/* TRST, decoded. */
+typedef struct trst {
+    uint32_t step, updates, next_eval;
+    double train_s, eval_s, tokens;
+    float final_val, best_val, final_acc;
+    uint64_t backward_calls;
+} trst;
+
+static int nonneg(double x) { return x >= 0.0 && isfinite(x); }
+
+/* TRST decoded and checked against the run's length: a reason, or NULL. */
+static const char *decode_trst(const hpt_state_sec *r, int max_iters, trst *t) {
+    if (r->n != TRST_SIZE) return "bad TRST section (size)";
+    hpt_cursor k = {r->p, (size_t)r->n, 0};
+    hpt_cur_u32(&k, &t->step); hpt_cur_u32(&k, &t->updates);
+    hpt_cur_bytes(&k, &t->train_s, 8); hpt_cur_bytes(&k, &t->eval_s, 8); hpt_cur_bytes(&k, &t->tokens, 8);
+    hpt_cur_bytes(&k, &t->final_val, 4); hpt_cur_bytes(&k, &t->best_val, 4); hpt_cur_bytes(&k, &t->final_acc, 4);
+    hpt_cur_u32(&k, &t->next_eval); hpt_cur_u64(&k, &t->backward_calls);
+    if (t->step > (uint32_t)max_iters || t->updates > t->step || t->next_eval < 1 || t->next_eval > INT32_MAX)
+        return "bad TRST section (step counters out of range)";
+    if (!nonneg(t->train_s) || !nonneg(t->eval_s) || !nonneg(t->tokens))
+        return "bad TRST section (a clock or token count is not a finite non-negative number)";
+    /* losses are >= 0 (NaN before the first evaluation, +Inf as the best
+     * before it); an accuracy is a fraction (NaN for text) */
+    if (t->final_val < 0.0f || t->best_val < 0.0f || t->final_acc < 0.0f || t->final_acc > 1.0f)
+        return "bad TRST section (a loss or accuracy out of range)";
+    if (t->backward_calls > (1ull << 62)) return "bad TRST section (backward count)";
+    return NULL;
+}
+
+/* LOGS: metrics.jsonl's length, or -1 (unknown; also when absent). */
+static const char *decode_logs(const hpt_state_sec *lg, int64_t *bytes) {
+    *bytes = -1;
+    if (!lg) return NULL;
+    if (lg->n != 8) return "bad LOGS section (size)";
+    memcpy(bytes, lg->p, 8);
+    if (*bytes < -1) return "bad LOGS section (a negative length)";
+    return NULL;
+}
+
 /* A checkpoint whose container passed its checks: are the training-state
- * sections there and well-formed? Returns a reason, or NULL. */
-static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train_config *c,
+ * sections there and well-formed, every count, index and enum in range,
+ * the config one that passes hpt_train_config_check? Returns a reason, or
+ * NULL. dir: the run directory (the config's out_dir when resumed). */
+static const char *check_sections(const hpt_state_sec *secs, int nsec, const char *dir, hpt_train_config *c,
                                   tcfg_strings *str, uint32_t *mode) {
     const hpt_state_sec *t = hpt_state_find(secs, nsec, "TCFG"), *r = hpt_state_find(secs, nsec, "TRST"),
                         *a = hpt_state_find(secs, nsec, "ADAM"), *d = hpt_state_find(secs, nsec, "DATA");
@@ -242,7 +284,18 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, hpt_train
     if (t->n >= 4) memcpy(&tv, t->p, 4);
     if (tv > TCFG_VERSION) return "its TCFG section is a newer version than this hpt reads (upgrade hpt)";
     if (!decode_tcfg(t, c, str, mode)) return hpt_errmsg();  /* "bad TCFG section: ..." */
-    if (r->n != TRST_SIZE) return "bad TRST section";
+    /* every setting in its range before anything is sized from it */
+    c->out_dir = dir;
+    if (hpt_train_config_check(c) != HPT_OK) {
+        static char why[960];
+        snprintf(why, sizeof why, "its training config (TCFG) fails a check: %.900s", hpt_errmsg());
+        return why;
+    }
+    trst tv_;
+    const char *bad = decode_trst(r, c->max_iters, &tv_);
+    if (bad) return bad;
+    int64_t logs;
+    if ((bad = decode_logs(hpt_state_find(secs, nsec, "LOGS"), &logs))) return bad;
     uint64_t n = 0;
     memcpy(&n, a->p, a->n >= 8 ? 8 : 0);
     if (a->n < 8 || a->n != 8 + 2 * n * sizeof(float)) return "bad ADAM section";
@@ -282,26 +335,22 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     memcpy(tr->m, a->p + 8, n * sizeof(float));
     memcpy(tr->v, a->p + 8 + n * sizeof(float), n * sizeof(float));
     if (tr->ema) memcpy(tr->ema, hpt_state_find(secs, nsec, "EMAW")->p + 8, n * sizeof(float));
-    hpt_cursor k = {r->p, (size_t)r->n, 0};
-    uint32_t step, updates, next_eval;
-    uint64_t bwd;
-    hpt_cur_u32(&k, &step); hpt_cur_u32(&k, &updates);
-    hpt_cur_bytes(&k, &tr->train_s, 8); hpt_cur_bytes(&k, &tr->eval_s, 8); hpt_cur_bytes(&k, &tr->tokens, 8);
-    hpt_cur_bytes(&k, &tr->final_val, 4); hpt_cur_bytes(&k, &tr->best_val, 4); hpt_cur_bytes(&k, &tr->final_acc, 4);
-    hpt_cur_u32(&k, &next_eval); hpt_cur_u64(&k, &bwd);
-    if (step > (uint32_t)tr->cfg.max_iters || updates > step || next_eval < 1 || next_eval > INT32_MAX)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad step counters (step %u, updates %u, of %d)", path, step, updates,
-                        tr->cfg.max_iters);
-    tr->step = (int)step;
-    tr->updates = (int)updates;
-    tr->next_eval = (int)next_eval;
-    m->backward_calls = (size_t)bwd;
+    /* checked by check_sections against the TCFG; again here against the
+     * trainer built from it (max_iters resolved from epochs) */
+    trst t;
+    const char *bad = decode_trst(r, tr->cfg.max_iters, &t);
+    if (bad) return hpt_fail(HPT_ERR_FORMAT, "'%s': %s", path, bad);
+    tr->step = (int)t.step;
+    tr->updates = (int)t.updates;
+    tr->next_eval = (int)t.next_eval;
+    tr->train_s = t.train_s; tr->eval_s = t.eval_s; tr->tokens = t.tokens;
+    tr->final_val = t.final_val; tr->best_val = t.best_val; tr->final_acc = t.final_acc;
+    m->backward_calls = (size_t)t.backward_calls;
     if (!tr->task_->cursor_load(tr->task_, d->p, (size_t)d->n))
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': the data cursor does not fit this data set", path);
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': the data cursor (DATA) does not fit this data set", path);
     tr->resumed = 1;
-    const hpt_state_sec *lg = hpt_state_find(secs, nsec, "LOGS");
-    tr->metrics_bytes = -1;
-    if (lg && lg->n == 8) memcpy(&tr->metrics_bytes, lg->p, 8);
+    if ((bad = decode_logs(hpt_state_find(secs, nsec, "LOGS"), &tr->metrics_bytes)))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': %s", path, bad);
     const hpt_state_sec *hy = hpt_state_find(secs, nsec, "HYBR");
     if (tr->resume_mode == 1 && hy) {
         tr->resume_state = malloc(hy->n ? (size_t)hy->n : 1);
@@ -358,7 +407,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
         snprintf(path, sizeof path, "%s/ckpt-%08d.bin", cdir, steps[i]);
         const char *why = NULL;
         if (hpt_state_read(path, &buf, secs, &nsec) != HPT_OK) why = hpt_errmsg();
-        else if ((why = check_sections(secs, nsec, &c, &str, &mode))) { free(buf); buf = NULL; }
+        else if ((why = check_sections(secs, nsec, dir, &c, &str, &mode))) { free(buf); buf = NULL; }
         if (!why) { found = i; break; }
         if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", why);
         logf_(log, ctx, "checkpoint '%s' is unusable: %s%s", path, why,
