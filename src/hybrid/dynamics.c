@@ -949,3 +949,31 @@ hpt_status hpt_dyn_copy_state(hpt_dyn *dst, const hpt_dyn *src) {
     for (int i = 0; i < n; i++) memcpy(a[i].ptr, b[i].ptr, a[i].bytes);
     return HPT_OK;
 }
+
+/* The indices and counters of a restored state (a checkpoint's bytes): the
+ * step (ring slots are step % R), the forecast store's issue steps and
+ * horizons (rows of fc_raw are read up to the horizon), the last forecast's
+ * horizon (rows of last_dis), the statistics' counts. */
+hpt_status hpt_dyn_check_state(const hpt_dyn *d) {
+    const hpt_dyn_scalars *s = &d->s;
+    const int64_t big = 1000000000;
+    if (s->step < 0 || s->step > big || s->adam_t < 0 || s->adam_t > big || s->rls_n < 0 || s->rls_n > big)
+        return hpt_fail(HPT_ERR_FORMAT, "dynamics state: a step counter is out of range");
+    if (s->last_fc_len < 0 || s->last_fc_len > d->HM ||
+        (s->last_fc_len > 0 && (s->last_fc_step < 0 || s->last_fc_step >= s->step)))
+        return hpt_fail(HPT_ERR_FORMAT, "dynamics state: the last forecast's horizon or step is out of range");
+    for (int f = 0; f < d->F; f++) {
+        int32_t at = d->fc_step[f], len = d->fc_len[f];
+        if (at == -1) continue;
+        if (at < 0 || at >= s->step || at % d->F != f || len < 1 || len > d->HM)
+            return hpt_fail(HPT_ERR_FORMAT, "dynamics state: forecast slot %d (step %d, horizon %d) is out of range",
+                            f, at, len);
+    }
+    for (int c = 0; c < d->T; c++)
+        if (!(d->tcount[c] >= 0.0f && d->tcount[c] <= TARGET_WINDOW))
+            return hpt_fail(HPT_ERR_FORMAT, "dynamics state: target %d's count is out of range", c);
+    for (int k = 0; k < d->NB * d->T; k++)
+        if (!(d->cal_n[k] >= 0.0f && isfinite(d->cal_n[k])) || !(d->cor_steps[k] >= 0.0f && isfinite(d->cor_steps[k])))
+            return hpt_fail(HPT_ERR_FORMAT, "dynamics state: a calibration count is out of range");
+    return HPT_OK;
+}

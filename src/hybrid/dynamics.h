@@ -312,4 +312,8 @@ void hpt_gru_backward(float *dx, float *dh, float *dwx, float *dwh, float *dbx, 
  * d->grads + m * d->L.n (overwritten). */
 double hpt_dyn_member_loss(hpt_dyn *d, int m, int grad);
 
+/* After a restore from a checkpoint (hpt_dyn_regions): HPT_ERR_FORMAT
+ * (naming what) unless every index and counter of the state is in range. */
+hpt_status hpt_dyn_check_state(const hpt_dyn *d);
+
 #endif /* HPT_DYNAMICS_H */

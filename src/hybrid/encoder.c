@@ -164,3 +164,15 @@ void hpt_encoder_roll_step(const hpt_encoder *e, hpt_enc_roll *r, float log_loss
 }
 
 float hpt_encoder_roll_level(const hpt_enc_roll *r) { return r->have_loss > 0 ? r->ema[1] : NAN; }
+
+/* Counts and flags of a restored state (a checkpoint's bytes): in range, so
+ * that nothing divides by a negative count or reads a flag as a level. */
+hpt_status hpt_encoder_check_state(const hpt_encoder *e) {
+    for (int i = 0; i < HPT_ENC_NFEAT; i++)
+        if (!(e->count[i] >= 0.0f && e->count[i] <= HPT_ENC_NORM_WINDOW) || !(e->var[i] >= 0.0f))
+            return hpt_fail(HPT_ERR_FORMAT, "encoder state: slot %d's count or variance is out of range", i);
+    float hl = e->misc[MISC_HAVE_LOSS], hg = e->misc[MISC_HAVE_GRAD], st = e->misc[MISC_STEPS];
+    if ((hl != 0.0f && hl != 1.0f) || (hg != 0.0f && hg != 1.0f) || !(st >= 0.0f && isfinite(st)))
+        return hpt_fail(HPT_ERR_FORMAT, "encoder state: a flag or the step count is out of range");
+    return HPT_OK;
+}

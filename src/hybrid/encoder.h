@@ -145,4 +145,8 @@ void hpt_encoder_roll_begin(const hpt_encoder *e, hpt_enc_roll *r);
 void hpt_encoder_roll_step(const hpt_encoder *e, hpt_enc_roll *r, float log_loss, float lr, float *feat);
 float hpt_encoder_roll_level(const hpt_enc_roll *r);   /* E_0.1 after the roll steps */
 
+/* After a restore from a checkpoint: HPT_ERR_FORMAT (naming what) unless
+ * every count and flag of the state is in range. */
+hpt_status hpt_encoder_check_state(const hpt_encoder *e);
+
 #endif /* HPT_ENCODER_H */
