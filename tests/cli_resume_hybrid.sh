@@ -17,6 +17,10 @@
 #   (f) a crafted checkpoint (the divergence monitor's loss-ring position
 #       set to 5e7, the CRC repaired): --resume exits 1 naming the HYBR
 #       section, no crash (it was a SIGSEGV: the ring was restored unchecked)
+#   (g) a checkpoint of an older HYBR version (3): exit 1, "older hpt"
+#   (h) phases.jsonl cut mid-line, or deleted, after a checkpoint: the
+#       resume goes on with a warning naming the file, and ends with the
+#       uninterrupted run's crc (it was a hard error: the run was lost)
 test_name=cli_resume_hybrid; . tests/lib.sh
 
 python3 -c "
@@ -167,5 +171,41 @@ if python3 "$tmp/craft.py" "$tmp/f/checkpoints/ckpt-00000100.bin"; then
         pass "(f) a crafted HYBR section (loss ring position 5e7, CRC repaired): exit 1, '$(grep HYBR "$tmp/err" | head -1 | cut -c1-150)'"
     else fail "(f) a crafted HYBR section (loss ring position 5e7, CRC repaired): status $rc (want 1 naming HYBR, no crash)"; fi
 else fail "(f) could not craft the checkpoint"; fi
+
+# ---------------------------------------------------------------- (g)
+
+# set_hybr_version CKPT V: the HYBR section's version word, CRC repaired
+cat >"$tmp/version.py" <<'EOF'
+import struct, sys, zlib
+p, v = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read())
+off = 32
+while bytes(b[off:off + 4]) != b"HYBR": off += 16 + struct.unpack_from("<Q", b, off + 8)[0]
+struct.pack_into("<I", b, off + 16, v)
+struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(p, "wb").write(b)
+EOF
+rm -rf "$tmp/g"; cp -r "$tmp/a" "$tmp/g"; cut_after "$tmp/g" 100
+python3 "$tmp/version.py" "$tmp/g/checkpoints/ckpt-00000100.bin" 3
+run "$HPT" train --resume "$tmp/g"
+if [ $rc -eq 1 ] && grep -q 'HYBR version 3 was written by an older hpt' "$tmp/err"; then
+    pass "(g) HYBR version 3: exit 1, '$(grep -o 'HYBR version 3.*' "$tmp/err" | cut -c1-110)...'"
+else fail "(g) HYBR version 3: status $rc (want 1, 'older hpt')"; fi
+
+# ---------------------------------------------------------------- (h)
+
+for how in cut deleted; do
+    d="$tmp/h$how"
+    rm -rf "$d"; cp -r "$tmp/a" "$d"; cut_after "$d" 100
+    if [ $how = cut ]; then
+        size=$(wc -c <"$d/phases.jsonl")
+        python3 -c "import os, sys; os.truncate(sys.argv[1], int(sys.argv[2]) // 3 + 7)" "$d/phases.jsonl" "$size"
+    else rm -f "$d/phases.jsonl"; fi
+    run "$HPT" train --resume "$d"
+    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && grep -q "warning.*phases.jsonl" "$tmp/err" && \
+       python3 -c "import json, sys; [json.loads(l) for l in open(sys.argv[1])]" "$d/phases.jsonl"; then
+        pass "(h) phases.jsonl $how after checkpoint 100: resumed with a warning, crc $X, the log whole lines"
+    else fail "(h) phases.jsonl $how: status $rc, crc '$(crc_of "$d")' (want 0 and $X, a warning)"; fi
+done
 
 finish

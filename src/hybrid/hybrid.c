@@ -614,6 +614,8 @@ hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
                                   hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     hybrid *h;
     HPT_TRY(hpt_hyb_new(tr, hc, &h));
+    h->log = log;
+    h->log_ctx = ctx;
     hpt_run_hooks hooks = {.step = hybrid_step, .metrics = hpt_hyb_metrics, .summary = hpt_hyb_summary, .log_config = hpt_hyb_log_config,
                            .state_bytes = hpt_hyb_state_bytes, .save_state = hpt_hyb_save_state,
                            .load_state = hpt_hyb_load_state, .hctx = h};

@@ -120,23 +120,30 @@ typedef struct hybrid {
     FILE *phases_log;
     char phases_path[4200];
     uint64_t phases_bytes;   /* its length in a checkpoint being loaded */
+    hpt_log_fn log;          /* the run's log (warnings on resume); may be NULL */
+    void *log_ctx;
 
     hybrid_counts cnt;
 } hybrid;
 
 /* ---------------------------------------------------------------- checkpoints
  * The HYBR section (docs/format.md): everything the next step reads, as
- * fixed-width fields and raw little-endian bytes. One walker serves the
- * three uses (count, write, read), so the layout cannot drift between them:
+ * fixed-width fields. One walker serves the three uses (count, write, read),
+ * so the layout cannot drift between them:
  *   u32 version, the config (HYBR_CFG_BYTES), u64 phases.jsonl length, then
- *   blocks (u64 length + bytes): the phase controller, the divergence
- *   monitor, the encoder region, the 4 dynamics regions, the predictor's
- *   gates, scales, ring counters and arena, the snapshot's valid, step and
- *   arena, the driver's scalars and loss ring, its counters, prev_upd. */
+ *   blocks (u64 length + bytes): the phase controller and the divergence
+ *   monitor field by field (hpt_phase_save, hpt_div_save), the encoder
+ *   region, the 4 dynamics regions, the predictor's ring counters and the
+ *   snapshot's valid and step, the predictor's gates, scales and arena, the
+ *   snapshot's arena, the driver's counters, floats, times and loss ring,
+ *   prev_upd. A read checks every block length, every index, count, flag
+ *   and enum (hybrid_state.c) before the run continues. */
 /* version 2: prev_upd holds the sampled parameters' update (ns floats), not
  * every parameter's; version 3 adds the controller's own time on real steps
- * (controller_overhead_s). Older versions are refused with that reason. */
-#define HYBR_VERSION 3u
+ * (controller_overhead_s); version 4 saves the phase controller and the
+ * divergence monitor field by field instead of as host-layout structs.
+ * Older versions are refused with that reason. */
+#define HYBR_VERSION 4u
 #define HYBR_CFG_WORDS 22
 #define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
 

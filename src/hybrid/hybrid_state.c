@@ -6,24 +6,39 @@
 #include "hybrid_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* mode 0 counts, 1 writes to w, 2 reads from k (*bad set on a mismatch). */
-typedef struct walker { int mode; uint64_t n; hpt_writer *w; hpt_cursor k; int bad; } walker;
+/* mode 0 counts, 1 writes to w, 2 reads from k; on read, why holds the
+ * first problem (the rest of the walk is skipped). */
+typedef struct walker { int mode; uint64_t n; hpt_writer *w; hpt_cursor k; char why[400]; } walker;
+
+static void fail(walker *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(walker *x, const char *fmt, ...) {
+    if (x->why[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->why, sizeof x->why, fmt, ap);
+    va_end(ap);
+}
 
 static void w_raw(walker *x, void *p, size_t n) {
     if (x->mode == 0) x->n += n;
     else if (x->mode == 1) hpt_w_bytes(x->w, p, n);
-    else if (!x->bad && !hpt_cur_bytes(&x->k, p, n)) x->bad = 1;
+    else if (!x->why[0] && !hpt_cur_bytes(&x->k, p, n)) fail(x, "truncated");
 }
 /* A block: u64 length, then the bytes; on read the length must match. */
-static void w_block(walker *x, void *p, size_t n) {
+static void w_block(walker *x, const char *what, void *p, size_t n) {
     uint64_t len = n;
     if (x->mode == 2) {
-        if (x->bad || !hpt_cur_u64(&x->k, &len) || len != n) { x->bad = 1; return; }
+        if (x->why[0]) return;
+        if (!hpt_cur_u64(&x->k, &len) || len != n) {
+            fail(x, "the %s block holds %llu bytes, this run's holds %zu", what, (unsigned long long)len, n);
+            return;
+        }
         w_raw(x, p, n);
         return;
     }
@@ -31,63 +46,132 @@ static void w_block(walker *x, void *p, size_t n) {
     w_raw(x, p, n);
 }
 
-static void walk_state(hybrid *h, walker *x) {
+/* A block written field by field by its module's save, read back and
+ * checked by its load (phase.h, divergence.h). */
+typedef struct fields {
+    const char *what;
+    size_t bytes;
+    void (*save)(const void *obj, hpt_writer *w);
+    hpt_status (*load)(void *obj, hpt_cursor *k);
+} fields;
+
+static void w_fields(walker *x, const fields *f, void *obj) {
+    uint64_t len = f->bytes;
+    if (x->mode == 0) { x->n += 8 + len; return; }
+    if (x->mode == 1) { hpt_w_u64(x->w, len); f->save(obj, x->w); return; }
+    if (x->why[0]) return;
+    if (!hpt_cur_u64(&x->k, &len) || len != f->bytes || x->k.n - x->k.pos < len) {
+        fail(x, "the %s block holds %llu bytes, this run's holds %zu", f->what, (unsigned long long)len, f->bytes);
+        return;
+    }
+    hpt_cursor sub = {x->k.p + x->k.pos, (size_t)len, 0};
+    if (f->load(obj, &sub) != HPT_OK) fail(x, "%s", hpt_errmsg());
+    else if (sub.pos != sub.n) fail(x, "the %s block has %zu bytes to spare", f->what, sub.n - sub.pos);
+    x->k.pos += (size_t)len;
+}
+
+static void phase_save(const void *o, hpt_writer *w) { hpt_phase_save(o, w); }
+static hpt_status phase_load(void *o, hpt_cursor *k) { return hpt_phase_load(o, k); }
+static void div_save(const void *o, hpt_writer *w) { hpt_div_save(o, w); }
+static hpt_status div_load(void *o, hpt_cursor *k) { return hpt_div_load(o, k); }
+
+/* u32 version, the config, u64 phases.jsonl's length (fsynced first: the
+ * checkpoint must not name bytes a crash can still take away). */
+static void walk_head(hybrid *h, walker *x) {
     uint32_t version = HYBR_VERSION;
     unsigned char cfg[HYBR_CFG_BYTES], cfg_now[HYBR_CFG_BYTES];
     hpt_hyb_encode_cfg(&h->cfg, cfg_now);
     memcpy(cfg, cfg_now, sizeof cfg);
     w_raw(x, &version, 4);
-    if (x->mode == 2 && version != HYBR_VERSION) x->bad = 1;
+    if (x->mode == 2 && version != HYBR_VERSION) fail(x, "version %u, this hpt reads %u", version, HYBR_VERSION);
     w_raw(x, cfg, sizeof cfg);
-    if (x->mode == 2 && memcmp(cfg, cfg_now, sizeof cfg)) x->bad = 1;
+    if (x->mode == 2 && memcmp(cfg, cfg_now, sizeof cfg)) fail(x, "its config differs from the run's");
     uint64_t plen = 0;
     if (x->mode == 1 && h->phases_log) {
         /* the file's size, not ftell: an append stream that has not
          * written yet may report 0 */
         struct stat sb;
-        fflush(h->phases_log);
+        if (fflush(h->phases_log) != 0 || fsync(fileno(h->phases_log)) != 0) x->w->err = errno ? errno : EIO;
         if (fstat(fileno(h->phases_log), &sb) == 0) plen = (uint64_t)sb.st_size;
     }
     w_raw(x, &plen, 8);
     if (x->mode == 2) h->phases_bytes = plen;
+}
 
-    w_block(x, &h->ph, sizeof h->ph);
-    w_block(x, &h->div, sizeof h->div);
+/* The learned parts: encoder and dynamics arenas, byte for byte (floats,
+ * and the dynamics model's scalars, an explicitly padded struct of fixed
+ * width fields), their indices and counters checked after the read. */
+static void walk_models(hybrid *h, walker *x) {
     hpt_region r[8];
     int nr = hpt_encoder_regions(&h->enc, r);
-    for (int i = 0; i < nr; i++) w_block(x, r[i].ptr, r[i].bytes);
+    for (int i = 0; i < nr; i++) w_block(x, r[i].name, r[i].ptr, r[i].bytes);
     nr = hpt_dyn_regions(&h->dyn, r);
-    for (int i = 0; i < nr; i++) w_block(x, r[i].ptr, r[i].bytes);
+    for (int i = 0; i < nr; i++) w_block(x, r[i].name, r[i].ptr, r[i].bytes);
+    if (x->mode != 2 || x->why[0]) return;
+    if (hpt_encoder_check_state(&h->enc) != HPT_OK || hpt_dyn_check_state(&h->dyn) != HPT_OK)
+        fail(x, "%s", hpt_errmsg());
+}
 
+static int in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
+static int fin_range(double v, double lo, double hi) { return v >= lo && v <= hi && isfinite(v); }
+
+/* A ring filled from slot 0 on: until it is full, its head is its count. */
+static int ring_ok(int count, int head, int cap) {
+    return in_range(count, 0, cap) && in_range(head, 0, cap > 0 ? cap - 1 : 0) && (count == cap || head == count);
+}
+
+#define COUNT_MAX 1000000000   /* runs are at most 1e8 steps */
+
+/* The predictor's ring counters and the snapshot's valid/step. */
+static const char *check_pred_snap(const hybrid *h, const int32_t *iv) {
+    if (!ring_ok(iv[0], iv[1], h->pred.ring_c)) return "the predictor's ring count or head is out of range";
+    if (!in_range(iv[2], 0, 1) || !in_range(iv[3], 0, hpt_trainer_config(h->tr)->max_iters))
+        return "the snapshot's valid flag or step is out of range";
+    return NULL;
+}
+
+/* The driver's own scalars: flags, ring positions, counters, clocks. */
+static const char *check_driver(const int32_t *dv, const float *fv, const double *gv) {
+    if (!in_range(dv[0], 0, 1)) return "have_prev_upd is neither 0 nor 1";
+    if (!ring_ok(dv[1], dv[2], LOSS_RING)) return "the loss ring's count or head is out of range";
+    for (int i = 3; i < 11 + HPT_PHASE_COUNT; i++)
+        if (!in_range(dv[i], 0, COUNT_MAX)) return "a pass, phase or step counter is out of range";
+    if (dv[15] != 0) return "the reserved word is not 0";
+    if (!fin_range(fv[1], 0.0, 1.0) || !fin_range(fv[2], 0.0, 1.0))
+        return "the predicted-step scale or the acceptance EMA is outside [0, 1]";
+    for (int i = 0; i < 3 + HPT_PHASE_COUNT; i++)
+        if (!fin_range(gv[i], 0.0, 1e300)) return "a time or the alpha sum is not a finite non-negative number";
+    return NULL;
+}
+
+/* The predictor, the snapshot and the driver's own state. */
+static void walk_driver(hybrid *h, walker *x) {
     int32_t iv[4] = {h->pred.ring_count, h->pred.ring_head, h->snap.valid, h->snap.step};
-    w_block(x, iv, sizeof iv);
-    w_block(x, h->pred.tensor_gate, sizeof h->pred.tensor_gate);
-    w_block(x, h->pred.tensor_scale, sizeof h->pred.tensor_scale);
-    w_block(x, h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
-    w_block(x, h->snap.arena, 3 * h->snap.n * sizeof(float));
+    w_block(x, "predictor/snapshot counters", iv, sizeof iv);
+    w_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
+    w_block(x, "tensor scales", h->pred.tensor_scale, sizeof h->pred.tensor_scale);
+    w_block(x, "predictor arena", h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
+    w_block(x, "snapshot arena", h->snap.arena, 3 * h->snap.n * sizeof(float));
 
-    /* the driver's own scalars */
     int32_t dv[16] = {h->have_prev_upd, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,
                       h->cnt.rollbacks, h->cnt.div_rollbacks, h->cnt.phases_accepted, h->cnt.phases_rejected,
                       h->cnt.predicted_steps_kept, h->cnt.predicted_steps_lost};
     for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->cnt.phase_count_steps[i];
-    w_block(x, dv, sizeof dv);
+    w_block(x, "driver counters", dv, sizeof dv);
     float fv[3] = {h->next_pred_loss, h->scale, h->accept_ema};
-    w_block(x, fv, sizeof fv);
+    w_block(x, "driver floats", fv, sizeof fv);
     double gv[3 + HPT_PHASE_COUNT] = {h->real_step_s, h->cnt.alpha_sum};
     for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->cnt.phase_s[i];
     gv[2 + HPT_PHASE_COUNT] = h->cnt.ctrl_s;
-    w_block(x, gv, sizeof gv);
-    w_block(x, h->loss_ring, sizeof h->loss_ring);
-    w_block(x, h->prev_upd, h->ns * sizeof(float));
+    w_block(x, "driver times", gv, sizeof gv);
+    w_block(x, "loss ring", h->loss_ring, sizeof h->loss_ring);
+    w_block(x, "previous update", h->prev_upd, h->ns * sizeof(float));
 
-    if (x->mode != 2 || x->bad) return;
-    if (x->k.pos != x->k.n || iv[0] < 0 || iv[0] > h->pred.ring_c || iv[1] < 0 ||
-        iv[1] >= (h->pred.ring_c > 0 ? h->pred.ring_c : 1) || dv[1] < 0 || dv[1] > LOSS_RING || dv[2] < 0 ||
-        dv[2] >= LOSS_RING) {
-        x->bad = 1;
-        return;
-    }
+    if (x->mode != 2 || x->why[0]) return;
+    const char *why = check_pred_snap(h, iv);
+    if (!why) why = check_driver(dv, fv, gv);
+    if (!why && x->k.pos != x->k.n) why = "bytes to spare after the last block";
+    if (why) { fail(x, "%s", why); return; }
     h->pred.ring_count = iv[0]; h->pred.ring_head = iv[1]; h->snap.valid = iv[2]; h->snap.step = iv[3];
     h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->cnt.backward_passes = dv[3];
     h->cnt.probe_passes = dv[4]; h->cnt.rollbacks = dv[5]; h->cnt.div_rollbacks = dv[6]; h->cnt.phases_accepted = dv[7];
@@ -97,6 +181,16 @@ static void walk_state(hybrid *h, walker *x) {
     h->real_step_s = gv[0]; h->cnt.alpha_sum = gv[1];
     for (int i = 0; i < HPT_PHASE_COUNT; i++) h->cnt.phase_s[i] = gv[2 + i];
     h->cnt.ctrl_s = gv[2 + HPT_PHASE_COUNT];
+}
+
+static void walk_state(hybrid *h, walker *x) {
+    fields ph = {"phase controller", hpt_phase_state_bytes(), phase_save, phase_load};
+    fields dv = {"divergence monitor", hpt_div_state_bytes(&h->div), div_save, div_load};
+    walk_head(h, x);
+    w_fields(x, &ph, &h->ph);
+    w_fields(x, &dv, &h->div);
+    walk_models(h, x);
+    walk_driver(h, x);
 }
 
 uint64_t hpt_hyb_state_bytes(void *hctx) {
@@ -110,23 +204,65 @@ void hpt_hyb_save_state(void *hctx, hpt_writer *w) {
     walk_state(hctx, &x);
 }
 
+static void say(hybrid *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(hybrid *h, const char *fmt, ...) {
+    if (!h->log) return;
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    h->log(h->log_ctx, line);
+}
+
+/* Length of the whole lines in the first n bytes of path (a torn last line
+ * is not kept); 0 when it cannot be read. */
+static uint64_t whole_lines(const char *path, uint64_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    uint64_t keep = 0, at = 0;
+    int c;
+    while (at < n && (c = fgetc(f)) != EOF) {
+        at++;
+        if (c == '\n') keep = at;
+    }
+    fclose(f);
+    return keep;
+}
+
+/* phases.jsonl back to what it held at the checkpoint. The log is a record,
+ * not state: one that is missing or shorter (lost in a crash before it was
+ * fsynced, or cut by hand) costs its missing lines, never the run; what is
+ * there is kept up to its last whole line, and the run says so. */
+static hpt_status restore_phases_log(hybrid *h) {
+    struct stat sb;
+    uint64_t want = h->phases_bytes, keep = want;
+    if (stat(h->phases_path, &sb) != 0) {
+        keep = 0;
+        say(h, "warning    '%s' is missing (the checkpoint recorded %llu bytes): a new one is started; the "
+            "phase lines before step %d are lost", h->phases_path, (unsigned long long)want, hpt_trainer_steps(h->tr));
+    } else if ((uint64_t)sb.st_size < want) {
+        keep = whole_lines(h->phases_path, (uint64_t)sb.st_size);
+        say(h, "warning    '%s' holds %llu bytes, the checkpoint recorded %llu: its %llu bytes of whole lines are "
+            "kept and the run goes on; phase lines before step %d are missing from it", h->phases_path,
+            (unsigned long long)sb.st_size, (unsigned long long)want, (unsigned long long)keep,
+            hpt_trainer_steps(h->tr));
+    }
+    h->phases_log = fopen(h->phases_path, "a");
+    if (!h->phases_log) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", h->phases_path, strerror(errno));
+    if (ftruncate(fileno(h->phases_log), (off_t)keep) != 0)
+        return hpt_fail(HPT_ERR_IO, "cannot truncate '%s': %s", h->phases_path, strerror(errno));
+    return HPT_OK;
+}
+
 hpt_status hpt_hyb_load_state(void *hctx, const unsigned char *p, size_t n) {
     hybrid *h = hctx;
     walker x = {.mode = 2, .k = {p, n, 0}};
     walk_state(h, &x);
-    if (x.bad)
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) does not fit this run",
-                        hpt_trainer_checkpoint(h->tr));
-    /* phases.jsonl: back to what it held when the checkpoint was written */
-    struct stat sb;
-    if (stat(h->phases_path, &sb) != 0 || (uint64_t)sb.st_size < h->phases_bytes)
-        return hpt_fail(HPT_ERR_IO, "'%s' is missing or shorter than at the checkpoint (%llu bytes)",
-                        h->phases_path, (unsigned long long)h->phases_bytes);
-    if (truncate(h->phases_path, (off_t)h->phases_bytes) != 0)
-        return hpt_fail(HPT_ERR_IO, "cannot truncate '%s': %s", h->phases_path, strerror(errno));
-    h->phases_log = fopen(h->phases_path, "a");
-    if (!h->phases_log) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", h->phases_path, strerror(errno));
-    return HPT_OK;
+    if (x.why[0])
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) cannot be continued: %s",
+                        hpt_trainer_checkpoint(h->tr), x.why);
+    return restore_phases_log(h);
 }
 
 hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n) {
