@@ -26,6 +26,7 @@ static void fail(walker *x, const char *fmt, ...) {
 }
 
 static void w_raw(walker *x, void *p, size_t n) {
+    if (n == 0) return;   /* an empty block (the coast predictor's arena): p may be NULL */
     if (x->mode == 0) x->n += n;
     else if (x->mode == 1) hpt_w_bytes(x->w, p, n);
     else if (!x->why[0] && !hpt_cur_bytes(&x->k, p, n)) fail(x, "truncated");

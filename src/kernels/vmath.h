@@ -22,7 +22,7 @@ static inline float hpt_expf(float x) {
      * would keep gcc 12 from vectorising the loop (trapping-math rules). */
     union { float f; int32_t i; } t = {.f = xc * 1.44269504088896341f + 12582912.0f};
     float n = t.f - 12582912.0f;
-    int32_t ni = t.i - 0x4B400000;
+    uint32_t ni = (uint32_t)t.i - 0x4B400000u;   /* unsigned: a NaN's bits must not overflow an int */
     float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -33,7 +33,7 @@ static inline float hpt_expf(float x) {
     float y = p * r * r + r + 1.0f;
     /* 2^n built in the exponent field, n in [-126, 127]; a union rather than
      * memcpy, which gcc 12 treats as a memory access and will not vectorise */
-    union { int32_t i; float f; } scale = {.i = (ni + 127) << 23};
+    union { uint32_t i; float f; } scale = {.i = (ni + 127u) << 23};
     y *= scale.f;
     return x != x ? x : y;
 }
