@@ -14,6 +14,9 @@
     HPT_SETTING_ROW(HPT_SET_HYBRID, hpt_hybrid_config, f, flag, T, lo, hi, fl, d, m, h)
 static const hpt_setting hybrid_rows[] = {HPT_HYBRID_SETTINGS(HYBRID_ROW)};
 #define NHYBRID ((int)(sizeof hybrid_rows / sizeof hybrid_rows[0]))
+/* every hybrid row is one word of HYBR's config: a new row is a new HYBR
+ * layout (raise HYBR_CFG_WORDS and HYBR_VERSION, hybrid_internal.h) */
+_Static_assert(sizeof hybrid_rows / sizeof hybrid_rows[0] == HYBR_CFG_WORDS, "hybrid rows != HYBR config words");
 
 /* The settings of every group, here at the top of the library's layers. */
 const hpt_setting *hpt_settings(hpt_setting_group g, int *n) {
