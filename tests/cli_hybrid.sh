@@ -39,7 +39,7 @@ assert s["model_backward_calls"] == s["backward_passes"] == len(real), (s["model
 assert s["optimizer_updates"] == len(real)
 assert s["steps"] == 200 and s["steps"] == len(real) + s["predict_phases"]["steps_kept"], s
 assert all(k in lines[-1] for k in ("phase", "backward", "probe", "predicted_loss", "confidence", "residual", "step_ms"))
-for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "controller_overhead_s", "predict_phases", "memory_bytes_hybrid"):
+for k in ("phase_steps", "backward_passes", "phase_time_s", "predictor_overhead_s", "controller_overhead_s", "predict_phases", "memory_bytes_hybrid", "rolled_back"):
     assert k in s, k
 steps = [l["step"] for l in lines]
 assert steps == sorted(steps), "step counter went backwards"

@@ -6,13 +6,19 @@
  *   - the linear and shrink predictors extrapolate an exactly linear
  *     trajectory exactly; shrink gates off a jittering tensor and, under
  *     noise, leaves parameters at rest where the per-parameter fit moves them;
- *   - hybrid config validation names the offending flag.
+ *   - hybrid config validation names the offending flag;
+ *   - the predictor table keeps the indices checkpoints store;
+ *   - both rollback paths, forced in real runs (a critical divergence after a
+ *     kept jump; a non-finite gradient norm after one, the step redone):
+ *     the step counter never moves backwards and the counters agree with
+ *     the model's own (backward calls) and with each other.
  */
 #include "../src/hybrid/predict.h"
 #include "../src/hybrid/snapshot.h"
 #include "../src/train/optim.h"
 #include "test.h"
 
+#include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,13 +196,13 @@ static void test_snapshot_bytes(void) {
     memcpy(p0, p, n * 4); memcpy(m0, m, n * 4); memcpy(v0, v, n * 4);
     hpt_snapshot s;
     CHECK(hpt_snapshot_init(&s, n) == HPT_OK, "snapshot init");
-    hpt_snapshot_take(&s, p, m, v, 42);
+    hpt_snapshot_take(&s, p, m, v, 42, 40);
     for (size_t i = 0; i < n; i++) { p[i] += 1.0f; m[i] *= 3.0f; v[i] = 0.0f; }
     hpt_snapshot_restore_params(&s, p);
     memcpy(m, hpt_snapshot_moment1(&s), n * 4);
     memcpy(v, hpt_snapshot_moment2(&s), n * 4);
     CHECK(!memcmp(p, p0, n * 4) && !memcmp(m, m0, n * 4) && !memcmp(v, v0, n * 4), "restore is byte for byte");
-    CHECK(s.step == 42 && s.valid, "snapshot remembers its step");
+    CHECK(s.step == 42 && s.updates == 40 && s.valid, "snapshot remembers its step and update count");
     hpt_snapshot_free(&s);
     free(p); free(m); free(v); free(p0); free(m0); free(v0);
 }
@@ -231,6 +237,139 @@ static void test_predictor_table(void) {
     CHECK(!strcmp(list, "coast, stale-adam, linear or shrink"), "list: %s", list);
 }
 
+/* ---------------------------------------------------------------- forced rollbacks */
+
+/* A text of words over 12 symbols (a vocabulary that GPT-2 pads from 12 to
+ * 16 rows of wte). */
+static const char *rollback_corpus(void) {
+    const char *path = test_tmp_path("words.txt");
+    FILE *f = fopen(path, "w");
+    if (!f) return NULL;
+    uint32_t s = 7;
+    for (int i = 0; i < 6000; i++) {
+        s = s * 1664525u + 1013904223u;
+        int len = 2 + (int)(s >> 29);
+        for (int j = 0; j < len; j++) { s = s * 1664525u + 1013904223u; fputc("abcdefghij"[(s >> 24) % 10], f); }
+        fputc(i % 12 == 11 ? '\n' : ' ', f);
+    }
+    fclose(f);
+    return path;
+}
+
+static void rollback_configs(hpt_train_config *c, hpt_hybrid_config *hc, const char *data, const char *out) {
+    hpt_train_config_default(c);
+    c->data_path = data;
+    c->out_dir = out;
+    c->n_layer = 1; c->n_head = 2; c->n_embd = 16; c->block_size = 16; c->batch_size = 4;
+    c->max_iters = 300; c->warmup_iters = 10; c->eval_interval = 100; c->eval_iters = 2; c->threads = 1;
+    hpt_hybrid_config_default(hc);
+    hc->predictor = "stale-adam";
+    hc->warmup_steps = 20; hc->full_steps = 5; hc->min_predict_steps = 4; hc->max_predict_steps = 12;
+    hc->correct_steps = 3; hc->confidence_threshold = 0.0f; hc->waste_budget = 1.0f; hc->backoff_after = 1000;
+}
+
+static cJSON *read_json(const char *path, size_t skip_lines) {
+    unsigned char *buf;
+    size_t n;
+    if (hpt_read_file(path, &buf, &n) != HPT_OK) return NULL;
+    const char *s = (const char *)buf;
+    for (size_t i = 0; i < skip_lines && s; i++) { s = strchr(s, '\n'); if (s) s++; }
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(buf);
+    return o;
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* The counters of a finished hybrid run in dir: the metrics' step counter
+ * never goes backwards; backward passes are the model's backward calls;
+ * every real step is an update in effect or one a rollback undid; every
+ * step of the schedule is one of those or a predicted step, kept or undone. */
+static void check_counts(const char *dir, const char *what, int *rollbacks) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    unsigned char *buf;
+    size_t n;
+    *rollbacks = -1;
+    if (hpt_read_file(path, &buf, &n) != HPT_OK) { CHECK(0, "%s: %s", what, hpt_errmsg()); return; }
+    int real = 0, last = 0, monotone = 1, jumped = 0;
+    for (char *line = (char *)buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        cJSON *o = cJSON_ParseWithLength(line, nl ? (size_t)(nl - line) : strlen(line));
+        int step = (int)num(o, "step");
+        if (step < last) monotone = 0;
+        last = step;
+        real += num(o, "backward") == 1;
+        if (num(o, "accepted") == 1) jumped += (int)num(o, "predicted_steps");
+        cJSON_Delete(o);
+    }
+    free(buf);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    cJSON *s = read_json(path, 0);
+    CHECK(s != NULL, "%s: no summary.json", what);
+    if (!s) return;
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "predict_phases");
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "rolled_back");
+    double steps = num(s, "steps"), updates = num(s, "optimizer_updates"), kept = num(pp, "steps_kept");
+    double undone_u = num(rb, "updates"), undone_p = num(rb, "predicted_steps");
+    *rollbacks = (int)num(s, "divergence_rollbacks");
+    CHECK(monotone, "%s: the metrics' step counter went backwards", what);
+    CHECK(num(s, "backward_passes") == num(s, "model_backward_calls"), "%s: backward passes %g, the model ran %g",
+          what, num(s, "backward_passes"), num(s, "model_backward_calls"));
+    CHECK(updates + undone_u == real, "%s: %g updates in effect + %g undone, %d real steps", what, updates, undone_u, real);
+    CHECK(steps == real + kept + undone_p, "%s: %g steps, %d real + %g predicted kept + %g undone", what, steps, real,
+          kept, undone_p);
+    CHECK(steps == last && kept >= 0 && undone_u >= 0 && undone_p >= 0, "%s: %g steps, last line %d", what, steps, last);
+    CHECK(kept + undone_p == jumped, "%s: kept jumps advanced %d steps: %g still kept, %g undone", what, jumped, kept,
+          undone_p);
+    cJSON_Delete(s);
+}
+
+/* Right after a kept jump (from the run's step callback), up to 3 times:
+ * spike: wte's rows times 30, a finite loss far above its window (a
+ *        critical divergence at the next real step);
+ * nan:   NaN in wte's padded rows, which the forward pass never reads (the
+ *        loss stays finite) and the backward pass multiplies by their zero
+ *        gradient (0 x NaN): the next step's gradient norm is NaN after its
+ *        backward pass, so the step is redone from the snapshot. */
+typedef struct injector { hpt_model *m; int nan, done; } injector;
+
+static void inject(void *ctx, const hpt_step_info *info) {
+    injector *in = ctx;
+    if (!info->phase || strcmp(info->phase, "predict") || !info->accepted || in->done >= 3) return;
+    const hpt_tensor_info *wte = &in->m->tensors[0];
+    int Vp = wte->shape[0], C = wte->shape[1], V = in->m->n_out;
+    float *w = in->m->params + wte->offset;
+    for (int r = in->nan ? V : 0; r < (in->nan ? Vp : V); r++)
+        for (int k = 0; k < C; k++) w[(size_t)r * C + k] = in->nan ? NAN : 30.0f * w[(size_t)r * C + k];
+    in->done++;
+}
+
+static void run_injected(const char *data, int nan, const char *what) {
+    hpt_train_config c;
+    hpt_hybrid_config hc;
+    const char *out = test_tmp_path(nan ? "nan" : "spike");
+    rollback_configs(&c, &hc, data, out);
+    hc.div_window = 8;  /* judged from the 9th real step on */
+    hpt_trainer *tr = NULL;
+    CHECK(hpt_trainer_init(&tr, &c) == HPT_OK, "init: %s", hpt_errmsg());
+    if (!tr) return;
+    injector in = {.m = hpt_trainer_model(tr), .nan = nan};
+    CHECK(!strcmp(in.m->tensors[0].name, "wte") && in.m->tensors[0].shape[0] == 16, "wte is tensor 0, 16 rows");
+    CHECK(hpt_trainer_run_hybrid(tr, &hc, NULL, inject, &in) == HPT_OK, "%s run: %s", what, hpt_errmsg());
+    const float *p = in.m->params;
+    size_t np = in.m->nparams, bad = 0;
+    for (size_t i = 0; i < np; i++) bad += !isfinite(p[i]);
+    CHECK(bad == 0, "%s: %zu non-finite parameters after the run", what, bad);
+    hpt_trainer_free(tr);
+    int rollbacks;
+    check_counts(out, what, &rollbacks);
+    CHECK(in.done > 0 && rollbacks == in.done, "%s: %d injections, %d rollbacks", what, in.done, rollbacks);
+}
+
 int main(void) {
     test_predictor_table();
     hpt_set_threads(1);
@@ -239,5 +378,14 @@ int main(void) {
     test_linear_exact();
     test_snapshot_bytes();
     test_config_messages();
+    if (test_tmpdir_make("hpt_test_hybrid")) {
+        const char *data = rollback_corpus();
+        CHECK(data != NULL, "cannot write the corpus");
+        if (data) {
+            run_injected(data, 0, "divergence rollback");
+            run_injected(data, 1, "non-finite redo");
+        }
+        test_tmpdir_remove();
+    }
     return TEST_REPORT("test_hybrid");
 }

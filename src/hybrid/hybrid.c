@@ -61,12 +61,16 @@ static hpt_status probe_loss(hybrid *h, float *loss) {
 
 static void take_snapshot(hybrid *h) {
     hpt_snapshot_take(&h->snap, h->m->params, hpt_trainer_moment1(h->tr), hpt_trainer_moment2(h->tr),
-                      hpt_trainer_steps(h->tr));
+                      hpt_trainer_steps(h->tr), hpt_trainer_updates(h->tr));
 }
 
+/* Parameters and moments back to the snapshot, and the update count the
+ * moments belong to (unknown, -1, only in a snapshot from a checkpoint of
+ * an older hpt: then the count stays). The step counter does not move. */
 static void restore_snapshot(hybrid *h) {
     hpt_snapshot_restore_params(&h->snap, h->m->params);
-    hpt_trainer_set_moments(h->tr, hpt_snapshot_moment1(&h->snap), hpt_snapshot_moment2(&h->snap));
+    int updates = h->snap.updates >= 0 ? h->snap.updates : hpt_trainer_updates(h->tr);
+    hpt_trainer_restore_moments(h->tr, hpt_snapshot_moment1(&h->snap), hpt_snapshot_moment2(&h->snap), updates);
 }
 
 /* params = snapshot + alpha * dir */
@@ -430,6 +434,80 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     return HPT_OK;
 }
 
+/* Back to the snapshot after a divergence or a non-finite step: what the
+ * real steps and the kept jump since it did is undone (parameters, moments,
+ * the update count and the kept predicted steps), the step counter keeps
+ * its place (the schedule does not rewind; summary.json reports what was
+ * undone), the predicted step scale halves and Full steps are forced. */
+static void rollback(hybrid *h, const char *what) {
+    int updates = hpt_trainer_updates(h->tr);
+    if (h->snap.updates >= 0) {
+        /* since the snapshot: one Predict phase, which kept `jumped` steps
+         * (0 if rolled back), then real steps, one update each */
+        int real = updates - h->snap.updates, jumped = hpt_trainer_steps(h->tr) - h->snap.step - real;
+        h->cnt.predicted_steps_kept -= jumped > 0 ? jumped : 0;
+    }
+    restore_snapshot(h);
+    h->snap.valid = 0;
+    h->cnt.div_rollbacks++;
+    h->scale *= 0.5f;
+    char w[400];
+    snprintf(w, sizeof w, "%s: rolled back to the snapshot of step %d (%d updates undone), predicted step scale %.3g",
+             what, h->snap.step, updates - hpt_trainer_updates(h->tr), h->scale);
+    hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, w);
+    log_transition(h, HPT_PHASE_FULL, w);
+}
+
+/* The trainer's real step. A non-finite loss or gradient while a snapshot
+ * is held undoes everything since it and redoes the step. Every backward
+ * pass the model ran counts, the failed attempt's included. */
+static hpt_status trainer_step(hybrid *h, hpt_step_info *info) {
+    size_t calls0 = hpt_model_backward_calls(h->m);
+    before_real_step(h);
+    hpt_status st = hpt_trainer_step(h->tr, info);
+    if (st == HPT_ERR_NUMERIC && h->snap.valid) {
+        char what[300];
+        snprintf(what, sizeof what, "%s", hpt_errmsg());
+        rollback(h, what);
+        before_real_step(h);
+        st = hpt_trainer_step(h->tr, info);
+    }
+    h->cnt.backward_passes += (int)(hpt_model_backward_calls(h->m) - calls0);
+    return st;
+}
+
+/* A real step and what the controller learns from it: the step-time and
+ * acceptance averages, the loss ring, the predictor's and the dynamics
+ * model's observations, the divergence monitor's verdict. */
+static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float conf) {
+    HPT_TRY(trainer_step(h, info));
+    h->real_step_s = h->real_step_s > 0.0 ? 0.9 * h->real_step_s + 0.1 * info->step_s : info->step_s;
+    h->accept_ema = 1.0f - 0.995f * (1.0f - h->accept_ema);
+    record_loss(h, info->train_loss);
+    hpt_pred_observe(&h->pred, h->m->params, hpt_trainer_updates(h->tr));
+    float predicted = h->next_pred_loss;
+    HPT_TRY(after_real_step(h, info, ph));
+    hpt_phase_step_done(&h->ph);
+    const char *dwhy = NULL;
+    hpt_div_level lv = hpt_div_observe(&h->div, hpt_trainer_steps(h->tr), info->train_loss, info->grad_norm, &dwhy);
+    if (lv == HPT_DIV_CRITICAL) {
+        char what[300];
+        snprintf(what, sizeof what, "divergence (%s)", dwhy ? dwhy : "critical");
+        if (h->snap.valid) {
+            rollback(h, what);
+        } else {
+            snprintf(what + strlen(what), sizeof what - strlen(what), ": no snapshot held, forcing full steps");
+            hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, what);
+            log_transition(h, HPT_PHASE_FULL, what);
+        }
+    }
+    info->backward = 1;
+    info->confidence = conf;
+    info->predicted_loss = predicted;
+    info->residual = info->train_loss - predicted;
+    return HPT_OK;
+}
+
 static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
     hybrid *h = hctx;
     /* everything the hybrid does is training time: the confidence forecast,
@@ -442,58 +520,8 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     const char *why = NULL;
     hpt_phase ph = hpt_phase_next(&h->ph, isfinite(conf) ? conf : 0.0f, &horizon, &why);
     if (why) log_transition(h, ph, why);
-
-    if (ph == HPT_PHASE_PREDICT) {
-        HPT_TRY(predict_phase(h, info, horizon, conf));
-    } else {
-        before_real_step(h);
-        hpt_status st = hpt_trainer_step(tr, info);
-        if (st == HPT_ERR_NUMERIC && h->snap.valid) {
-            /* a non-finite loss or gradient after a kept jump: undo it */
-            restore_snapshot(h);
-            hpt_trainer_rewind(tr, h->snap.step);
-            h->cnt.div_rollbacks++;
-            h->scale *= 0.5f;
-            char w[200];
-            snprintf(w, sizeof w, "rollback to step %d: %s; predicted step scale now %.3g", h->snap.step, hpt_errmsg(), h->scale);
-            hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, w);
-            h->snap.valid = 0;
-            before_real_step(h);
-            HPT_TRY(hpt_trainer_step(tr, info));
-        } else if (st != HPT_OK) {
-            return st;
-        }
-        h->cnt.backward_passes++;
-        h->real_step_s = h->real_step_s > 0.0 ? 0.9 * h->real_step_s + 0.1 * info->step_s : info->step_s;
-        h->accept_ema = 1.0f - 0.995f * (1.0f - h->accept_ema);
-        record_loss(h, info->train_loss);
-        hpt_pred_observe(&h->pred, h->m->params, hpt_trainer_updates(tr));
-        float predicted = h->next_pred_loss;
-        HPT_TRY(after_real_step(h, info, ph));
-        hpt_phase_step_done(&h->ph);
-        const char *dwhy = NULL;
-        hpt_div_level lv = hpt_div_observe(&h->div, hpt_trainer_steps(tr), info->train_loss, info->grad_norm, &dwhy);
-        if (lv == HPT_DIV_CRITICAL) {
-            char w[300];
-            if (h->snap.valid) {
-                restore_snapshot(h);
-                hpt_trainer_rewind(tr, h->snap.step);
-                h->snap.valid = 0;
-                h->cnt.div_rollbacks++;
-                h->scale *= 0.5f;
-                snprintf(w, sizeof w, "divergence (%s): rolled back to step %d, predicted step scale %.3g",
-                         dwhy ? dwhy : "critical", hpt_trainer_steps(tr), h->scale);
-            } else {
-                snprintf(w, sizeof w, "divergence (%s): no snapshot held, forcing full steps", dwhy ? dwhy : "critical");
-            }
-            hpt_phase_force_full(&h->ph, 2 * h->cfg.full_steps, w);
-            log_transition(h, HPT_PHASE_FULL, w);
-        }
-        info->backward = 1;
-        info->confidence = conf;
-        info->predicted_loss = predicted;
-        info->residual = info->train_loss - predicted;
-    }
+    if (ph == HPT_PHASE_PREDICT) HPT_TRY(predict_phase(h, info, horizon, conf));
+    else HPT_TRY(real_step(h, info, ph, conf));
     info->phase = hpt_phase_name(ph);
     double whole = hpt_now() - t0, extra = whole - info->step_s;
     if (extra > 0.0) hpt_trainer_add_time(tr, extra);  /* step_s is on the clock already */

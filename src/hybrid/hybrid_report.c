@@ -90,6 +90,18 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
         hpt_json_num(pp, "mean_alpha", c->phases_accepted ? c->alpha_sum / c->phases_accepted : 0.0);
     }
     hpt_json_u64(o, "divergence_rollbacks", (uint64_t)c->div_rollbacks);
+    /* what the rollbacks undid: every real step is an update in effect or
+     * undone, every step of the schedule a real step or a predicted one,
+     * kept or undone (the step counter itself never moves back) */
+    int real = c->phase_count_steps[HPT_PHASE_WARMUP] + c->phase_count_steps[HPT_PHASE_FULL] +
+               c->phase_count_steps[HPT_PHASE_CORRECT];
+    int undone_u = real - hpt_trainer_updates(h->tr);
+    int undone_p = hpt_trainer_steps(h->tr) - real - c->predicted_steps_kept;
+    cJSON *rb = cJSON_AddObjectToObject(o, "rolled_back");
+    if (rb) {
+        hpt_json_u64(rb, "updates", (uint64_t)(undone_u > 0 ? undone_u : 0));
+        hpt_json_u64(rb, "predicted_steps", (uint64_t)(undone_p > 0 ? undone_p : 0));
+    }
     hpt_json_u64(o, "transitions", (uint64_t)h->ph.transitions);
     calibration(h, o);
     /* what the residual corrector changed */

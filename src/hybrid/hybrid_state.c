@@ -137,7 +137,6 @@ static const char *check_driver(const int32_t *dv, const float *fv, const double
     if (!ring_ok(dv[1], dv[2], LOSS_RING)) return "the loss ring's count or head is out of range";
     for (int i = 3; i < 11 + HPT_PHASE_COUNT; i++)
         if (!in_range(dv[i], 0, COUNT_MAX)) return "a pass, phase or step counter is out of range";
-    if (dv[15] != 0) return "the reserved word is not 0";
     if (!fin_range(fv[1], 0.0, 1.0) || !fin_range(fv[2], 0.0, 1.0))
         return "the predicted-step scale or the acceptance EMA is outside [0, 1]";
     for (int i = 0; i < 3 + HPT_PHASE_COUNT; i++)
@@ -158,6 +157,7 @@ static void walk_driver(hybrid *h, walker *x) {
                       h->cnt.rollbacks, h->cnt.div_rollbacks, h->cnt.phases_accepted, h->cnt.phases_rejected,
                       h->cnt.predicted_steps_kept, h->cnt.predicted_steps_lost};
     for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->cnt.phase_count_steps[i];
+    dv[15] = h->snap.valid ? h->snap.updates + 1 : 0;  /* the snapshot's update count + 1 (0: unknown) */
     w_block(x, "driver counters", dv, sizeof dv);
     float fv[3] = {h->next_pred_loss, h->scale, h->accept_ema};
     w_block(x, "driver floats", fv, sizeof fv);
@@ -171,9 +171,13 @@ static void walk_driver(hybrid *h, walker *x) {
     if (x->mode != 2 || x->why[0]) return;
     const char *why = check_pred_snap(h, iv);
     if (!why) why = check_driver(dv, fv, gv);
+    /* written as 0 by hpt before the snapshot kept its update count: unknown */
+    if (!why && (dv[15] < 0 || dv[15] - 1 > hpt_trainer_updates(h->tr)))
+        why = "the snapshot's update count is out of range";
     if (!why && x->k.pos != x->k.n) why = "bytes to spare after the last block";
     if (why) { fail(x, "%s", why); return; }
     h->pred.ring_count = iv[0]; h->pred.ring_head = iv[1]; h->snap.valid = iv[2]; h->snap.step = iv[3];
+    h->snap.updates = dv[15] - 1;
     h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->cnt.backward_passes = dv[3];
     h->cnt.probe_passes = dv[4]; h->cnt.rollbacks = dv[5]; h->cnt.div_rollbacks = dv[6]; h->cnt.phases_accepted = dv[7];
     h->cnt.phases_rejected = dv[8]; h->cnt.predicted_steps_kept = dv[9]; h->cnt.predicted_steps_lost = dv[10];

@@ -19,12 +19,13 @@ void hpt_snapshot_free(hpt_snapshot *s) {
     s->valid = 0;
 }
 
-void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step) {
+void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step, int updates) {
     memcpy(s->arena, params, s->n * sizeof(float));
     memcpy(s->arena + s->n, m, s->n * sizeof(float));
     memcpy(s->arena + 2 * s->n, v, s->n * sizeof(float));
     s->valid = 1;
     s->step = step;
+    s->updates = updates;
 }
 
 void hpt_snapshot_restore_params(const hpt_snapshot *s, float *params) {

@@ -13,11 +13,12 @@ typedef struct hpt_snapshot {
     float *arena;             /* (3, n): params, m, v */
     int valid;                /* holds a state that may be restored */
     int step;                 /* the trainer's step counter when taken */
+    int updates;              /* its AdamW update count (-1: unknown, restored from an older checkpoint) */
 } hpt_snapshot;
 
 hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n);
 void hpt_snapshot_free(hpt_snapshot *s);
-void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step);
+void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step, int updates);
 /* Byte-for-byte restore of the parameters; the snapshot stays valid. The
  * moments go back through their owner (hpt_trainer_set_moments) from the
  * views below. */

@@ -141,10 +141,6 @@ void hpt_trainer_advance(hpt_trainer *tr, int k) {
     tr->step += k;
 }
 
-void hpt_trainer_rewind(hpt_trainer *tr, int step) {
-    HPT_ASSERT(step >= 0 && step <= tr->step);
-    tr->step = step;
-}
 
 double hpt_trainer_clock(const hpt_trainer *tr) { return tr->train_s; }
 double hpt_trainer_tokens(const hpt_trainer *tr) { return tr->tokens; }
@@ -153,10 +149,12 @@ void hpt_trainer_add_time(hpt_trainer *tr, double s) { tr->train_s += s; }
 const float *hpt_trainer_moment1(const hpt_trainer *tr) { return tr->m; }
 const float *hpt_trainer_moment2(const hpt_trainer *tr) { return tr->v; }
 
-void hpt_trainer_set_moments(hpt_trainer *tr, const float *m1, const float *m2) {
+void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *m2, int updates) {
+    HPT_ASSERT(updates >= 0 && updates <= tr->updates);
     size_t n = tr->model->nparams * sizeof(float);
     memcpy(tr->m, m1, n);
     memcpy(tr->v, m2, n);
+    tr->updates = updates;
 }
 
 void hpt_trainer_batch_shape(const hpt_trainer *tr, int *max_b, int *t, int *x_dim) {

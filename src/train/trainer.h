@@ -8,10 +8,10 @@
  * Who owns what. The trainer owns the step counter (the position in the LR
  * schedule, hpt_trainer_steps), the AdamW update count and moments, the
  * training clock and the data cursor; the layer above changes them only
- * through the calls below: a real step moves the step counter by one
- * (hpt_trainer_step), a kept Predict phase by the steps it was worth
- * (hpt_trainer_advance), a divergence rollback back to its snapshot's step
- * (hpt_trainer_rewind).
+ * through the calls below. The step counter never moves backwards: a real
+ * step moves it by one (hpt_trainer_step), a kept Predict phase by the
+ * steps it was worth (hpt_trainer_advance); a rollback to a snapshot undoes
+ * the updates since (hpt_trainer_restore_moments), not the schedule.
  */
 #ifndef HPT_TRAINER_H
 #define HPT_TRAINER_H
@@ -28,9 +28,6 @@ int hpt_trainer_steps(const hpt_trainer *tr);
 int hpt_trainer_updates(const hpt_trainer *tr);
 /* Moves the step counter by k >= 0 predicted steps (never past max_iters). */
 void hpt_trainer_advance(hpt_trainer *tr, int k);
-/* Back to a snapshot taken at step `step`: the schedule position as it was
- * then (the update count and the moments are the caller's to restore). */
-void hpt_trainer_rewind(hpt_trainer *tr, int step);
 
 /* ---------------------------------------------------------------- clock */
 
@@ -51,8 +48,10 @@ float hpt_trainer_lr(const hpt_trainer *tr, int it);
  * and predictors. */
 const float *hpt_trainer_moment1(const hpt_trainer *tr);
 const float *hpt_trainer_moment2(const hpt_trainer *tr);
-/* Overwrites both moments with copies (a snapshot's). */
-void hpt_trainer_set_moments(hpt_trainer *tr, const float *m1, const float *m2);
+/* Back to a snapshot's moments (copies) and the update count they belong
+ * to (<= the current one: the updates since are undone, so the next bias
+ * correction matches the moments). The step counter does not move. */
+void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *m2, int updates);
 
 /* ---------------------------------------------------------------- data */
 

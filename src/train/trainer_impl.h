@@ -21,7 +21,8 @@ struct hpt_trainer {
     /* the step counter (completed steps, real or predicted: the schedule
      * position) and the AdamW updates behind the moments: the trainer's
      * own, moved by hpt_trainer_step and, for the layer above, only through
-     * hpt_trainer_advance and hpt_trainer_rewind (trainer.h) */
+     * hpt_trainer_advance and hpt_trainer_restore_moments (trainer.h); the
+     * step counter never moves backwards */
     int step;
     int updates;
     double train_s, eval_s, tokens;
