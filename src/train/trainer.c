@@ -361,7 +361,7 @@ static hpt_status cut_metrics(const char *path, int step, int64_t bytes) {
 
 /* One line of metrics.jsonl: the trainer's members, the hooks' (the hybrid's
  * phase fields), then the evaluation's. */
-static hpt_status write_metrics_line(FILE *mf, const hpt_trainer *tr, const hpt_run_hooks *hooks,
+static hpt_status write_metrics_line(FILE *mf, const char *path, const hpt_trainer *tr, const hpt_run_hooks *hooks,
                                      const hpt_step_info *info, size_t rss) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
@@ -380,9 +380,11 @@ static hpt_status write_metrics_line(FILE *mf, const hpt_trainer *tr, const hpt_
     int ok = cJSON_PrintPreallocated(o, line, sizeof line, 0);
     cJSON_Delete(o);
     if (!ok) return hpt_fail(HPT_ERR_NOMEM, "a metrics.jsonl line did not fit in %zu bytes", sizeof line);
-    fputs(line, mf);
-    fputc('\n', mf);
-    fflush(mf);  /* a crash loses at most the step in flight */
+    /* flushed per line: a crash loses at most the step in flight; a failed
+     * write (a full disk, a file size limit) ends the run, naming the file */
+    errno = 0;
+    if (fputs(line, mf) == EOF || fputc('\n', mf) == EOF || fflush(mf) == EOF || ferror(mf))
+        return hpt_fail(HPT_ERR_IO, "cannot write '%s': %s", path, errno ? strerror(errno) : "write error");
     return HPT_OK;
 }
 
@@ -546,7 +548,7 @@ static hpt_status run_one(run *r) {
     if (r->calls < tr->cfg.max_iters) r->step_times[r->calls++] = info.step_s;
     HPT_TRY(eval_if_due(tr, &info));
     size_t rss = hpt_rss_bytes();
-    HPT_TRY(write_metrics_line(r->mf, tr, r->hooks, &info, rss));
+    HPT_TRY(write_metrics_line(r->mf, r->mpath, tr, r->hooks, &info, rss));
     long mpos = ftell(r->mf);
     tr->metrics_bytes = mpos >= 0 ? mpos : -1;
     if (r->on_step) r->on_step(r->ctx, &info);
@@ -650,7 +652,8 @@ static hpt_status run_loop(run *r) {
     if (st == HPT_OK) st = load_hooks_state(tr, r->hooks);
     tr->hooks = r->ckpt_ok && r->hooks->save_state ? r->hooks : NULL;
     while (st == HPT_OK && tr->step < tr->cfg.max_iters) st = run_one(r);
-    fclose(r->mf);
+    if (fclose(r->mf) != 0 && st == HPT_OK)
+        st = hpt_fail(HPT_ERR_IO, "cannot write '%s': %s", r->mpath, strerror(errno));
     tr->hooks = NULL;
     if (st == HPT_OK) st = finish_run(r);
     free(r->step_times);
