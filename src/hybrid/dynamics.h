@@ -1,7 +1,7 @@
 /*
  * dynamics.h — the dynamics model of hybrid predictive training: an ensemble
  * of small recurrent state-space models ("RSSM-lite") trained online on the
- * encoder's features (encoder.h), forecasting the loss and K per-group update
+ * encoder's features (encoder.h), forecasting the loss and K per-tensor update
  * scales some steps ahead, with a confidence measured against its own
  * realised errors and a residual corrector.
  *
@@ -41,8 +41,12 @@
  *             summed forecasts would overstate the spread by sqrt(h/2)).
  *             The driver passes log(loss_t) itself (y[0]); the model forms
  *             the difference.
- *   columns 1..K: the driver's per-group targets (log of realised update norm
- *             over AdamW's predicted one), used as given.
+ *   columns 1..K: the driver's per-tensor targets, used as given: the
+ *             optimal scale of the AdamW-direction prediction of the step's
+ *             update, <real update, predicted update> / |predicted update|^2
+ *             over the tensor's sampled parameters (hybrid.c,
+ *             after_real_step); NaN until there is a previous update. The
+ *             driver scales each tensor's predicted step by their forecast.
  * Any column may be NaN (missing): it is masked out of training and of the
  * error statistics. Targets are standardised per column by running
  * statistics (the same rule as the encoder's) before training.

@@ -36,6 +36,10 @@
  *   11-14 phase_0..3    one-hot of the phase id (0..3)                 phase
  *   15    phase_steps   log(1 + steps in the current phase)            steps_in_phase
  *
+ * The driver measures the inputs of slots 6, 7, 9 and 10 on a fixed sample
+ * of each tensor's parameters (at most 1024 per tensor, hybrid_internal.h),
+ * not over the whole arena.
+ *
  * Slots 0-3 are the three loss EMAs and the raw loss written as one level and
  * three differences: the same information as (l, E_0.3, E_0.1, E_0.03), but
  * without four nearly collinear columns (collinear inputs make the residual

@@ -4,20 +4,25 @@
  * verifies them with forward-only probes and a line search, and rolls back
  * byte for byte when a jump does not pay or training diverges.
  *
- * A Predict phase is one call of the step hook:
+ * A Predict phase is one call of the step hook (predict_phase):
  *   1. snapshot params, m and v into the one preallocated snapshot;
  *   2. draw probe_batches training batches and measure their loss L0;
  *   3. apply the predictor's step k = 1..horizon in place (no backward); every
- *      correction_interval steps re-measure the probe loss and stop early if
- *      it rose;
+ *      correction_interval steps re-measure the probe loss and stop early
+ *      once it rises or falls behind what real steps would buy or what the
+ *      dynamics model forecast;
  *   4. line search on the displacement D = theta - snapshot: probe losses at
- *      alpha 0.5 and 1 (and the parabola's minimum in [0, 1.5]); keep the
- *      best alpha if it beats L0, else restore the snapshot (rollback).
- * Accepted, the step counter (the LR schedule's position) moves by the
- * predicted steps; rolled back, it does not, and only the probes' time is
- * lost. Probe passes count as training time. The hybrid layer sees the model
- * only through model.h (flat arenas and the tensor table) and the trainer
- * only through trainer.h (its counters, clock, moments and batches).
+ *      alpha 0.5 and 1 (and the parabola's minimum in (0.05, 1.5]);
+ *   5. keep the best alpha if its gain, in real steps of recent progress, is
+ *      worth more than the phase cost; else restore the snapshot (rollback).
+ * Accepted, the step counter (the LR schedule's position) moves by the real
+ * steps the jump was worth, at most the steps applied; rolled back, it does
+ * not, and only the probes' time is lost. Probe passes count as training
+ * time. A real step is the trainer's, then what the controller learns from
+ * it (real_step); a critical divergence or a non-finite step while a
+ * snapshot is held rolls back to it (rollback). The hybrid layer sees the
+ * model only through model.h (flat arenas and the tensor table) and the
+ * trainer only through trainer.h (its counters, clock, moments and batches).
  */
 #include "hybrid_internal.h"
 
@@ -127,9 +132,6 @@ static float progress_per_step(const hybrid *h) {
 
 /* ---------------------------------------------------------------- dynamics */
 
-/* Before a real step: remember theta and the AdamW-direction prediction of
- * this step's update from the current moments (the step the predictors would
- * take), to score it against the real update afterwards. */
 /* The k-th sampled parameter of tensor t: one per stride block, at a
  * position hashed from k (deterministic; never past the tensor's end). */
 static inline size_t sample_at(const hybrid *h, const hpt_tensor_info *t, int ti, size_t k) {
@@ -137,6 +139,10 @@ static inline size_t sample_at(const hybrid *h, const hpt_tensor_info *t, int ti
     return t->offset + (i < t->numel ? i : t->numel - 1);
 }
 
+/* Before a real step: remember theta and the AdamW-direction prediction of
+ * this step's update from the current moments (the step the predictors would
+ * take), at the sampled parameters, to score it against the real update
+ * afterwards. */
 static void before_real_step(hybrid *h) {
     hpt_trainer *tr = h->tr;
     const float *p = h->m->params, *m1 = hpt_trainer_moment1(tr), *m2 = hpt_trainer_moment2(tr);
@@ -168,11 +174,9 @@ static hpt_status after_real_step(hybrid *h, const hpt_step_info *info, hpt_phas
     hpt_trainer *tr = h->tr;
     const float *p = h->m->params;
     double upd2 = 0.0, th2 = 0.0, dotprev = 0.0, prev2 = 0.0, mabs = 0.0, vs = 0.0;
-    /* one pass per tensor, split into a fixed number of chunks whose partial
-     * sums are added in order: parallel, yet the same bits for any thread
-     * count (the sums steer the controller, so they must be reproducible) */
-    /* over the sampled parameters, serially: a few thousand per tensor,
-     * and the same bits for any thread count (the sums steer the controller) */
+    /* one pass per tensor over its sampled parameters, serially: a few
+     * thousand per tensor, and the same bits for any thread count (the sums
+     * steer the controller, so they must be reproducible) */
     enum { NQ = 8 };
     const float *m1 = hpt_trainer_moment1(tr), *m2 = hpt_trainer_moment2(tr);
     float *prev = h->prev_upd;
