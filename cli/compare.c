@@ -152,8 +152,11 @@ static int parse_args(compare *c, seen *sn, int argc, char **argv) {
         if (strncmp(s, "--", 2)) die_usage("unexpected argument '%s'", s);
         const char *eq = strchr(s, '=');
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - s) : (int)strlen(s), s);
-        int takes = strcmp(name, "--fresh") != 0;
-        int hyb = hpt_cli_hybrid_flag(name, &takes);
+        /* the settings table knows hpt train's flags: which take a value,
+         * which are the hybrid's; of compare's own, --fresh takes none */
+        const hpt_setting *row = hpt_setting_find(name);
+        int takes = row ? row->type != HPT_SET_SWITCH : strcmp(name, "--fresh") != 0;
+        int hyb = row && row->group == HPT_SET_HYBRID;
         if (!takes && eq) die_usage("%s takes no value", name);
         const char *val = eq ? eq + 1 : NULL;
         if (takes && !val) {
