@@ -244,8 +244,10 @@ static hpt_status restore_phases_log(hybrid *h) {
     uint64_t want = h->phases_bytes, keep = want;
     if (stat(h->phases_path, &sb) != 0) {
         keep = 0;
-        say(h, "warning    '%s' is missing (the checkpoint recorded %llu bytes): a new one is started; the "
-            "phase lines before step %d are lost", h->phases_path, (unsigned long long)want, hpt_trainer_steps(h->tr));
+        if (want > 0)   /* (a checkpoint from before the first phase line loses nothing) */
+            say(h, "warning    '%s' is missing (the checkpoint recorded %llu bytes): a new one is started; the "
+                "phase lines before step %d are lost", h->phases_path, (unsigned long long)want,
+                hpt_trainer_steps(h->tr));
     } else if ((uint64_t)sb.st_size < want) {
         keep = whole_lines(h->phases_path, (uint64_t)sb.st_size);
         say(h, "warning    '%s' holds %llu bytes, the checkpoint recorded %llu: its %llu bytes of whole lines are "
