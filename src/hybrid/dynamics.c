@@ -427,6 +427,75 @@ static void init_member(hpt_dyn *d, int m) {
     for (size_t i = 0; i < (size_t)T * D; i++) P[i] = hpt_rng_normal(r) / sqrtf((float)D);
 }
 
+/* The state and scratch arenas' slices, carved by these size tables (type,
+ * name, elements of 4 bytes; the fields are described in dynamics.h). The
+ * state arena is saved byte for byte (hpt_dyn_regions): its slices keep
+ * their order. The forecast store's integer columns live in the float arena:
+ * same size, and the memory is only ever accessed as int32. */
+#define DYN_STATE(X)                                                                  \
+    X(float, xr, (size_t)R * D) X(float, yr, (size_t)R * T) X(float, wr, (size_t)R * E) \
+    X(float, hr, (size_t)E * R * H) X(float, hcur, (size_t)E * H)                       \
+    X(float, tmean, T) X(float, tvar, T) X(float, tcount, T)                            \
+    X(int32_t, fc_step, F) X(int32_t, fc_len, F) X(float, fc_x, (size_t)F * D)          \
+    X(float, fc_raw, (size_t)F * HM * T) X(float, fc_mean, (size_t)F * HM * T)          \
+    X(float, fc_std, (size_t)F * HM * T)                                                \
+    X(float, cal_n, (size_t)NB * T) X(float, cal_in, (size_t)NB * T)                    \
+    X(float, cal_cov, (size_t)NB * T) X(float, cal_mse, (size_t)NB * T)                 \
+    X(float, cal_z2, (size_t)NB * T) X(float, cal_rraw, (size_t)NB * T)                 \
+    X(float, cal_rcorr, (size_t)NB * T) X(float, eff_raw, T) X(float, eff_corr, T)      \
+    X(float, rls_w, (size_t)NB * T * NU) X(float, rls_p, (size_t)NB * NU * NU)          \
+    X(float, last_dis, (size_t)HM * T) X(float, last_corr, (size_t)HM * T)              \
+    X(float, rpf, (size_t)E * T * D) X(float, cor_steps, (size_t)NB * T)
+
+#define DYN_SCRATCH(X)                                                                \
+    X(float, noise, (size_t)E * W * Z) X(float, c_h, (size_t)(W + 1) * H)               \
+    X(float, c_gate, (size_t)W * 7 * H) X(float, c_pr, (size_t)W * 2 * Z)               \
+    X(float, c_po, (size_t)W * 2 * Z) X(float, c_z, (size_t)W * Z)                      \
+    X(float, c_in, (size_t)W * (H + T)) X(float, c_yh, (size_t)W * T)                   \
+    X(float, c_yt, (size_t)W * T) X(float, c_mk, (size_t)W * T) X(float, c_w, W)        \
+    X(float, c_kl, W) X(float, v_hz, H + Z) X(float, v_dhz, H + Z) X(float, v_carry, H) \
+    X(float, v_dh, H) X(float, v_h1, H) X(float, v_h2, H) X(float, v_dpo, 2 * Z)        \
+    X(float, v_dpr, 2 * Z) X(float, v_pr, 2 * Z) X(float, v_z, Z + 1) X(float, v_sp, Z) \
+    X(float, v_pf, T) X(float, v_feat, D) X(float, v_cache, 7 * H) X(float, v_work, 6 * H) \
+    X(float, v_u, NU) X(float, v_pu, NU) X(float, acc, (size_t)7 * NB * T)              \
+    X(float, f_mu, (size_t)E * S * HM * T) X(float, f_var, (size_t)E * S * HM * T)      \
+    X(float, s_u, (size_t)HM * NU) X(float, s_r, (size_t)HM * T) X(float, s_b, HM)
+
+_Static_assert(sizeof(int32_t) == sizeof(float), "int32 slices share the float arenas");
+
+#define DYN_DIMS_                                                                     \
+    const int D = d->D, H = d->H, Z = d->Z, T = d->T, E = d->E, W = d->W, S = d->S;    \
+    const int HM = d->HM, R = d->R, F = d->F, NB = d->NB, NU = d->NU;                   \
+    (void)D; (void)H; (void)Z; (void)T; (void)E; (void)W; (void)S; (void)HM; (void)R;  \
+    (void)F; (void)NB; (void)NU
+#define SIZE_(type, name, size) size,
+#define COUNT_(type, name, size) +1
+#define SET_(type, name, size) d->name = (type *)slice[i++];
+
+static float *carve_state(hpt_dyn *d) {
+    DYN_DIMS_;
+    size_t sizes[] = {DYN_STATE(SIZE_)};
+    float *slice[0 DYN_STATE(COUNT_)], **ptrs[0 DYN_STATE(COUNT_)];
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++) ptrs[i] = &slice[i];
+    float *a = hpt_arena_carve(sizes, (int)(sizeof sizes / sizeof sizes[0]), ptrs, &d->state_n);
+    if (!a) return NULL;
+    int i = 0;
+    DYN_STATE(SET_)
+    return a;
+}
+
+static float *carve_scratch(hpt_dyn *d) {
+    DYN_DIMS_;
+    size_t sizes[] = {DYN_SCRATCH(SIZE_)};
+    float *slice[0 DYN_SCRATCH(COUNT_)], **ptrs[0 DYN_SCRATCH(COUNT_)];
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++) ptrs[i] = &slice[i];
+    float *a = hpt_arena_carve(sizes, (int)(sizeof sizes / sizeof sizes[0]), ptrs, &d->scratch_n);
+    if (!a) return NULL;
+    int i = 0;
+    DYN_SCRATCH(SET_)
+    return a;
+}
+
 hpt_status hpt_dyn_init(hpt_dyn *d, const hpt_dyn_config *cfg, const hpt_encoder *enc) {
     memset(d, 0, sizeof *d);
     HPT_TRY(check_config(cfg));
@@ -440,7 +509,7 @@ hpt_status hpt_dyn_init(hpt_dyn *d, const hpt_dyn_config *cfg, const hpt_encoder
     d->F = HM + 1;
     d->NB = hpt_dyn_bucket_of(HM) + 1;
     d->NU = D + 3;
-    const int R = d->R, F = d->F, NB = d->NB, NU = d->NU;
+    const int F = d->F, NB = d->NB, NU = d->NU;
 
     /* member layout: one slice per member, tensors back to back, so a member
      * is one contiguous range for Adam, clipping and copies */
@@ -465,44 +534,12 @@ hpt_status hpt_dyn_init(hpt_dyn *d, const hpt_dyn_config *cfg, const hpt_encoder
     d->grads = hpt_arena_alloc(d->grads_n);
     d->adam = hpt_arena_alloc(d->adam_n);
 
-    size_t ss[] = {
-        (size_t)R * D, (size_t)R * T, (size_t)R * E, (size_t)E * R * H, (size_t)E * H,
-        T, T, T, F, F, (size_t)F * D, (size_t)F * HM * T, (size_t)F * HM * T, (size_t)F * HM * T,
-        (size_t)NB * T, (size_t)NB * T, (size_t)NB * T, (size_t)NB * T, (size_t)NB * T, (size_t)NB * T,
-        (size_t)NB * T, T, T, (size_t)NB * T * NU, (size_t)NB * NU * NU, (size_t)HM * T, (size_t)HM * T,
-        (size_t)E * T * D, (size_t)NB * T,
-    };
-    float *fstep, *flen;
-    float **sp[] = {
-        &d->xr, &d->yr, &d->wr, &d->hr, &d->hcur,
-        &d->tmean, &d->tvar, &d->tcount, &fstep, &flen, &d->fc_x, &d->fc_raw, &d->fc_mean, &d->fc_std,
-        &d->cal_n, &d->cal_in, &d->cal_cov, &d->cal_mse, &d->cal_z2, &d->cal_rraw,
-        &d->cal_rcorr, &d->eff_raw, &d->eff_corr, &d->rls_w, &d->rls_p, &d->last_dis, &d->last_corr,
-        &d->rpf, &d->cor_steps,
-    };
-    d->state = hpt_arena_carve(ss, (int)(sizeof ss / sizeof ss[0]), sp, &d->state_n);
-
-    size_t cs[] = {
-        (size_t)E * W * Z, (size_t)(W + 1) * H, (size_t)W * 7 * H, (size_t)W * 2 * Z, (size_t)W * 2 * Z,
-        (size_t)W * Z, (size_t)W * (H + T), (size_t)W * T, (size_t)W * T, (size_t)W * T, W, W,
-        H + Z, H + Z, H, H, H, H, 2 * Z, 2 * Z, 2 * Z, Z + 1, Z, T, D, 7 * H, 6 * H, NU, NU,
-        (size_t)7 * NB * T, (size_t)E * S * HM * T, (size_t)E * S * HM * T, (size_t)HM * NU, (size_t)HM * T, HM,
-    };
-    float **cp[] = {
-        &d->noise, &d->c_h, &d->c_gate, &d->c_pr, &d->c_po, &d->c_z, &d->c_in, &d->c_yh, &d->c_yt, &d->c_mk,
-        &d->c_w, &d->c_kl, &d->v_hz, &d->v_dhz, &d->v_carry, &d->v_dh, &d->v_h1, &d->v_h2, &d->v_dpo,
-        &d->v_dpr, &d->v_pr, &d->v_z, &d->v_sp, &d->v_pf, &d->v_feat, &d->v_cache, &d->v_work, &d->v_u,
-        &d->v_pu, &d->acc, &d->f_mu, &d->f_var, &d->s_u, &d->s_r, &d->s_b,
-    };
-    d->scratch = hpt_arena_carve(cs, (int)(sizeof cs / sizeof cs[0]), cp, &d->scratch_n);
+    d->state = carve_state(d);
+    d->scratch = carve_scratch(d);
     if (!d->params || !d->grads || !d->adam || !d->state || !d->scratch) {
         hpt_dyn_free(d);
         return hpt_fail(HPT_ERR_NOMEM, "dynamics: out of memory");
     }
-    /* The forecast store's integer columns live in the float arena: same
-     * size, and the memory is only ever accessed as int32. */
-    d->fc_step = (int32_t *)fstep;
-    d->fc_len = (int32_t *)flen;
     for (int f = 0; f < F; f++) d->fc_step[f] = -1;
     for (int b = 0; b < NB; b++)
         for (int i = 0; i < NU; i++) d->rls_p[((size_t)b * NU + i) * NU + i] = RLS_P0;
