@@ -238,6 +238,16 @@ typedef struct hpt_train_config {
      * them: the cheap control that often explains away "prediction" gains.
      * Its update counts on the training clock. 0: off. */
     float ema_decay;
+    /* the learning rate after the linear warmup (hpt_lr_at): "cosine" (to
+     * min_lr), "linear" (to min_lr; decay to zero, D2Z, with min_lr 0),
+     * "constant" (lr), "wsd" (warmup-stable-decay: lr, then a cooldown to
+     * min_lr over the last decay_frac of the run's steps, shaped by cooldown:
+     * "linear" or "sqrt", 1 - sqrt(progress), Hägele et al. 2024). Names of
+     * the schedule table (hpt_schedule_name); stored in checkpoints from TCFG
+     * version 3 (older ones load as cosine). */
+    const char *schedule;
+    float decay_frac;
+    const char *cooldown;
     /* a run already in out_dir: refused (HPT_RUNDIR_REFUSE, the default),
      * replaced once every check of the new run passed (OVERWRITE, hpt train
      * --overwrite), or continued (CONTINUE: hpt_trainer_resume's own). Not
@@ -292,8 +302,12 @@ hpt_model *hpt_trainer_model(hpt_trainer *tr);
 const hpt_text *hpt_trainer_text(const hpt_trainer *tr);
 /* The resolved config (max_iters filled in from epochs). */
 const hpt_train_config *hpt_trainer_config(const hpt_trainer *tr);
-/* Learning rate at 0-based iteration it: linear warmup, cosine to min_lr. */
+/* Learning rate at 0-based iteration it: linear warmup over warmup_iters,
+ * then c->schedule from lr towards min_lr (src/train/schedule.c). */
 float hpt_lr_at(const hpt_train_config *c, int it);
+/* The i-th schedule's name ("cosine", "linear", "constant", "wsd"), NULL past
+ * the last: the table --schedule accepts. */
+const char *hpt_schedule_name(int i);
 /* One optimizer step: grad_accum micro-batches of forward+backward, global
  * norm clipping, AdamW. Fails with HPT_ERR_NUMERIC on a non-finite loss. */
 hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info);

@@ -33,9 +33,11 @@
 
 int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr->resume_mode == 1; }
 
-/* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay.
- * Both load: a version-1 checkpoint resumes with the average off. */
-#define TCFG_VERSION 2u
+/* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay; 3
+ * appends schedule, decay_frac and cooldown. All load: a version-1
+ * checkpoint resumes with the average off, versions 1 and 2 with the cosine
+ * schedule (the only one they knew). */
+#define TCFG_VERSION 3u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
 
@@ -69,7 +71,7 @@ static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings
     hpt_cursor k = {s->p, (size_t)s->n, 0};
     uint32_t version;
     char why[512];
-    hpt_train_config_default(c);  /* rows a version-1 TCFG lacks (--ema) keep their defaults */
+    hpt_train_config_default(c);  /* rows an older TCFG lacks (--ema, --schedule) keep their defaults */
     if (!hpt_cur_u32(&k, &version) || version < 1 || version > TCFG_VERSION || !hpt_cur_u32(&k, mode)) {
         hpt_fail(HPT_ERR_FORMAT, "bad TCFG section (version)");
         return 0;

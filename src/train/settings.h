@@ -75,7 +75,7 @@
       "passes over the training set; sets --max-iters (0 = off)")                                              \
     X(lr, "lr", FLOAT, 1e-9, 10, 0, 1e-3f, 1e-3f, 1e-3f, "X", "peak learning rate")                            \
     X(min_lr, "min-lr", FLOAT, 0, 10, 0, 1e-4f, 1e-5f, 1e-5f, "X",                                             \
-      "learning rate at the end of the cosine decay, <= --lr")                                                 \
+      "learning rate at the end of the decay (--schedule), <= --lr")                                                 \
     X(weight_decay, "weight-decay", FLOAT, 0, 10, 0, 0.1f, 0.1f, 0.1f, "X",                                    \
       "AdamW decoupled decay, matrices only")                                                                  \
     X(grad_clip, "grad-clip", FLOAT, 0, 1e9, 0, 1.0f, 1.0f, 1.0f, "X", "global gradient-norm clip, 0 = off")  \
@@ -93,7 +93,14 @@
     X(keep_last, "keep-last", INT, 1, 1000, 0, 2, 2, 2, "N", "checkpoints kept; older ones are deleted")        \
     X(ema_decay, "ema", FLOAT, 0, 1, MAX_OPEN | SINCE(2), 0.0f, 0.0f, 0.0f, "DECAY",                          \
       "also average the weights (EMA, decay per step) and report ema_val_loss beside val_loss; "               \
-      "a control for hpt compare [0 = off]")
+      "a control for hpt compare [0 = off]")                                                                  \
+    X(schedule, "schedule", NAME, 0, 0, SINCE(3), "cosine", "cosine", "cosine", NAMES_FROM(hpt_schedule_name),  \
+      "learning rate after the warmup, down to --min-lr: cosine, linear (--min-lr 0: decay to zero), "        \
+      "constant, or wsd (constant, then a cooldown over the last --decay-frac of the steps) [cosine]")         \
+    X(decay_frac, "decay-frac", FLOAT, 0, 1, SINCE(3), 0.2f, 0.2f, 0.2f, "F",                                  \
+      "--schedule wsd: the share of the run's steps spent in the cooldown")                                    \
+    X(cooldown, "cooldown", NAME, 0, 0, SINCE(3), "sqrt", "sqrt", "sqrt", CHOICES("linear", "sqrt"),            \
+      "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

@@ -1,6 +1,6 @@
 /*
  * trainer.c — plain training: AdamW with decoupled weight decay on matrices,
- * linear warmup then cosine decay, global-norm clipping, gradient
+ * linear warmup then a decay schedule (schedule.c), global-norm clipping, gradient
  * accumulation, evaluation on fixed validation windows, and the run loop that
  * writes metrics.jsonl, summary.json, model.bin and checkpoints (checkpoint.c).
  *
@@ -13,6 +13,7 @@
 #include "../kernels/kernels.h"
 #include "../model/model.h"
 #include "preflight.h"
+#include "schedule.h"
 #include "settings.h"
 #include "trainer_impl.h"
 
@@ -25,17 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* hpt_train_config_default, _default_for and _check: settings.c, from the settings table */
-
-float hpt_lr_at(const hpt_train_config *c, int it) {
-    if (it < c->warmup_iters) return c->lr * (float)(it + 1) / (float)c->warmup_iters;
-    int span = c->max_iters - c->warmup_iters;
-    if (span <= 0) return c->min_lr;
-    double ratio = (double)(it - c->warmup_iters) / span;
-    if (ratio > 1.0) ratio = 1.0;
-    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
-    return (float)(c->min_lr + coeff * (c->lr - c->min_lr));
-}
+/* hpt_train_config_default, _default_for and _check: settings.c, from the settings table;
+ * hpt_lr_at: schedule.c */
 
 void hpt_trainer_free(hpt_trainer *tr) {
     if (!tr) return;
@@ -76,6 +68,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->cfg.out_dir = tr->out_dir;
     tr->cfg.task = tr->task_name;
     tr->cfg.model = tr->model_name;
+    hpt_schedule_intern(&tr->cfg);
     hpt_set_threads(c->threads);
 
     hpt_status st = !strcmp(c->task, "text") ? hpt_task_text_init(&tr->task_, &tr->cfg)
@@ -431,14 +424,16 @@ static void log_start(const run *r) {
     char desc[512];
     tr->task_->describe(tr->task_, desc, sizeof desc);
     logf_(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);
+    char sched[128];
+    hpt_schedule_describe(c, sched, sizeof sched);
     if (tr->task_->tokens_per_sample > 1)
-        logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, cosine), "
+        logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
-              c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
+              c->lr, c->min_lr, c->warmup_iters, sched, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
     else
-        logf_(log, ctx, "training   batch %d x accum %d, %d iters (%d epochs), lr %g -> %g (warmup %d, cosine), "
+        logf_(log, ctx, "training   batch %d x accum %d, %d iters (%d epochs), lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->grad_accum, c->max_iters, c->epochs,
-              c->lr, c->min_lr, c->warmup_iters, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
+              c->lr, c->min_lr, c->warmup_iters, sched, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
     logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
     logf_(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
@@ -566,6 +561,7 @@ static cJSON *summary_of(const run *r, double med, double flops, uint32_t crc, d
     cJSON_AddStringToObject(o, "model", hpt_model_describe(m));
     hpt_json_u64(o, "params", m->nparams);
     hpt_json_u64(o, "steps", (uint64_t)tr->step);
+    hpt_schedule_summary(&tr->cfg, o);
     hpt_json_num(o, "final_val_loss", tr->final_val);
     if (tr->task_->classify) hpt_json_num(o, "test_accuracy", tr->final_acc);
     hpt_json_num(o, "best_val_loss", tr->best_val);
