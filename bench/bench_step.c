@@ -165,19 +165,8 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* The kernel choice of `hpt` itself (cli/main.c), so this benchmark times
- * what the CLI runs: see hpt_blas_better_core in include/hpt.h. */
-static void choose_blas_kernels(char **argv) {
-    const char *core = getenv("HPT_BLAS_REEXEC") ? NULL : hpt_blas_better_core();
-    if (!core) return;
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    setenv("HPT_BLAS_REEXEC", "1", 1);
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");
-}
-
 int main(int argc, char **argv) {
-    choose_blas_kernels(argv);
+    hpt_blas_reexec(argv);
     opts o;
     parse(&o, argc, argv);
     hpt_set_threads(o.threads);

@@ -514,27 +514,20 @@ static int cmd_sample(int argc, char **argv) {
     return 0;
 }
 
-/* Re-executes once with OPENBLAS_CORETYPE set where OpenBLAS picked its
- * generic kernels on a CPU that runs faster ones (hpt_blas_better_core). */
-static void choose_blas_kernels(char **argv) {
-    const char *core = getenv("HPT_BLAS_REEXEC") ? NULL : hpt_blas_better_core();
-    if (!core) return;
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    setenv("HPT_BLAS_REEXEC", "1", 1);
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");  /* exec failed: carry on with the generic kernels */
-}
+/* The subcommands: a new one is a row here and its cmd_ function. */
+static const struct { const char *name; int (*run)(int argc, char **argv); } commands[] = {
+    {"train", cmd_train}, {"sample", cmd_sample}, {"compare", cmd_compare}, {"plot", cmd_plot},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
 int main(int argc, char **argv) {
-    choose_blas_kernels(argv);
+    hpt_blas_reexec(argv);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version")) { puts(VERSION_STRING); return 0; }
-    if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
-    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 2, argv + 2);
-    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 2, argv + 2);
-    if (!strcmp(cmd, "plot")) return cmd_plot(argc - 2, argv + 2);
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 2, argv + 2);
     die_usage("unknown command '%s' (expected train, sample, compare or plot)", cmd);
     return 2;
 }

@@ -54,8 +54,14 @@ const char *hpt_blas_core(void);
  * family the CPU can run instead ("SkylakeX" with AVX-512, "Haswell" with
  * AVX2+FMA), or NULL when nothing should change (a recognised CPU, or
  * OPENBLAS_CORETYPE already set). It only takes effect through
- * OPENBLAS_CORETYPE before OpenBLAS loads: programs re-execute themselves. */
+ * OPENBLAS_CORETYPE before OpenBLAS loads: programs re-execute themselves
+ * (hpt_blas_reexec). */
 const char *hpt_blas_better_core(void);
+/* Call first thing in main: where hpt_blas_better_core names a family,
+ * re-executes the program once (argv as given) with OPENBLAS_CORETYPE set to
+ * it; returns only when nothing needs to change or the exec failed (then the
+ * generic kernels stay in use). */
+void hpt_blas_reexec(char **argv);
 
 /* ---------------------------------------------------------------- tensors */
 

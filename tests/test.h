@@ -75,4 +75,31 @@ static inline void test_tmpdir_remove(void) {
         fprintf(stderr, "cannot remove %s\n", test_tmpdir());
 }
 
+#ifdef HPT_BASE_H
+/* A module's checkpoint bytes, for save/load round trips: save writes into
+ * test_writer()'s temporary file, test_writer_take copies what it wrote into
+ * buf (at most cap bytes) and closes it. Returns the length, 0 on an error. */
+static inline hpt_writer test_writer(void) {
+    hpt_writer w = {.f = tmpfile()};
+    return w;
+}
+
+static inline size_t test_writer_take(hpt_writer *w, unsigned char *buf, size_t cap) {
+    if (!w->f) return 0;
+    long n = ftell(w->f);
+    rewind(w->f);
+    size_t got = n > 0 && (size_t)n <= cap ? fread(buf, 1, (size_t)n, w->f) : 0;
+    fclose(w->f);
+    return w->err ? 0 : got;
+}
+
+/* Loads buf through load(obj, cursor): a load that leaves bytes unread is a
+ * format error too. */
+#define TEST_LOAD_ALL(load, obj, buf, n) __extension__ ({                   \
+    hpt_cursor k_ = {(buf), (n), 0};                                        \
+    hpt_status st_ = load((obj), &k_);                                      \
+    st_ == HPT_OK && k_.pos != (n) ? HPT_ERR_FORMAT : st_;                  \
+})
+#endif
+
 #endif /* HPT_TEST_H */

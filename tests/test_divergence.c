@@ -28,6 +28,13 @@ static void fill(hpt_div *d, hpt_rng *r, int n, float mu, float sd, float g) {
     }
 }
 
+/* A fresh monitor whose window holds a steady loss of 2 (sd 0.01) and a
+ * gradient norm of 1: the baseline every event below stands out of. */
+static void refill(hpt_div *d, const hpt_div_config *cfg, hpt_rng *r) {
+    hpt_div_init(d, cfg);
+    fill(d, r, cfg->window, 2.0f, 0.01f, 1.0f);
+}
+
 static void mean_sd(const hpt_div_ring *r, double *mean, double *sd) {
     double s = 0, q = 0;
     for (int i = 0; i < r->n; i++) s += r->v[i];
@@ -134,8 +141,7 @@ static void test_loss_spike(void) {
     for (int i = 0; i < cfg.window - 1; i++) hpt_div_observe(&d, i, 2.0f + 0.01f * hpt_rng_normal(&r), 1.0f, NULL);
     CHECK(hpt_div_observe(&d, 100, 50.0f, 1.0f, &why) == HPT_DIV_OK && isnan(d.loss_z), "window not full: no z");
 
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     double mean, sd;
     mean_sd(&d.loss, &mean, &sd);
     /* z against the window BEFORE the value enters: exactly (x - mean) / sd */
@@ -146,8 +152,7 @@ static void test_loss_spike(void) {
     CHECK(d.loss.n == cfg.window && d.loss.v[(d.loss.next + cfg.window - 1) % cfg.window] == x,
           "a warning value enters the window");
 
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     mean_sd(&d.loss, &mean, &sd);
     int next = d.loss.next;
     float before = d.loss.v[next];
@@ -160,8 +165,7 @@ static void test_loss_spike(void) {
     CHECK(l == HPT_DIV_WARNING, "second spike after a critical one: %s", hpt_div_level_name(l));
 
     /* one-sided: a sudden drop is no divergence */
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     CHECK(hpt_div_observe(&d, 1000, 1.0f, 1.0f, &why) == HPT_DIV_OK && d.loss_z < -50, "a drop is fine");
 
     /* a perfectly flat window: the std floor (1e-3 of the mean) keeps
@@ -182,22 +186,19 @@ static void test_grad(void) {
     const char *why;
     hpt_rng_seed(&r, 12);
 
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     hpt_div_level l = hpt_div_observe(&d, 500, 2.0f, 15.0f, &why);
     CHECK(l == HPT_DIV_WARNING && has(why, "grad norm 15 is") && has(why, "(>= 10)"), "15x: %s (%s)",
           hpt_div_level_name(l), why);
     CHECK_NEAR(d.grad_ratio, 15.0, 0.0, 0.03, "ratio against the window mean");
 
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     int gn = d.grad.n, gnext = d.grad.next;
     l = hpt_div_observe(&d, 500, 2.0f, 150.0f, &why);
     CHECK(l == HPT_DIV_CRITICAL && has(why, "(>= 100)"), "150x: %s", why);
     CHECK(d.grad.n == gn && d.grad.next == gnext, "critical grad stays out");
 
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     l = hpt_div_observe(&d, 500, 2.0f, 0.005f, &why);
     CHECK(l == HPT_DIV_WARNING && has(why, "vanishing"), "0.005x: %s", why);
     /* vanishing off */
@@ -208,8 +209,7 @@ static void test_grad(void) {
     CHECK(hpt_div_observe(&d, 500, 2.0f, 0.0f, &why) == HPT_DIV_OK, "vanish 0 is off: %s", why);
 
     /* Predict steps (no gradient) do not age the gradient window */
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     for (int i = 0; i < 100; i++) hpt_div_observe(&d, 600 + i, 2.0f + 0.01f * hpt_rng_normal(&r), HPT_DIV_NO_GRAD, NULL);
     CHECK(hpt_div_observe(&d, 700, 2.0f, 15.0f, &why) == HPT_DIV_WARNING, "grad window kept across predict steps");
 }
@@ -280,8 +280,7 @@ static void test_escalation(void) {
     hpt_rng r;
     const char *why;
     hpt_rng_seed(&r, 21);
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     /* grad norm 30x its mean: a warning that stays a warning as it enters
      * the window (the mean creeps up only by 30/64 per step) */
     hpt_div_level l1 = hpt_div_observe(&d, 100, 2.0f, 30.0f, NULL);
@@ -293,8 +292,7 @@ static void test_escalation(void) {
     CHECK(hpt_div_observe(&d, 103, 2.0f, 30.0f, NULL) == HPT_DIV_CRITICAL, "and on while it lasts");
 
     /* a calm step in between resets the count */
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     hpt_div_observe(&d, 100, 2.0f, 30.0f, NULL);
     hpt_div_observe(&d, 101, 2.0f, 30.0f, NULL);
     CHECK(hpt_div_observe(&d, 102, 2.0f, 1.5f, NULL) == HPT_DIV_OK && d.warn_streak == 0, "calm");
@@ -309,8 +307,7 @@ static void test_escalation(void) {
 
     /* a moderate loss level shift (8 sigma) warns, then is absorbed: the
      * warning values enter the window */
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     int alarms = 0, last_alarm = -1;
     for (int i = 0; i < 300; i++) {
         hpt_div_level l = hpt_div_observe(&d, 100 + i, 2.08f + 0.002f * hpt_rng_normal(&r), 1.0f, NULL);
@@ -320,8 +317,7 @@ static void test_escalation(void) {
     CHECK(alarms >= 1 && last_alarm < 3, "moderate shift: %d alarms, last at %d", alarms, last_alarm);
 
     /* a huge one stays critical: critical values never become baseline */
-    hpt_div_init(&d, &cfg);
-    fill(&d, &r, cfg.window, 2.0f, 0.01f, 1.0f);
+    refill(&d, &cfg, &r);
     int crit = 0;
     for (int i = 0; i < 100; i++) crit += hpt_div_observe(&d, 100 + i, 3.0f, 1.0f, NULL) == HPT_DIV_CRITICAL;
     CHECK(crit == 100, "huge shift: critical %d of 100 steps", crit);
@@ -377,21 +373,13 @@ static void test_copy(void) {
 /* ---------------------------------------------------------------- checkpoints */
 
 static size_t save_bytes(const hpt_div *d, unsigned char *buf, size_t cap) {
-    FILE *f = tmpfile();
-    if (!f) return 0;
-    hpt_writer w = {.f = f};
-    hpt_div_save(d, &w);
-    long n = ftell(f);
-    rewind(f);
-    size_t got = n > 0 && (size_t)n <= cap ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return w.err ? 0 : got;
+    hpt_writer w = test_writer();
+    if (w.f) hpt_div_save(d, &w);
+    return test_writer_take(&w, buf, cap);
 }
 
 static hpt_status load_bytes(hpt_div *d, const unsigned char *buf, size_t n) {
-    hpt_cursor k = {buf, n, 0};
-    hpt_status st = hpt_div_load(d, &k);
-    return st == HPT_OK && k.pos != n ? HPT_ERR_FORMAT : st;
+    return TEST_LOAD_ALL(hpt_div_load, d, buf, n);
 }
 
 static float step_loss(int i, hpt_rng *r) { return i % 50 == 0 ? 9.0f : 2.0f + 0.05f * hpt_rng_normal(r); }

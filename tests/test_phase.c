@@ -645,22 +645,13 @@ static void test_copy(void) {
 
 /* hpt_phase_save into buf (cap bytes); returns the length written. */
 static size_t save_bytes(const hpt_phase_ctl *c, unsigned char *buf, size_t cap) {
-    FILE *f = tmpfile();
-    if (!f) return 0;
-    hpt_writer w = {.f = f};
-    hpt_phase_save(c, &w);
-    long n = ftell(f);
-    rewind(f);
-    size_t got = n > 0 && (size_t)n <= cap ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return w.err ? 0 : got;
+    hpt_writer w = test_writer();
+    if (w.f) hpt_phase_save(c, &w);
+    return test_writer_take(&w, buf, cap);
 }
 
 static hpt_status load_bytes(hpt_phase_ctl *c, const unsigned char *buf, size_t n) {
-    hpt_cursor k = {buf, n, 0};
-    hpt_status st = hpt_phase_load(c, &k);
-    if (st == HPT_OK && k.pos != n) st = HPT_ERR_FORMAT;
-    return st;
+    return TEST_LOAD_ALL(hpt_phase_load, c, buf, n);
 }
 
 /* One step of a driver that keeps the API's preconditions, as hybrid.c

@@ -195,6 +195,17 @@ const char *hpt_blas_better_core(void) {
 #endif
 }
 
+void hpt_blas_reexec(char **argv) {
+    /* HPT_BLAS_REEXEC marks the second start, so a CPU the kernels still do
+     * not suit cannot make the program exec itself forever */
+    const char *core = getenv("HPT_BLAS_REEXEC") ? NULL : hpt_blas_better_core();
+    if (!core) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    setenv("HPT_BLAS_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");  /* exec failed: carry on with the generic kernels */
+}
+
 int hpt_omp_max_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();

@@ -234,17 +234,6 @@ hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr) {
 
 /* ---------------------------------------------------------------- resume */
 
-static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) {
-    if (!log) return;
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    log(ctx, line);
-}
-
 static int cmp_desc(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return x > y ? -1 : x < y;
@@ -429,7 +418,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
         else if ((why = check_sections(secs, nsec, dir, &c, &str, &mode))) { free(buf); buf = NULL; }
         if (!why) { found = i; break; }
         if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", why);
-        logf_(log, ctx, "checkpoint '%s' is unusable: %s%s", path, why,
+        hpt_logf(log, ctx, "checkpoint '%s' is unusable: %s%s", path, why,
               i + 1 < ns ? "; falling back to the previous one" : "");
     }
     if (found < 0) {
@@ -458,10 +447,10 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
         char bad[4400], to[4500];
         snprintf(bad, sizeof bad, "%s/ckpt-%08d.bin", cdir, steps[i]);
         snprintf(to, sizeof to, "%s.corrupt", bad);
-        if (rename(bad, to) == 0) logf_(log, ctx, "renamed the unusable '%s' to '%s'", bad, to);
+        if (rename(bad, to) == 0) hpt_logf(log, ctx, "renamed the unusable '%s' to '%s'", bad, to);
     }
     free(steps);
-    logf_(log, ctx, "resume     from '%s': step %d of %d", tr->ckpt_path, tr->step, tr->cfg.max_iters);
+    hpt_logf(log, ctx, "resume     from '%s': step %d of %d", tr->ckpt_path, tr->step, tr->cfg.max_iters);
     *out = tr;
     return HPT_OK;
 }

@@ -249,8 +249,7 @@ hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy) {
 
 /* ---------------------------------------------------------------- the run */
 
-static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void logf_(hpt_log_fn log, void *ctx, const char *fmt, ...) {
+void hpt_logf(hpt_log_fn log, void *ctx, const char *fmt, ...) {
     if (!log) return;
     char line[1024];
     va_list ap;
@@ -420,25 +419,25 @@ static void log_start(const run *r) {
     const hpt_train_config *c = &tr->cfg;
     hpt_log_fn log = r->log;
     void *ctx = r->ctx;
-    logf_(log, ctx, "model      %s, %zu parameters", hpt_model_describe(tr->model), tr->model->nparams);
+    hpt_logf(log, ctx, "model      %s, %zu parameters", hpt_model_describe(tr->model), tr->model->nparams);
     char desc[512];
     tr->task_->describe(tr->task_, desc, sizeof desc);
-    logf_(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);
+    hpt_logf(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);
     char sched[128];
     hpt_schedule_describe(c, sched, sizeof sched);
     if (tr->task_->tokens_per_sample > 1)
-        logf_(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, %s), "
+        hpt_logf(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
               c->lr, c->min_lr, c->warmup_iters, sched, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
     else
-        logf_(log, ctx, "training   batch %d x accum %d, %d iters (%d epochs), lr %g -> %g (warmup %d, %s), "
+        hpt_logf(log, ctx, "training   batch %d x accum %d, %d iters (%d epochs), lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->grad_accum, c->max_iters, c->epochs,
               c->lr, c->min_lr, c->warmup_iters, sched, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
-    logf_(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
+    hpt_logf(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
-    logf_(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
+    hpt_logf(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
     ledger l = ledger_of(tr);
-    logf_(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
+    hpt_logf(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
           "data %.1f MiB: %.1f MiB allocated%s", mib(l.params), mib(l.grads), mib(l.adamw), mib(l.acts), mib(l.data),
           mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)" : "");
     if (r->hooks->log_config) r->hooks->log_config(r->hooks->hctx, log, ctx);
@@ -513,7 +512,7 @@ static hpt_status after_step(run *r, int before, size_t rss) {
     }
     if (tr->rss_warn && rss > tr->rss_warn && !tr->rss_warned) {
         tr->rss_warned = 1;
-        logf_(r->log, r->ctx, "warning    resident memory %.1f MiB passed --rss-warn %.1f MiB at step %d",
+        hpt_logf(r->log, r->ctx, "warning    resident memory %.1f MiB passed --rss-warn %.1f MiB at step %d",
               mib(rss), mib(tr->rss_warn), tr->step);
     }
     int more = tr->step < c->max_iters;
@@ -630,7 +629,7 @@ static hpt_status finish_run(run *r) {
     uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
     double wall = hpt_now() - r->wall0;
     HPT_TRY(write_summary(r, med, flops, crc, wall));
-    logf_(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
+    hpt_logf(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
           "%.1f GFLOP/s, final val %.4f, best val %.4f, param_crc32 %08x",
           tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, tr->final_val, tr->best_val, crc);
     return HPT_OK;

@@ -46,4 +46,8 @@ struct hpt_trainer {
  * keep_last newest (checkpoint.c). */
 hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr);
 
+/* One formatted line through log (nothing when log is NULL): trainer.c and
+ * checkpoint.c report through it. */
+void hpt_logf(hpt_log_fn log, void *ctx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif /* HPT_TRAINER_IMPL_H */
