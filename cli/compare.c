@@ -6,9 +6,12 @@
  * The protocol, in the order it runs:
  *   1. sweep: on the first seed, the baseline and the hybrid each train at
  *      every --lrs value (warmup + cosine to lr x min-lr ratio over the same
- *      budget); the lowest final val loss picks each arm's tuned LR;
- *   2. seeds: every arm trains at its tuned LR on every seed (the controls
- *      borrow one: stale-adam and linear the hybrid's, ema the baseline's);
+ *      budget), and with --schedules under every schedule listed (cosine to
+ *      lr x min-lr ratio, d2z, wsd: issue 12); the lowest final val loss
+ *      picks each arm's tuned LR (and schedule);
+ *   2. seeds: every arm trains at its tuned LR and schedule on every seed
+ *      (the controls borrow them: stale-adam and linear the hybrid's, ema the
+ *      baseline's);
  *   3. per seed, the target is the tuned baseline's final val loss (and two
  *      intermediate levels, its val at 1/3 and 2/3 of its evaluations); each
  *      arm's time to a target is the training clock (evaluation excluded,
@@ -37,6 +40,22 @@
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE};
 
+/* --schedules (issue 12's names): cosine to lr x --min-lr-ratio; d2z, the
+ * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
+ * cooldown to zero over the last 20% (Hägele et al. 2024). A new one is a row. */
+const compare_sched compare_scheds[] = {
+    {"cosine", {"--schedule", "cosine", NULL}, 0},
+    {"d2z", {"--schedule", "linear", NULL}, 1},
+    {"wsd", {"--schedule", "wsd", "--decay-frac", "0.2", "--cooldown", "sqrt", NULL}, 1},
+};
+const int compare_nscheds = (int)(sizeof compare_scheds / sizeof compare_scheds[0]);
+
+float compare_arm_lr(const compare *c, int arm) { return c->lrs[c->tuned[compare_arm_lr_from[arm]]]; }
+int compare_arm_sched(const compare *c, int arm) { return c->tuned_sched[compare_arm_lr_from[arm]]; }
+const char *compare_sched_name(const compare *c, int sched) {
+    return sched >= 0 ? compare_scheds[c->scheds[sched]].name : c->train_schedule;
+}
+
 void usage_compare(FILE *f) {
     fprintf(f,
 "Usage: hpt compare [hpt train options] [compare options]\n"
@@ -54,6 +73,10 @@ void usage_compare(FILE *f) {
 "compare options:\n"
 "  --lrs LIST             peak learning rates of the sweep, comma-separated    [the task's lr]\n"
 "  --min-lr-ratio X       each run decays to lr x X                            [the task's min-lr/lr]\n"
+"  --schedules LIST       tune the baseline and the hybrid over these          [off]\n"
+"                         schedules x --lrs (first seed): cosine (to lr x\n"
+"                         --min-lr-ratio), d2z (linear to 0), wsd (constant,\n"
+"                         then 1 - sqrt to 0 over the last 20%%)\n"
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema             [all]\n"
@@ -86,6 +109,20 @@ static void parse_lrs(compare *c, const char *s) {
     if (!c->nlrs) die_usage("--lrs needs at least one value, got '%s'", s);
 }
 
+static void parse_schedules(compare *c, const char *s) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    c->nscheds = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int k = 0;
+        while (k < compare_nscheds && strcmp(tok, compare_scheds[k].name)) k++;
+        if (k == compare_nscheds) die_usage("--schedules: unknown schedule '%s' (cosine, d2z, wsd)", tok);
+        for (int i = 0; i < c->nscheds; i++) if (c->scheds[i] == k) die_usage("--schedules lists '%s' twice", tok);
+        c->scheds[c->nscheds++] = k;
+    }
+    if (!c->nscheds) die_usage("--schedules needs at least one of cosine, d2z, wsd, got '%s'", s);
+}
+
 static void parse_arms(compare *c, const char *s) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
@@ -102,6 +139,7 @@ static void parse_arms(compare *c, const char *s) {
 /* compare's own flags; 0 if `name` is not one of them. */
 static int own_flag(compare *c, const char *name, const char *val) {
     if (!strcmp(name, "--lrs")) parse_lrs(c, val);
+    else if (!strcmp(name, "--schedules")) parse_schedules(c, val);
     else if (!strcmp(name, "--seeds")) c->nseeds = (int)parse_int(name, val, 1, MAX_SEEDS);
     else if (!strcmp(name, "--seed")) c->seed0 = (uint64_t)parse_int(name, val, 0, 1L << 40);
     else if (!strcmp(name, "--arms")) parse_arms(c, val);
@@ -141,6 +179,9 @@ static void pass_flag(compare *c, seen *sn, const char *name, char *word, const 
     if (!strcmp(name, "--threads")) c->threads = (int)parse_int(name, val, 0, 1024);
     if (!strcmp(name, "--max-iters")) sn->max_iters = (int)parse_int(name, val, 1, 100000000);
     if (!strcmp(name, "--eval-interval")) c->eval_interval_given = 1;
+    if (!strcmp(name, "--schedule")) c->train_schedule = val;
+    if (!strcmp(name, "--schedule") || !strcmp(name, "--decay-frac") || !strcmp(name, "--cooldown"))
+        c->sched_flags_given = 1;
 }
 
 /* Parses argv into c; returns -1 to go on, else the exit status (--help,
@@ -171,6 +212,8 @@ static int parse_args(compare *c, seen *sn, int argc, char **argv) {
 
 /* Settles what the flags left to the task's defaults. */
 static void settle(compare *c, const seen *sn) {
+    if (c->nscheds && c->sched_flags_given)
+        die_usage("%s", "--schedules sets each run's --schedule, --decay-frac and --cooldown: give them without it");
     hpt_train_config d;
     hpt_train_config_default_for(&d, sn->task, sn->model);
     if (!c->nlrs) { c->lrs[0] = d.lr; c->nlrs = 1; }
@@ -182,7 +225,7 @@ static void settle(compare *c, const seen *sn) {
     int sweep_arms = 1 + c->arms[ARM_HYBRID], narms = 0;
     for (int a = 0; a < NARMS; a++) narms += c->arms[a];
     /* the plan: the sweep (first seed), then each arm's tuned runs */
-    c->planned = sweep_arms * c->nlrs + (narms - sweep_arms) + narms * (c->nseeds - 1);
+    c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + (narms - sweep_arms) + narms * (c->nseeds - 1);
 }
 
 static void announce(const compare *c) {
@@ -190,23 +233,31 @@ static void announce(const compare *c) {
     for (int a = 0; a < NARMS; a++) if (c->arms[a]) fprintf(stderr, " %s", compare_arm_names[a]);
     fprintf(stderr, "; lrs");
     for (int i = 0; i < c->nlrs; i++) fprintf(stderr, " %g", c->lrs[i]);
-    fprintf(stderr, " (min-lr ratio %g); seeds %llu..%llu; out %s\n", c->min_lr_ratio, (unsigned long long)c->seed0,
+    fprintf(stderr, " (min-lr ratio %g)", c->min_lr_ratio);
+    if (c->nscheds) fprintf(stderr, "; schedules");
+    for (int i = 0; i < c->nscheds; i++) fprintf(stderr, "%s%s", i ? "," : " ", compare_scheds[c->scheds[i]].name);
+    fprintf(stderr, "; seeds %llu..%llu; out %s\n", (unsigned long long)c->seed0,
             (unsigned long long)(c->seed0 + c->nseeds - 1), c->out);
 }
 
-/* 1. the sweep: the baseline and the hybrid at every LR on the first seed;
- * the lowest final val tunes each. */
+/* 1. the sweep: the baseline and the hybrid at every LR (and with
+ * --schedules every schedule) on the first seed; the lowest final val tunes
+ * each. */
 static void sweep(compare *c) {
+    int ns = c->nscheds ? c->nscheds : 1;
     for (int a = ARM_BASELINE; a <= ARM_HYBRID; a++) {
-        if (!c->arms[a]) { c->tuned[a] = c->tuned[ARM_BASELINE]; continue; }
+        if (!c->arms[a]) { c->tuned[a] = c->tuned[ARM_BASELINE]; c->tuned_sched[a] = c->tuned_sched[ARM_BASELINE]; continue; }
         double best = INFINITY;
-        for (int i = 0; i < c->nlrs; i++) {
-            run *r = compare_run(c, a, c->lrs[i], c->seed0);
-            if (r->final_val < best) { best = r->final_val; c->tuned[a] = i; }
-        }
-        if (c->nlrs > 1)
-            fprintf(stderr, "compare: tuned %s lr %g (final val %.4f on seed %llu)\n", compare_arm_names[a],
-                    c->lrs[c->tuned[a]], best, (unsigned long long)c->seed0);
+        for (int k = 0; k < ns; k++)
+            for (int i = 0; i < c->nlrs; i++) {
+                int sched = c->nscheds ? k : -1;
+                run *r = compare_run(c, a, sched, c->lrs[i], c->seed0);
+                if (r->final_val < best) { best = r->final_val; c->tuned[a] = i; c->tuned_sched[a] = sched; }
+            }
+        if (c->nlrs * ns > 1)
+            fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
+                    c->lrs[c->tuned[a]], c->nscheds ? ", schedule " : "", c->nscheds ? compare_sched_name(c, c->tuned_sched[a]) : "",
+                    best, (unsigned long long)c->seed0);
     }
 }
 
@@ -227,6 +278,8 @@ int cmd_compare(int argc, char **argv) {
     c.min_lr_ratio = -1;
     c.out = "runs/compare";
     c.predictor = "coast";
+    c.train_schedule = "cosine";
+    c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = -1;
     for (int a = 0; a < NARMS; a++) c.arms[a] = 1;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
@@ -242,7 +295,7 @@ int cmd_compare(int argc, char **argv) {
     /* 2. every arm at its tuned LR on every seed */
     for (int s = 0; s < c.nseeds; s++)
         for (int a = 0; a < NARMS; a++)
-            if (c.arms[a]) compare_run(&c, a, c.lrs[c.tuned[compare_arm_lr_from[a]]], c.seed0 + (uint64_t)s);
+            if (c.arms[a]) compare_run(&c, a, compare_arm_sched(&c, a), compare_arm_lr(&c, a), c.seed0 + (uint64_t)s);
     compare_report(&c);
     compare_free(&c);
     return 0;

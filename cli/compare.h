@@ -20,14 +20,22 @@ extern const char *const compare_arm_names[NARMS];
 extern const int compare_arm_lr_from[NARMS];
 
 #define MAX_LRS 16
+#define MAX_SCHEDS 8
 #define MAX_SEEDS 16
 #define MAX_PASS 256
 #define NLEVELS 3    /* targets: 1/3, 2/3 of the baseline's evaluations, its final val */
 #define NBUDGETS 4   /* training-clock budgets: 25, 50, 75, 100% of the baseline's */
 
+/* --schedules: a name, the train flags it stands for (NULL-terminated),
+ * and whether it decays to 0 (else to lr x --min-lr-ratio). */
+typedef struct compare_sched { const char *name; const char *args[8]; int to_zero; } compare_sched;
+extern const compare_sched compare_scheds[];
+extern const int compare_nscheds;
+
 /* One finished `hpt train` run, as read back from its files. */
 typedef struct run {
     int arm;
+    int sched;   /* index into compare.scheds; -1 without --schedules */
     float lr;
     uint64_t seed;
     char dir[4200];
@@ -48,6 +56,9 @@ typedef struct compare {
     char **pass; int npass;          /* hpt train flags passed through to every run */
     char **hpass; int nhpass;        /* hybrid-only flags, for the hybrid arms */
     float lrs[MAX_LRS]; int nlrs;
+    int scheds[MAX_SCHEDS]; int nscheds;  /* --schedules: indices into compare_scheds (0: not given) */
+    const char *train_schedule;      /* without --schedules: the runs' --schedule (default cosine) */
+    int sched_flags_given;           /* --schedule, --decay-frac or --cooldown passed through */
     int nseeds;
     uint64_t seed0;
     int arms[NARMS];                 /* 1: arm requested */
@@ -60,16 +71,24 @@ typedef struct compare {
     /* runs */
     run *runs; int nruns, cap;
     int tuned[NARMS];                /* index into lrs of each sweeping arm's tuned LR */
+    int tuned_sched[NARMS];          /* index into scheds of its tuned schedule (-1 without --schedules) */
     /* progress */
     int planned, finished, tty;
     double run_wall_sum; int run_wall_n;
     double t0;
 } compare;
 
-/* compare_run.c: arm at lr and seed, run as a child `hpt train` (or an
- * identical finished run reused, or a stopped one resumed); exits on
- * failure or Ctrl-C. */
-run *compare_run(compare *c, int arm, float lr, uint64_t seed);
+/* compare_run.c: arm with schedule sched (index into c->scheds, -1:
+ * none) at lr and seed, run as a child `hpt train` (or an identical
+ * finished run reused, or a stopped one resumed); exits on failure or
+ * Ctrl-C. */
+run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed);
+/* compare.c: what an arm's seeds run with, its own tuned LR and schedule
+ * or its lender's (compare_arm_lr_from); a schedule's name ("cosine", the
+ * train flags' one, for -1). */
+float compare_arm_lr(const compare *c, int arm);
+int compare_arm_sched(const compare *c, int arm);
+const char *compare_sched_name(const compare *c, int sched);
 /* What besides the arguments decides a run: the hpt binary and the data. */
 char *compare_reuse_tag(const char *data);
 void compare_catch_signals(void);   /* Ctrl-C / SIGTERM: the child checkpoints, compare stops */

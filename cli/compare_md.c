@@ -54,18 +54,46 @@ static void md_setup(const cJSON *r, FILE *o) {
     int ns = cJSON_GetArraySize(seeds);
     char ema[32], mlr[32];
     if (get(r, "cpu")) fprintf(o, "Measured on: %s.\n\n", str(r, "cpu"));
+    /* with --schedules: the ones swept and the baseline's tuned one */
+    char sched[256] = "cosine", *p = sched;
+    const cJSON *sc = get(r, "schedules"), *x;
+    if (cJSON_GetArraySize(sc)) {
+        p += snprintf(p, sizeof sched, "schedules");
+        cJSON_ArrayForEach(x, sc) p += snprintf(p, (size_t)(sched + sizeof sched - p), " %s,", cJSON_GetStringValue(x));
+        snprintf(p - 1, (size_t)(sched + sizeof sched - p + 1), " (baseline tuned to %s): cosine", str(r, "baseline_schedule"));
+    }
     fprintf(o, "Seeds %.0f..%.0f (%d), %.0f threads, OpenBLAS kernels %s, hybrid predictor `%s`, EMA decay %s, "
-               "cosine to %s x LR. %s.\n\n",
+               "%s to %s x LR. %s.\n\n",
             ns ? cJSON_GetArrayItem(seeds, 0)->valuedouble : NAN,
             ns ? cJSON_GetArrayItem(seeds, ns - 1)->valuedouble : NAN, ns, num(r, "threads"), str(r, "blas_core"),
-            str(r, "hybrid_predictor"), repr(ema, sizeof ema, num(r, "ema_decay")),
+            str(r, "hybrid_predictor"), repr(ema, sizeof ema, num(r, "ema_decay")), sched,
             repr(mlr, sizeof mlr, num(r, "min_lr_ratio")), str(r, "protocol"));
 }
 
-/* The LR sweep: final val loss per arm and LR on the first seed. */
+/* One row of the sweep: an arm's final val at each LR, under schedule sn
+ * (NULL: a sweep without --schedules, whose entries have none). */
+static void md_sweep_row(const cJSON *r, const char *arm, const char *sn, FILE *o) {
+    const cJSON *x, *s;
+    fprintf(o, "| %s%s%s |", arm, sn ? " " : "", sn ? sn : "");
+    cJSON_ArrayForEach(x, get(r, "lrs")) {
+        const cJSON *hit = NULL;
+        cJSON_ArrayForEach(s, get(r, "sweep"))
+            if (!strcmp(str(s, "arm"), arm) && num(s, "lr") == x->valuedouble && !strcmp(str(s, "schedule"), sn ? sn : ""))
+                hit = s;
+        double v = hit ? num(hit, "final_val_loss") : NAN;
+        if (!hit) fprintf(o, " - |");
+        else if (isnan(v)) fprintf(o, " n/a |");
+        else fprintf(o, " %.4f |", v);
+    }
+    const char *ts = cJSON_GetStringValue(get(get(r, "tuned_schedule"), arm));
+    fprintf(o, " %g%s%s |\n", num(get(r, "tuned_lr"), arm), sn && ts ? " " : "", sn && ts ? ts : "");
+}
+
+/* The LR sweep: final val loss per arm (and schedule, with --schedules)
+ * and LR on the first seed. */
 static void md_sweep(const cJSON *r, FILE *o) {
     const cJSON *lrs = get(r, "lrs"), *sweep = get(r, "sweep"), *x, *s;
-    const cJSON *seeds = get(r, "seeds");
+    const cJSON *seeds = get(r, "seeds"), *scheds = get(r, "schedules");
     fprintf(o, "LR sweep (final val loss on seed %.0f; the tuned LR is the one with the lowest):\n\n",
             cJSON_GetArraySize(seeds) ? cJSON_GetArrayItem(seeds, 0)->valuedouble : NAN);
     fprintf(o, "| arm |");
@@ -77,17 +105,8 @@ static void md_sweep(const cJSON *r, FILE *o) {
         int any = 0;
         cJSON_ArrayForEach(s, sweep) any |= !strcmp(str(s, "arm"), compare_arm_names[a]);
         if (!any) continue;
-        fprintf(o, "| %s |", compare_arm_names[a]);
-        cJSON_ArrayForEach(x, lrs) {
-            const cJSON *hit = NULL;
-            cJSON_ArrayForEach(s, sweep)
-                if (!strcmp(str(s, "arm"), compare_arm_names[a]) && num(s, "lr") == x->valuedouble) hit = s;
-            double v = hit ? num(hit, "final_val_loss") : NAN;
-            if (!hit) fprintf(o, " - |");
-            else if (isnan(v)) fprintf(o, " n/a |");
-            else fprintf(o, " %.4f |", v);
-        }
-        fprintf(o, " %g |\n", num(get(r, "tuned_lr"), compare_arm_names[a]));
+        if (!cJSON_GetArraySize(scheds)) md_sweep_row(r, compare_arm_names[a], NULL, o);
+        cJSON_ArrayForEach(x, scheds) md_sweep_row(r, compare_arm_names[a], cJSON_GetStringValue(x), o);
     }
     fputc('\n', o);
 }
@@ -114,6 +133,8 @@ static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o)
     const cJSON *pp = get(a, "phase_predict");
     char label[96];
     snprintf(label, sizeof label, !strcmp(arm, "hybrid") ? "%s (%s)" : "%s", arm, str(r, "hybrid_predictor"));
+    if (cJSON_GetArraySize(get(r, "schedules")))  /* each arm's tuned schedule */
+        snprintf(label + strlen(label), sizeof label - strlen(label), ", %s", str(a, "schedule"));
     fprintf(o, "| %s | %g | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %.0f |\n", label,
             num(a, "lr"), stat_str(b[1], sizeof b[1], get(a, "final_val_loss"), "%.4f", ""),
             stat_str(b[2], sizeof b[2], get(a, "final_val_ratio"), "%.4f", ""), b[0],

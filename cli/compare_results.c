@@ -80,13 +80,14 @@ static void measure(const run *base, const run *r, armseed *o) {
     o->final_ratio = r->final_val / base->final_val;
 }
 
-/* The runs of each arm at its tuned LR, by seed. */
+/* The runs of each arm at its tuned LR and schedule, by seed. */
 static void tuned_runs(compare *c, run *by[NARMS][MAX_SEEDS]) {
     memset(by, 0, sizeof(run *) * NARMS * MAX_SEEDS);
     for (int i = 0; i < c->nruns; i++) {
         run *r = &c->runs[i];
         int s = (int)(r->seed - c->seed0);
-        if (r->lr == c->lrs[c->tuned[compare_arm_lr_from[r->arm]]] && s >= 0 && s < c->nseeds) by[r->arm][s] = r;
+        if (r->lr == compare_arm_lr(c, r->arm) && r->sched == compare_arm_sched(c, r->arm) && s >= 0 && s < c->nseeds)
+            by[r->arm][s] = r;
     }
 }
 
@@ -201,7 +202,16 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON_AddStringToObject(o, "cpu", cpu_model(cpu, sizeof cpu));
     cJSON *tuned = cJSON_AddObjectToObject(o, "tuned_lr");
     for (int a = 0; a < NARMS; a++)
-        if (c->arms[a]) cJSON_AddItemToObject(tuned, compare_arm_names[a], jnum(c->lrs[c->tuned[compare_arm_lr_from[a]]]));
+        if (c->arms[a]) cJSON_AddItemToObject(tuned, compare_arm_names[a], jnum(compare_arm_lr(c, a)));
+    /* issue 12: the schedules swept (--schedules), and each arm's */
+    if (c->nscheds) {
+        cJSON *sc = cJSON_AddArrayToObject(o, "schedules");
+        for (int i = 0; i < c->nscheds; i++) cJSON_AddItemToArray(sc, cJSON_CreateString(compare_sched_name(c, i)));
+    }
+    cJSON_AddStringToObject(o, "baseline_schedule", compare_sched_name(c, compare_arm_sched(c, ARM_BASELINE)));
+    cJSON *ts = cJSON_AddObjectToObject(o, "tuned_schedule");
+    for (int a = 0; a < NARMS; a++)
+        if (c->arms[a]) cJSON_AddStringToObject(ts, compare_arm_names[a], compare_sched_name(c, compare_arm_sched(c, a)));
 }
 
 /* The LR sweep: the sweeping arms' runs on the first seed. */
@@ -212,6 +222,7 @@ static void json_sweep(const compare *c, cJSON *o) {
         if (r->seed != c->seed0 || (r->arm != ARM_BASELINE && r->arm != ARM_HYBRID)) continue;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "arm", compare_arm_names[r->arm]);
+        if (c->nscheds) cJSON_AddStringToObject(e, "schedule", compare_sched_name(c, r->sched));
         cJSON_AddItemToObject(e, "lr", jnum(r->lr));
         cJSON_AddItemToObject(e, "final_val_loss", jnum(r->final_val));
         cJSON_AddItemToObject(e, "train_s", jnum(r->train_s));
@@ -221,7 +232,8 @@ static void json_sweep(const compare *c, cJSON *o) {
 
 static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
     cJSON *o = cJSON_AddObjectToObject(arms, compare_arm_names[a]);
-    cJSON_AddItemToObject(o, "lr", jnum(c->lrs[c->tuned[compare_arm_lr_from[a]]]));
+    cJSON_AddItemToObject(o, "lr", jnum(compare_arm_lr(c, a)));
+    cJSON_AddStringToObject(o, "schedule", compare_sched_name(c, compare_arm_sched(c, a)));
     double vals[MAX_SEEDS][NFIELDS], v[MAX_SEEDS];
     for (int s = 0; s < c->nseeds; s++) arm_values(&m[s], vals[s]);
     for (int k = 0; k < NFIELDS; k++) {

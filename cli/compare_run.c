@@ -125,8 +125,10 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
         a->v[a->n++] = "--ema";
         a->v[a->n++] = a->num[0];
     }
+    const compare_sched *sc = r->sched >= 0 ? &compare_scheds[c->scheds[r->sched]] : NULL;
+    for (int i = 0; sc && sc->args[i]; i++) a->v[a->n++] = (char *)sc->args[i];
     snprintf(a->num[1], sizeof a->num[1], "%g", r->lr);
-    snprintf(a->num[2], sizeof a->num[2], "%g", r->lr * c->min_lr_ratio);
+    snprintf(a->num[2], sizeof a->num[2], "%g", sc && sc->to_zero ? 0.0f : r->lr * c->min_lr_ratio);
     snprintf(a->num[3], sizeof a->num[3], "%llu", (unsigned long long)r->seed);
     a->v[a->n++] = "--lr"; a->v[a->n++] = a->num[1];
     a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
@@ -190,6 +192,14 @@ static int load_run(run *r) {
     return ok && r->n > 0 && isfinite(r->final_val);
 }
 
+/* "baseline", or with --schedules "baseline/wsd", for the progress lines */
+static const char *label_of(const compare *c, const run *r) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "%s%s%s", compare_arm_names[r->arm], r->sched >= 0 ? "/" : "",
+             r->sched >= 0 ? compare_sched_name(c, r->sched) : "");
+    return buf;
+}
+
 static void show_progress(compare *c, const run *r, int step, double run_t) {
     double per_run = c->run_wall_n ? c->run_wall_sum / c->run_wall_n : NAN;
     double left_this = step > 0 && c->max_iters > 0 ? run_t / step * (c->max_iters - step) : per_run;
@@ -199,7 +209,7 @@ static void show_progress(compare *c, const run *r, int step, double run_t) {
     char of[24] = "";
     if (c->max_iters > 0) snprintf(of, sizeof of, "/%d", c->max_iters);  /* epochs: the count is the child's */
     fprintf(stderr, "%s[%d/%d] %-10s lr %-8g seed %-6llu step %d%s | elapsed %.0f s | ETA %s   %s",
-            c->tty ? "\r" : "", c->finished + 1, c->planned, compare_arm_names[r->arm], r->lr, (unsigned long long)r->seed,
+            c->tty ? "\r" : "", c->finished + 1, c->planned, label_of(c, r), r->lr, (unsigned long long)r->seed,
             step, of, hpt_now() - c->t0, e, c->tty ? "" : "\n");
 }
 
@@ -269,15 +279,19 @@ static void die_run_failed(const run *r, int status) {
     exit(1);
 }
 
-static run *add_run(compare *c, int arm, float lr, uint64_t seed) {
+static run *add_run(compare *c, int arm, int sched, float lr, uint64_t seed) {
     if (c->nruns == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 32;
         c->runs = cli_xrealloc(c->runs, (size_t)c->cap * sizeof(run));
     }
     run *r = &c->runs[c->nruns++];
     memset(r, 0, sizeof *r);
-    r->arm = arm; r->lr = lr; r->seed = seed;
-    snprintf(r->dir, sizeof r->dir, "%s/runs/%s-lr%g-s%llu", c->out, compare_arm_names[arm], lr, (unsigned long long)seed);
+    r->arm = arm; r->sched = sched; r->lr = lr; r->seed = seed;
+    /* without --schedules, the names of before it (finished runs stay reusable) */
+    char sn[40] = "";
+    if (sched >= 0) snprintf(sn, sizeof sn, "-%s", compare_sched_name(c, sched));
+    snprintf(r->dir, sizeof r->dir, "%s/runs/%s%s-lr%g-s%llu", c->out, compare_arm_names[arm], sn, lr,
+             (unsigned long long)seed);
     return r;
 }
 
@@ -286,17 +300,20 @@ static int try_reuse(compare *c, run *r, int same_key) {
     if (!same_key || !load_run(r)) return 0;
     c->finished++;
     fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu reused %s: final val %.4f, train clock %.1f s\n",
-            c->finished, c->planned, compare_arm_names[r->arm], r->lr, (unsigned long long)r->seed, r->dir, r->final_val,
+            c->finished, c->planned, label_of(c, r), r->lr, (unsigned long long)r->seed, r->dir, r->final_val,
             r->train_s);
     return 1;
 }
 
-/* Runs one arm at one LR and seed (or reuses an identical finished run, or
- * resumes an identical stopped one, bit for bit, training clock included). */
-run *compare_run(compare *c, int arm, float lr, uint64_t seed) {
-    for (int i = 0; i < c->nruns; i++)
-        if (c->runs[i].arm == arm && c->runs[i].lr == lr && c->runs[i].seed == seed) return &c->runs[i];
-    run *r = add_run(c, arm, lr, seed);
+/* Runs one arm under one schedule at one LR and seed (or reuses an
+ * identical finished run, or resumes an identical stopped one, bit for bit,
+ * training clock included). */
+run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed) {
+    for (int i = 0; i < c->nruns; i++) {
+        const run *q = &c->runs[i];
+        if (q->arm == arm && q->sched == sched && q->lr == lr && q->seed == seed) return &c->runs[i];
+    }
+    run *r = add_run(c, arm, sched, lr, seed);
     argv_buf a;
     build_argv(c, r, &a);
     char *key = reuse_key(c, &a), path[4400], ck[4400];
@@ -330,7 +347,7 @@ run *compare_run(compare *c, int arm, float lr, uint64_t seed) {
     char eta[32];
     fmt_eta(eta, sizeof eta, c->run_wall_sum / c->run_wall_n * (c->planned - c->finished));
     fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu final val %.4f, train clock %.1f s (wall %.1f s), ETA %s\n",
-            c->finished, c->planned, compare_arm_names[arm], lr, (unsigned long long)seed, r->final_val, r->train_s, r->wall_s,
+            c->finished, c->planned, label_of(c, r), lr, (unsigned long long)seed, r->final_val, r->train_s, r->wall_s,
             eta);
     return r;
 }
