@@ -55,12 +55,15 @@ static void md_setup(const cJSON *r, FILE *o) {
     char ema[32], mlr[32];
     if (get(r, "cpu")) fprintf(o, "Measured on: %s.\n\n", str(r, "cpu"));
     /* with --schedules: the ones swept and the baseline's tuned one */
-    char sched[256] = "cosine", *p = sched;
+    char sched[256] = "cosine";
     const cJSON *sc = get(r, "schedules"), *x;
     if (cJSON_GetArraySize(sc)) {
-        p += snprintf(p, sizeof sched, "schedules");
-        cJSON_ArrayForEach(x, sc) p += snprintf(p, (size_t)(sched + sizeof sched - p), " %s,", cJSON_GetStringValue(x));
-        snprintf(p - 1, (size_t)(sched + sizeof sched - p + 1), " (baseline tuned to %s): cosine", str(r, "baseline_schedule"));
+        size_t n = (size_t)snprintf(sched, sizeof sched, "schedules");
+        cJSON_ArrayForEach(x, sc)  /* a results.json is input: every append bounded */
+            if (n < sizeof sched) n += (size_t)snprintf(sched + n, sizeof sched - n, "%s %.40s", n > 9 ? "," : "",
+                                                        cJSON_GetStringValue(x) ? cJSON_GetStringValue(x) : "?");
+        if (n < sizeof sched)
+            snprintf(sched + n, sizeof sched - n, " (baseline tuned to %.40s): cosine", str(r, "baseline_schedule"));
     }
     fprintf(o, "Seeds %.0f..%.0f (%d), %.0f threads, OpenBLAS kernels %s, hybrid predictor `%s`, EMA decay %s, "
                "%s to %s x LR. %s.\n\n",
