@@ -416,30 +416,79 @@ static int cmd_train(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- sample */
 
-static int cmd_sample(int argc, char **argv) {
-    sample_opts o = sample_defaults;
+/* hpt sample's flags into o; returns the model file (--model, or --run's
+ * model.bin: the later of the two wins). */
+static const char *parse_sample_flags(int argc, char **argv, sample_opts *o, char *run_path, size_t cap) {
     const char *model_path = NULL;
-    char run_path[4200];
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
-        if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage(stdout); exit(0); }
         const hpt_setting *s = NULL;
         for (int i = 0; i < NSAMPLE && !s; i++) if (!strcmp(sample_rows[i].flag, a.name)) s = &sample_rows[i];
         if (!s) die_usage("unknown option '%s' for 'hpt sample'", a.name);
-        set_flag(&a, s, &o);
-        /* the later of --model and --run wins */
-        if (s->offset == offsetof(sample_opts, model)) model_path = o.model;
+        set_flag(&a, s, o);
+        if (s->offset == offsetof(sample_opts, model)) model_path = o->model;
         if (s->offset == offsetof(sample_opts, run)) {
-            snprintf(run_path, sizeof run_path, "%s/model.bin", o.run);
+            snprintf(run_path, cap, "%s/model.bin", o->run);
             model_path = run_path;
         }
     }
-    const char *prompt = o.prompt;
-    int ntok = o.tokens, topk = o.top_k, threads = o.threads;
-    float temp = o.temperature;
-    uint64_t seed = o.seed;
     if (!model_path) die_usage("%s", "sample needs --model FILE (a model.bin from hpt train)");
-    hpt_set_threads(threads);
+    return model_path;
+}
+
+/* The context's first tokens: the prompt (echoed), or a newline where the
+ * vocabulary has one, as nanoGPT starts. Returns their count. */
+static int start_context(const hpt_text *tok, const char *prompt, int *ctx, int cap) {
+    if (prompt && *prompt) {
+        size_t bad = 0;
+        int n = hpt_text_encode(tok, prompt, ctx, cap, &bad);
+        if (n < 0) {
+            fprintf(stderr, "hpt: the prompt's character at byte %zu is not in the model's vocabulary\n", bad);
+            exit(2);
+        }
+        fputs(prompt, stdout);
+        return n;
+    }
+    int n = hpt_text_encode(tok, "\n", ctx, cap, NULL);
+    if (n != 1) { ctx[0] = 0; n = 1; }
+    return n;
+}
+
+/* One token drawn from logits (V): temperature, the top k kept by partial
+ * selection, then an inverse-CDF draw with a 53-bit uniform from the
+ * splitmix64 stream *rs. probs and order are (V) scratch. */
+static int draw_token(const float *logits, int V, float temp, int topk, uint64_t *rs, float *probs, int *order) {
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) { probs[i] = logits[i] / temp; order[i] = i; if (probs[i] > mx) mx = probs[i]; }
+    int keep = topk > 0 && topk < V ? topk : V;
+    if (keep < V) {
+        for (int i = 0; i < keep; i++) {
+            int best = i;
+            for (int j = i + 1; j < V; j++) if (probs[order[j]] > probs[order[best]]) best = j;
+            int tmp = order[i]; order[i] = order[best]; order[best] = tmp;
+        }
+    }
+    double sum = 0.0;
+    for (int i = 0; i < keep; i++) sum += exp(probs[order[i]] - mx);
+    *rs += 0x9E3779B97F4A7C15ull;
+    uint64_t z = *rs;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double u = (z >> 11) / 9007199254740992.0 * sum, acc = 0.0;
+    for (int i = 0; i < keep; i++) {
+        acc += exp(probs[order[i]] - mx);
+        if (u < acc) return order[i];
+    }
+    return order[keep - 1];
+}
+
+static int cmd_sample(int argc, char **argv) {
+    sample_opts o = sample_defaults;
+    char run_path[4200];
+    const char *model_path = parse_sample_flags(argc, argv, &o, run_path, sizeof run_path);
+    hpt_set_threads(o.threads);
     hpt_model *m;
     hpt_text *tok;
     hpt_status st = hpt_weights_load(model_path, 1, 0, &m, &tok);
@@ -449,58 +498,21 @@ static int cmd_sample(int argc, char **argv) {
         return 1;
     }
     const int maxT = hpt_model_block_size(m), V = hpt_text_vocab_size(tok);
-    int cap = ntok + (prompt ? (int)strlen(prompt) : 0) + 1;
+    int cap = o.tokens + (o.prompt ? (int)strlen(o.prompt) : 0) + 1;
     int *ctx = malloc((size_t)cap * sizeof(int));
     float *probs = malloc((size_t)V * sizeof(float));
     int *order = malloc((size_t)V * sizeof(int));
     if (!ctx || !probs || !order) { fprintf(stderr, "hpt: out of memory\n"); return 1; }
-    int n = 0;
-    if (prompt && *prompt) {
-        size_t bad = 0;
-        n = hpt_text_encode(tok, prompt, ctx, cap, &bad);
-        if (n < 0) {
-            fprintf(stderr, "hpt: the prompt's character at byte %zu is not in the model's vocabulary\n", bad);
-            return 2;
-        }
-        fputs(prompt, stdout);
-    } else {
-        /* start from a newline where the vocabulary has one, as nanoGPT does */
-        n = hpt_text_encode(tok, "\n", ctx, cap, NULL);
-        if (n != 1) { ctx[0] = 0; n = 1; }
-    }
-    uint64_t rs = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int k = 0; k < ntok; k++) {
+    int n = start_context(tok, o.prompt, ctx, cap);
+    uint64_t rs = o.seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int k = 0; k < o.tokens; k++) {
         int T = n < maxT ? n : maxT;
         hpt_batch b = {.B = 1, .T = T, .tokens = ctx + n - T};
         st = hpt_model_forward(m, &b, NULL);
         if (st != HPT_OK) die_status(st);
         int nout, row;
         const float *logits = hpt_model_logits(m, &nout, &row) + (size_t)(T - 1) * row;
-        /* temperature, then keep the top k by partial selection */
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) { probs[i] = logits[i] / temp; order[i] = i; if (probs[i] > mx) mx = probs[i]; }
-        int keep = topk > 0 && topk < V ? topk : V;
-        if (keep < V) {
-            for (int i = 0; i < keep; i++) {
-                int best = i;
-                for (int j = i + 1; j < V; j++) if (probs[order[j]] > probs[order[best]]) best = j;
-                int tmp = order[i]; order[i] = order[best]; order[best] = tmp;
-            }
-        }
-        double sum = 0.0;
-        for (int i = 0; i < keep; i++) sum += exp(probs[order[i]] - mx);
-        /* inverse-CDF draw with a 53-bit uniform from a splitmix64 stream */
-        rs += 0x9E3779B97F4A7C15ull;
-        uint64_t z = rs;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        double u = (z >> 11) / 9007199254740992.0 * sum, acc = 0.0;
-        int pick = order[keep - 1];
-        for (int i = 0; i < keep; i++) {
-            acc += exp(probs[order[i]] - mx);
-            if (u < acc) { pick = order[i]; break; }
-        }
+        int pick = draw_token(logits, V, o.temperature, o.top_k, &rs, probs, order);
         ctx[n++] = pick;
         char out[4];
         int len = hpt_text_decode(tok, pick, out);
