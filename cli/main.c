@@ -379,6 +379,7 @@ static int cmd_train(int argc, char **argv) {
     int set_iters = 0, set_epochs = 0, mode_given = 0, threads_flag = -1;
     const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
     const char *train_flag = NULL;   /* the first flag --resume excludes */
+    const char *sched_flag = NULL;   /* the first learning-rate decay flag seen (schedule-free ignores them) */
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage(stdout); return 0; }
@@ -391,6 +392,11 @@ static int cmd_train(int argc, char **argv) {
         if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) set_epochs = 1;
         if (IS(s, HPT_SET_TRAIN, hpt_train_config, threads)) threads_flag = c.threads;
         if (IS(s, HPT_SET_RUN, hpt_run_options, hybrid)) mode_given = 1;
+        if (!sched_flag && (IS(s, HPT_SET_TRAIN, hpt_train_config, schedule) ||
+                            IS(s, HPT_SET_TRAIN, hpt_train_config, min_lr) ||
+                            IS(s, HPT_SET_TRAIN, hpt_train_config, decay_frac) ||
+                            IS(s, HPT_SET_TRAIN, hpt_train_config, cooldown)))
+            sched_flag = s->flag;
     }
     const char *resume_dir = ro.resume_dir;
     int hybrid = ro.hybrid, log_interval = ro.log_interval;
@@ -402,6 +408,13 @@ static int cmd_train(int argc, char **argv) {
     if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */
     if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
     if (hybrid_flag && !hybrid) die_usage("%s only applies with --mode hybrid", hybrid_flag);
+    if (!strcmp(c.optimizer, "schedule-free")) {
+        if (sched_flag)
+            die_usage("%s does not apply with --optimizer schedule-free (its rate is the warmup, then constant "
+                      "--lr; its averaging replaces the decay)", sched_flag);
+        if (hybrid) die_usage("%s", "--mode hybrid needs --optimizer adamw (schedule-free is not supported by the "
+                              "hybrid controller)");
+    }
     hpt_status st = hpt_train_config_check(&c);
     if (st != HPT_OK) die_status(st);
     if (hybrid && (st = hpt_hybrid_config_check(&hc)) != HPT_OK) die_status(st);

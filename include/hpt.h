@@ -254,6 +254,13 @@ typedef struct hpt_train_config {
     const char *schedule;
     float decay_frac;
     const char *cooldown;
+    /* "adamw", or "schedule-free" (schedule-free AdamW, Defazio et al. 2024,
+     * arXiv 2405.15682: gradients at y, an interpolation of the SGD-like
+     * iterate z and the running average x; evaluation, model.bin and
+     * summary.json's param_crc32 use x). With schedule-free the learning
+     * rate is the warmup, then constant lr (the schedule is ignored).
+     * Stored in checkpoints from TCFG version 4 (older ones load as adamw). */
+    const char *optimizer;
     /* a run already in out_dir: refused (HPT_RUNDIR_REFUSE, the default),
      * replaced once every check of the new run passed (OVERWRITE, hpt train
      * --overwrite), or continued (CONTINUE: hpt_trainer_resume's own). Not

@@ -624,6 +624,9 @@ static hpt_status init_parts(hybrid *h) {
 hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out) {
     *out = NULL;
     HPT_TRY(hpt_hybrid_config_check(hc));
+    if (hpt_trainer_schedule_free(tr))  /* its predictors read and move AdamW's moments and weights */
+        return hpt_fail(HPT_ERR_ARG, "--mode hybrid needs --optimizer adamw (schedule-free is not supported by "
+                        "the hybrid controller)");
     hybrid *h = calloc(1, sizeof *h);
     if (!h) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     h->cfg = *hc;

@@ -9,6 +9,8 @@
  *   DATA  the task's data cursor (opaque bytes, see task.h)
  *   LOGS  metrics.jsonl's length at the save (resume cuts it back to that)
  *   EMAW  (TCFG ema_decay > 0) the weight average, like PARM
+ *   SFRE  (TCFG optimizer schedule-free) n, lr_max and the weight sum
+ *         (f64 each), then z and x; PARM holds its gradient point y
  *   HYBR  (TCFG mode 1) the layer above's state, written and read by its
  *         run hooks (state_bytes/save_state/load_state, trainer.h)
  * Files: DIR/checkpoints/ckpt-<step, 8 digits>.bin, written atomically; the
@@ -34,12 +36,13 @@
 int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr->resume_mode == 1; }
 
 /* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay; 3
- * appends schedule, decay_frac and cooldown. All load: a version-1
- * checkpoint resumes with the average off, versions 1 and 2 with the cosine
- * schedule (the only one they knew). */
-#define TCFG_VERSION 3u
+ * appends schedule, decay_frac and cooldown; 4 appends optimizer. All load:
+ * a version-1 checkpoint resumes with the average off, versions 1 and 2
+ * with the cosine schedule (the only one they knew), 1 to 3 with adamw. */
+#define TCFG_VERSION 4u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
+#define SFRE_LEN(n) (8 + 16 + 2 * (uint64_t)(n) * sizeof(float))
 
 /* ---------------------------------------------------------------- encoding */
 
@@ -110,6 +113,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
                     (16 + TRST_SIZE) + (16 + adam_len) + (16 + k->cur_n) + HPT_STATE_TRAILER_SIZE;
     if (k->hooks) size += 16 + k->hybr_n;
     if (tr->ema) size += 16 + 8 + n * sizeof(float);
+    if (tr->sf_z) size += 16 + SFRE_LEN(n);
     size += 16 + 8;  /* LOGS */
     hpt_writer w = {.f = f};
     hpt_state_header(&w, size);
@@ -137,6 +141,14 @@ static hpt_status write_ckpt(FILE *f, void *p) {
         hpt_state_section(&w, "EMAW", 8 + n * sizeof(float));
         hpt_w_u64(&w, n);
         hpt_w_bytes(&w, tr->ema, n * sizeof(float));
+    }
+    if (tr->sf_z) {
+        hpt_state_section(&w, "SFRE", SFRE_LEN(n));
+        hpt_w_u64(&w, n);
+        hpt_w_bytes(&w, &tr->sf.lr_max, 8);
+        hpt_w_bytes(&w, &tr->sf.weight_sum, 8);
+        hpt_w_bytes(&w, tr->sf_z, n * sizeof(float));
+        hpt_w_bytes(&w, tr->sf_x, n * sizeof(float));
     }
     if (k->hooks) {
         hpt_state_section(&w, "HYBR", k->hybr_n);
@@ -326,6 +338,14 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, const cha
     if (*mode == 1 && !hpt_state_find(secs, nsec, "HYBR")) return "a hybrid checkpoint without its HYBR section";
     const hpt_state_sec *ew = hpt_state_find(secs, nsec, "EMAW");
     if (c->ema_decay > 0 && (!ew || ew->n != 8 + n * sizeof(float))) return "bad or missing EMAW section (--ema run)";
+    const hpt_state_sec *sf = hpt_state_find(secs, nsec, "SFRE");
+    if (!strcmp(c->optimizer, "schedule-free")) {
+        if (!sf || sf->n != SFRE_LEN(n)) return "bad or missing SFRE section (--optimizer schedule-free run)";
+        double lr_max, wsum;
+        memcpy(&lr_max, sf->p + 8, 8);
+        memcpy(&wsum, sf->p + 16, 8);
+        if (!nonneg(lr_max) || !nonneg(wsum)) return "bad SFRE section (a negative or non-finite rate sum)";
+    }
     return NULL;
 }
 
@@ -343,6 +363,13 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     memcpy(tr->m, a->p + 8, n * sizeof(float));
     memcpy(tr->v, a->p + 8 + n * sizeof(float), n * sizeof(float));
     if (tr->ema) memcpy(tr->ema, hpt_state_find(secs, nsec, "EMAW")->p + 8, n * sizeof(float));
+    if (tr->sf_z) {
+        const unsigned char *sf = hpt_state_find(secs, nsec, "SFRE")->p;
+        memcpy(&tr->sf.lr_max, sf + 8, 8);
+        memcpy(&tr->sf.weight_sum, sf + 16, 8);
+        memcpy(tr->sf_z, sf + 24, n * sizeof(float));
+        memcpy(tr->sf_x, sf + 24 + n * sizeof(float), n * sizeof(float));
+    }
     /* checked by check_sections against the TCFG; again here against the
      * trainer built from it (max_iters resolved from epochs) */
     trst t;

@@ -6,16 +6,22 @@
 
 #include <math.h>
 
-hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *o, int t, float *grad_norm) {
+/* Global-norm clipping of m->grads (torch.nn.utils.clip_grad_norm_). */
+static hpt_status clip(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm) {
     float norm = (float)sqrt(sumsq(m->grads, m->nparams));
     if (grad_norm) *grad_norm = norm;
     if (!isfinite(norm))
         return hpt_fail(HPT_ERR_NUMERIC, "gradient norm is %f at step %d; try a lower --lr", norm, t);
     if (o->grad_clip > 0.0f) {
-        /* torch.nn.utils.clip_grad_norm_: coefficient clamped to 1 */
+        /* coefficient clamped to 1 */
         float coef = o->grad_clip / (norm + 1e-6f);
         if (coef < 1.0f) scale_inplace(m->grads, coef, m->nparams);
     }
+    return HPT_OK;
+}
+
+hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *o, int t, float *grad_norm) {
+    HPT_TRY(clip(m, o, t, grad_norm));
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor_info *ti = &m->tensors[i];
         adamw_update(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset, mom2 + ti->offset,
@@ -26,4 +32,41 @@ hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adam
 
 hpt_adamw_bc hpt_adamw_bias(float beta1, float beta2, int64_t t) {
     return (hpt_adamw_bc){.bc1 = 1.0f - powf(beta1, (float)t), .bc2 = 1.0f - powf(beta2, (float)t)};
+}
+
+float hpt_sf_coef(hpt_sf_state *s, float lr) {
+    if (lr > s->lr_max) s->lr_max = lr;
+    double w = s->lr_max * s->lr_max;
+    s->weight_sum += w;
+    return s->weight_sum > 0 ? (float)(w / s->weight_sum) : 0.0f;
+}
+
+void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_t n, float lr, float beta1,
+                   float beta2, float eps, float weight_decay, float c, int t) {
+    const float bc2 = 1.0f - powf(beta2, (float)t);
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        v[i] = vi;
+        float u = gi / (sqrtf(vi / bc2) + eps) + weight_decay * y[i];
+        float zi = z[i] - lr * u;
+        float xi = (1.0f - c) * x[i] + c * zi;
+        z[i] = zi;
+        x[i] = xi;
+        y[i] = (1.0f - beta1) * zi + beta1 * xi;
+    }
+}
+
+hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state *s, const hpt_adamw *o, int t,
+                       float *grad_norm) {
+    HPT_TRY(clip(m, o, t, grad_norm));
+    float c = hpt_sf_coef(s, o->lr);
+    for (int i = 0; i < m->ntensors; i++) {
+        const hpt_tensor_info *ti = &m->tensors[i];
+        size_t k = ti->offset;
+        hpt_sf_update(m->params + k, m->grads + k, z + k, x + k, v + k, ti->numel, o->lr, o->beta1, o->beta2,
+                      o->eps, ti->decay ? o->weight_decay : 0.0f, c, t);
+    }
+    return HPT_OK;
 }

@@ -27,4 +27,28 @@ hpt_adamw_bc hpt_adamw_bias(float beta1, float beta2, int64_t t);
  * *grad_norm receives the norm before clipping. Fails on a non-finite norm. */
 hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *opt, int t, float *grad_norm);
 
+/* ---------------------------------------------------------------- schedule-free AdamW
+ * Defazio et al. 2024, "The Road Less Scheduled" (arXiv 2405.15682), as
+ * facebookresearch/schedule_free's AdamWScheduleFree (r = 0, weight_lr_power
+ * = 2, no first moment): with the SGD-like iterate z, the average x and the
+ * gradient point y = (1 - beta1) z + beta1 x (the model's params),
+ *   v <- beta2 v + (1 - beta2) g^2,   u = g / (sqrt(v / bc2) + eps) + wd y
+ *   z <- z - lr u,   x <- (1 - c) x + c z,   y <- (1 - beta1) z + beta1 x
+ * where c = lr_max^2 / sum over the updates so far of lr_max^2, lr_max the
+ * largest rate yet (the warmup's: a constant rate gives c = 1/t, the plain
+ * average). z and x are stored explicitly (the reference keeps y and z and
+ * recovers x), so that evaluation at x is exact and resume bit for bit. */
+typedef struct hpt_sf_state { double lr_max, weight_sum; } hpt_sf_state;
+
+/* The averaging coefficient c of the update at rate lr; advances s. */
+float hpt_sf_coef(hpt_sf_state *s, float lr);
+/* One element-wise update of n values (y, z, x, v as above); t: 1-based. */
+void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_t n, float lr, float beta1,
+                   float beta2, float eps, float weight_decay, float c, int t);
+/* hpt_optim_step's schedule-free twin: clips m->grads, then updates
+ * m->params (y), z, x and v (each nparams floats), weight decay per the
+ * tensor table. o->lr is this step's rate; beta1 is the interpolation's. */
+hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state *s, const hpt_adamw *o, int t,
+                       float *grad_norm);
+
 #endif /* HPT_OPTIM_H */

@@ -16,6 +16,8 @@
  *             in Hägele et al. 2024, arXiv 2405.18392; never reaching into
  *             the warmup); over it, at cooldown progress p in [0, 1]:
  *             1 - p (--cooldown linear) or 1 - sqrt(p) (sqrt)
+ * --optimizer schedule-free: the warmup, then constant lr (its averaging
+ * stands in for the decay; Defazio et al. 2024).
  * tools/ref/schedule_ref.py writes PyTorch's values of the same schedules
  * (tests/fixtures/schedule_ref.txt, checked by tests/test_schedule.c).
  */
@@ -63,6 +65,7 @@ static shape_fn shape_of(const char *name) {
 
 float hpt_lr_at(const hpt_train_config *c, int it) {
     if (it < c->warmup_iters) return c->lr * (float)(it + 1) / (float)c->warmup_iters;
+    if (c->optimizer && !strcmp(c->optimizer, "schedule-free")) return c->lr;  /* its averaging replaces the decay */
     int span = c->max_iters - c->warmup_iters;
     if (span <= 0) return c->min_lr;
     double ratio = (double)(it - c->warmup_iters) / span;
@@ -75,15 +78,23 @@ void hpt_schedule_intern(hpt_train_config *c) {
     for (int i = 0; i < NSCHED; i++)
         if (c->schedule && !strcmp(table[i].name, c->schedule)) c->schedule = table[i].name;
     if (c->cooldown) c->cooldown = !strcmp(c->cooldown, "linear") ? "linear" : "sqrt";
+    if (c->optimizer) c->optimizer = !strcmp(c->optimizer, "schedule-free") ? "schedule-free" : "adamw";
 }
 
 int hpt_schedule_describe(const hpt_train_config *c, char *buf, size_t n) {
+    if (c->optimizer && !strcmp(c->optimizer, "schedule-free"))
+        return snprintf(buf, n, "then constant: schedule-free AdamW, evaluated at its average");
     if (!strcmp(c->schedule, "wsd"))
         return snprintf(buf, n, "wsd, %s cooldown over the last %g of the steps", c->cooldown, c->decay_frac);
     return snprintf(buf, n, "%s", c->schedule);
 }
 
 void hpt_schedule_summary(const hpt_train_config *c, cJSON *o) {
+    if (c->optimizer && !strcmp(c->optimizer, "schedule-free")) {
+        cJSON_AddStringToObject(o, "schedule", "constant");
+        cJSON_AddStringToObject(o, "optimizer", "schedule-free");
+        return;
+    }
     cJSON_AddStringToObject(o, "schedule", c->schedule);
     if (strcmp(c->schedule, "wsd")) return;
     char frac[32];  /* as the table formats it: 0.3, not 0.300000012 */

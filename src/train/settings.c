@@ -243,6 +243,9 @@ hpt_status hpt_train_config_check(const hpt_train_config *c) {
     if (c->n_embd % c->n_head)
         return hpt_fail(HPT_ERR_ARG, "--n-embd (%d) must be divisible by --n-head (%d)", c->n_embd, c->n_head);
     if (c->min_lr > c->lr) return hpt_fail(HPT_ERR_ARG, "--min-lr (%g) must not exceed --lr (%g)", c->min_lr, c->lr);
+    if (c->ema_decay > 0 && c->optimizer && !strcmp(c->optimizer, "schedule-free"))
+        return hpt_fail(HPT_ERR_ARG, "--ema with --optimizer schedule-free: schedule-free already evaluates an "
+                        "average of the weights; give one or the other");
     /* samples per optimizer step are counted in an int */
     if ((int64_t)c->batch_size * c->grad_accum > INT32_MAX)
         return hpt_fail(HPT_ERR_ARG, "--batch-size x --grad-accum must be at most %d (got %d x %d)", INT32_MAX,

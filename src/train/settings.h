@@ -100,7 +100,10 @@
     X(decay_frac, "decay-frac", FLOAT, 0, 1, SINCE(3), 0.2f, 0.2f, 0.2f, "F",                                  \
       "--schedule wsd: the share of the run's steps spent in the cooldown")                                    \
     X(cooldown, "cooldown", NAME, 0, 0, SINCE(3), "sqrt", "sqrt", "sqrt", CHOICES("linear", "sqrt"),            \
-      "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")
+      "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")      \
+    X(optimizer, "optimizer", NAME, 0, 0, SINCE(4), "adamw", "adamw", "adamw", CHOICES("adamw", "schedule-free"), \
+      "adamw, or schedule-free AdamW (Defazio et al. 2024: evaluated and saved at its averaged weights; "      \
+      "the learning rate is the warmup then constant --lr, --schedule and --min-lr do not apply) [adamw]")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

@@ -92,14 +92,21 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     if (tr->cfg.eval_interval < 0) tr->cfg.eval_interval = 0;
     size_t n = tr->model->nparams;
-    int ema = c->ema_decay > 0.0f;
-    tr->opt_arena = hpt_arena_alloc((ema ? 3 : 2) * n);
+    int ema = c->ema_decay > 0.0f, sf = hpt_trainer_schedule_free(tr);
+    tr->opt_arena = hpt_arena_alloc((size_t)(2 + 2 * sf + ema) * n);
     if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->m = tr->opt_arena;
     tr->v = tr->opt_arena + n;
+    if (sf) {
+        /* z and x start at the initial weights, as y (a resume overwrites them) */
+        tr->sf_z = tr->opt_arena + 2 * n;
+        tr->sf_x = tr->opt_arena + 3 * n;
+        memcpy(tr->sf_z, tr->model->params, n * sizeof(float));
+        memcpy(tr->sf_x, tr->model->params, n * sizeof(float));
+    }
     if (ema) {
         /* the average starts at the initial weights (a resume overwrites it) */
-        tr->ema = tr->opt_arena + 2 * n;
+        tr->ema = tr->opt_arena + (size_t)(2 + 2 * sf) * n;
         memcpy(tr->ema, tr->model->params, n * sizeof(float));
     }
     tr->final_ema_val = NAN;
@@ -123,6 +130,19 @@ hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it) {
 }
 
 float hpt_trainer_lr(const hpt_trainer *tr, int it) { return hpt_lr_at(&tr->cfg, it); }
+
+int hpt_trainer_schedule_free(const hpt_trainer *tr) {
+    return tr->cfg.optimizer && !strcmp(tr->cfg.optimizer, "schedule-free");
+}
+
+/* Swaps the params (y) and the schedule-free average x in place: the
+ * evaluation point in, exactly, and back again. */
+static void sf_swap(hpt_trainer *tr) {
+    float *x = tr->sf_x, *p = tr->model->params;
+    const long n = (long)tr->model->nparams;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) { float t = x[i]; x[i] = p[i]; p[i] = t; }
+}
 
 /* ---------------------------------------------------------------- for the layer above (trainer.h) */
 
@@ -193,7 +213,8 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     float lr = opt.lr, norm;
     /* bias correction counts real updates: predicted steps (hybrid) move
      * the schedule but add nothing to the moments */
-    HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
+    if (tr->sf_z) HPT_TRY(hpt_sf_step(m, tr->sf_z, tr->sf_x, tr->v, &tr->sf, &opt, tr->updates + 1, &norm));
+    else HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
     tr->updates++;
     tr->step++;
     double dt = hpt_now() - t0;
@@ -217,7 +238,18 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     return HPT_OK;
 }
 
+static hpt_status eval_params(hpt_trainer *tr, float *val_loss, float *accuracy);
+
+/* Schedule-free runs are evaluated at their average x (the paper's
+ * evaluation point), swapped in for the evaluation and out again. */
 hpt_status hpt_trainer_eval(hpt_trainer *tr, float *val_loss, float *accuracy) {
+    if (tr->sf_x) sf_swap(tr);
+    hpt_status st = eval_params(tr, val_loss, accuracy);
+    if (tr->sf_x) sf_swap(tr);
+    return st;
+}
+
+static hpt_status eval_params(hpt_trainer *tr, float *val_loss, float *accuracy) {
     hpt_task *t = tr->task_;
     hpt_model *m = tr->model;
     double t0 = hpt_now(), s = 0.0, n = 0.0, correct = 0.0;
@@ -408,7 +440,7 @@ typedef struct ledger { size_t params, grads, adamw, acts, data; } ledger;
 static ledger ledger_of(const hpt_trainer *tr) {
     ledger l;
     hpt_model_bytes(tr->model, &l.params, &l.grads, &l.acts);
-    l.adamw = (tr->ema ? 3 : 2) * tr->model->nparams * sizeof(float);
+    l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0)) * tr->model->nparams * sizeof(float);
     l.data = tr->task_->data_bytes(tr->task_);
     return l;
 }
@@ -622,6 +654,9 @@ static hpt_status finish_run(run *r) {
     hpt_model *m = tr->model;
     char path[4200];
     snprintf(path, sizeof path, "%s/model.bin", tr->cfg.out_dir);
+    /* schedule-free: the model is the average x (saved, summed, and left in
+     * the params for whoever uses the trainer's model after the run) */
+    if (tr->sf_x) sf_swap(tr);
     HPT_TRY(hpt_weights_save(path, m, tr->task_->text));
     qsort(r->step_times, (size_t)r->calls, sizeof(double), cmp_double);
     double med = r->calls ? r->step_times[r->calls / 2] : NAN;  /* NaN: resumed at the last step */

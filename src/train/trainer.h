@@ -44,6 +44,9 @@ void hpt_trainer_add_time(hpt_trainer *tr, double s);
 hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it);
 /* The learning rate of step `it` (0-based). */
 float hpt_trainer_lr(const hpt_trainer *tr, int it);
+/* 1 when the run uses --optimizer schedule-free (its evaluations, model.bin
+ * and param_crc32 are at the average x; the params hold y while it trains). */
+int hpt_trainer_schedule_free(const hpt_trainer *tr);
 /* The AdamW moments, each (nparams) floats: read-only views for snapshots
  * and predictors. */
 const float *hpt_trainer_moment1(const hpt_trainer *tr);

@@ -17,6 +17,11 @@ struct hpt_trainer {
     float *opt_arena;      /* AdamW m then v, each (nparams) */
     float *m, *v;
     float *ema;            /* (nparams) averaged weights when cfg.ema_decay > 0, else NULL */
+    /* --optimizer schedule-free (else NULL): its iterate z and average x,
+     * each (nparams), in opt_arena after v (m is unused, kept zero); the
+     * params hold the gradient point y. sf: its rate bookkeeping. */
+    float *sf_z, *sf_x;
+    hpt_sf_state sf;
     float final_ema_val;
     /* the step counter (completed steps, real or predicted: the schedule
      * position) and the AdamW updates behind the moments: the trainer's
