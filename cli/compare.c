@@ -9,6 +9,9 @@
  *      budget), and with --schedules under every schedule listed (cosine to
  *      lr x min-lr ratio, d2z, wsd: issue 12); the lowest final val loss
  *      picks each arm's tuned LR (and schedule);
+ *      the schedule-free control (--arms ...,schedule-free: schedule-free
+ *      AdamW, evaluated at its average) sweeps --lrs too, tuned like the
+ *      baseline (no schedules: its rate is constant after the warmup);
  *   2. seeds: every arm trains at its tuned LR and schedule on every seed
  *      (the controls borrow them: stale-adam and linear the hybrid's, ema the
  *      baseline's);
@@ -16,7 +19,9 @@
  *      intermediate levels, its val at 1/3 and 2/3 of its evaluations); each
  *      arm's time to a target is the training clock (evaluation excluded,
  *      every probe and predictor cost included) at which its val curve first
- *      reaches it, interpolated linearly between evaluations.
+ *      reaches it, interpolated linearly between evaluations; and its
+ *      optimizer updates to it (speedup_steps_to_target: free of timing
+ *      noise), interpolated the same way.
  * Every run is a child `hpt train` process (same binary, same thread count,
  * one at a time), so each has its own peak RSS and a crash costs one run;
  * this file reads each child's run directory back through the library
@@ -37,8 +42,8 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema"};
-const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE};
+const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free"};
+const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF};
 
 /* --schedules (issue 12's names): cosine to lr x --min-lr-ratio; d2z, the
  * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
@@ -54,6 +59,9 @@ float compare_arm_lr(const compare *c, int arm) { return c->lrs[c->tuned[compare
 int compare_arm_sched(const compare *c, int arm) { return c->tuned_sched[compare_arm_lr_from[arm]]; }
 const char *compare_sched_name(const compare *c, int sched) {
     return sched >= 0 ? compare_scheds[c->scheds[sched]].name : c->train_schedule;
+}
+const char *compare_arm_sched_name(const compare *c, int arm) {
+    return arm == ARM_SF ? "constant" : compare_sched_name(c, compare_arm_sched(c, arm));
 }
 
 void usage_compare(FILE *f) {
@@ -79,7 +87,9 @@ void usage_compare(FILE *f) {
 "                         then 1 - sqrt to 0 over the last 20%%)\n"
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
-"  --arms LIST            of baseline,hybrid,stale-adam,linear,ema             [all]\n"
+"  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last]\n"
+"                         sweep; no --schedule, --decay-frac, --cooldown)\n"
 "  --ema-decay X          decay of the ema control's weight average            [0.99]\n"
 "  --out DIR              results.json, results.md, plots, runs/               [runs/compare]\n"
 "  --fresh                rerun every run (default: reuse finished identical runs)\n"
@@ -130,7 +140,8 @@ static void parse_arms(compare *c, const char *s) {
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int a = 0;
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
-        if (a == NARMS) die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema)", tok);
+        if (a == NARMS)
+            die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free)", tok);
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
@@ -214,6 +225,9 @@ static int parse_args(compare *c, seen *sn, int argc, char **argv) {
 static void settle(compare *c, const seen *sn) {
     if (c->nscheds && c->sched_flags_given)
         die_usage("%s", "--schedules sets each run's --schedule, --decay-frac and --cooldown: give them without it");
+    if (c->arms[ARM_SF] && c->sched_flags_given)
+        die_usage("%s", "--arms schedule-free: its runs take no --schedule, --decay-frac or --cooldown (its rate "
+                  "is constant after the warmup); give them without it, or use --schedules");
     hpt_train_config d;
     hpt_train_config_default_for(&d, sn->task, sn->model);
     if (!c->nlrs) { c->lrs[0] = d.lr; c->nlrs = 1; }
@@ -225,7 +239,8 @@ static void settle(compare *c, const seen *sn) {
     int sweep_arms = 1 + c->arms[ARM_HYBRID], narms = 0;
     for (int a = 0; a < NARMS; a++) narms += c->arms[a];
     /* the plan: the sweep (first seed), then each arm's tuned runs */
-    c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + (narms - sweep_arms) + narms * (c->nseeds - 1);
+    c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + c->arms[ARM_SF] * c->nlrs +
+                 (narms - sweep_arms - c->arms[ARM_SF]) + narms * (c->nseeds - 1);
 }
 
 static void announce(const compare *c) {
@@ -240,23 +255,24 @@ static void announce(const compare *c) {
             (unsigned long long)(c->seed0 + c->nseeds - 1), c->out);
 }
 
-/* 1. the sweep: the baseline and the hybrid at every LR (and with
- * --schedules every schedule) on the first seed; the lowest final val tunes
- * each. */
+/* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
+ * (the first two with --schedules under every schedule) on the first seed;
+ * the lowest final val tunes each. */
 static void sweep(compare *c) {
-    int ns = c->nscheds ? c->nscheds : 1;
-    for (int a = ARM_BASELINE; a <= ARM_HYBRID; a++) {
+    for (int a = 0; a < NARMS; a++) {
+        if (!ARM_SWEEPS(a)) continue;
+        int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
         if (!c->arms[a]) { c->tuned[a] = c->tuned[ARM_BASELINE]; c->tuned_sched[a] = c->tuned_sched[ARM_BASELINE]; continue; }
         double best = INFINITY;
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < c->nlrs; i++) {
-                int sched = c->nscheds ? k : -1;
+                int sched = c->nscheds && a != ARM_SF ? k : -1;
                 run *r = compare_run(c, a, sched, c->lrs[i], c->seed0);
                 if (r->final_val < best) { best = r->final_val; c->tuned[a] = i; c->tuned_sched[a] = sched; }
             }
         if (c->nlrs * ns > 1)
             fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
-                    c->lrs[c->tuned[a]], c->nscheds ? ", schedule " : "", c->nscheds ? compare_sched_name(c, c->tuned_sched[a]) : "",
+                    c->lrs[c->tuned[a]], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
                     best, (unsigned long long)c->seed0);
     }
 }
@@ -264,7 +280,7 @@ static void sweep(compare *c) {
 static void compare_free(compare *c) {
     for (int i = 0; i < c->nruns; i++) {
         run *r = &c->runs[i];
-        free(r->step); free(r->clock); free(r->val); free(r->bstep); free(r->bclock);
+        free(r->step); free(r->clock); free(r->val); free(r->upd); free(r->bstep); free(r->bclock);
     }
     free(c->runs); free(c->pass); free(c->hpass); free(c->reuse_tag);
 }
@@ -279,8 +295,8 @@ int cmd_compare(int argc, char **argv) {
     c.out = "runs/compare";
     c.predictor = "coast";
     c.train_schedule = "cosine";
-    c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = -1;
-    for (int a = 0; a < NARMS; a++) c.arms[a] = 1;
+    c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = -1;
+    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     seen sn = {"text", NULL, -1};

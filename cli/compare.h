@@ -14,7 +14,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, NARMS };
+/* schedule-free: schedule-free AdamW (--optimizer schedule-free), its own
+ * LR sweep (no schedules: its rate is constant after the warmup); not in
+ * the default --arms (add it) */
+enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, NARMS };
+/* the arms that tune their own LR on the first seed */
+#define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF)
 extern const char *const compare_arm_names[NARMS];
 /* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
 extern const int compare_arm_lr_from[NARMS];
@@ -42,6 +47,7 @@ typedef struct run {
     /* the val curve at each evaluation (the ema arm: the averaged weights) */
     int n;
     double *step, *clock, *val;
+    double *upd;   /* optimizer updates at each evaluation (hpt_run_metrics.updates) */
     /* Predict phases: [x0, x1] in steps and in training-clock seconds */
     int nb;
     double *bstep, *bclock;
@@ -89,6 +95,8 @@ run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed);
 float compare_arm_lr(const compare *c, int arm);
 int compare_arm_sched(const compare *c, int arm);
 const char *compare_sched_name(const compare *c, int sched);
+/* An arm's tuned schedule by name ("constant" for schedule-free). */
+const char *compare_arm_sched_name(const compare *c, int arm);
 /* What besides the arguments decides a run: the hpt binary and the data. */
 char *compare_reuse_tag(const char *data);
 void compare_catch_signals(void);   /* Ctrl-C / SIGTERM: the child checkpoints, compare stops */

@@ -104,11 +104,13 @@ static void md_sweep(const cJSON *r, FILE *o) {
     fprintf(o, " tuned |\n|---|");
     for (int i = 0; i <= cJSON_GetArraySize(lrs); i++) fprintf(o, "---|");
     fputc('\n', o);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NARMS; a++) {
+        if (!ARM_SWEEPS(a)) continue;
         int any = 0;
         cJSON_ArrayForEach(s, sweep) any |= !strcmp(str(s, "arm"), compare_arm_names[a]);
         if (!any) continue;
-        if (!cJSON_GetArraySize(scheds)) md_sweep_row(r, compare_arm_names[a], NULL, o);
+        /* schedule-free sweeps LRs alone: one row, whatever --schedules says */
+        if (!cJSON_GetArraySize(scheds) || a == ARM_SF) { md_sweep_row(r, compare_arm_names[a], NULL, o); continue; }
         cJSON_ArrayForEach(x, scheds) md_sweep_row(r, compare_arm_names[a], cJSON_GetStringValue(x), o);
     }
     fputc('\n', o);
@@ -123,7 +125,7 @@ static void reached_of(const cJSON *a, int *reached, int *n) {
 }
 
 static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o) {
-    char b[6][256];
+    char b[7][256];
     int reached, n;
     reached_of(a, &reached, &n);
     const cJSON *ttt = get(a, "time_to_target_s");
@@ -138,10 +140,11 @@ static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o)
     snprintf(label, sizeof label, !strcmp(arm, "hybrid") ? "%s (%s)" : "%s", arm, str(r, "hybrid_predictor"));
     if (cJSON_GetArraySize(get(r, "schedules")))  /* each arm's tuned schedule */
         snprintf(label + strlen(label), sizeof label - strlen(label), ", %s", str(a, "schedule"));
-    fprintf(o, "| %s | %g | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %.0f |\n", label,
+    fprintf(o, "| %s | %g | %s | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %.0f |\n", label,
             num(a, "lr"), stat_str(b[1], sizeof b[1], get(a, "final_val_loss"), "%.4f", ""),
             stat_str(b[2], sizeof b[2], get(a, "final_val_ratio"), "%.4f", ""), b[0],
-            stat_str(b[3], sizeof b[3], get(a, "speedup_time_to_target"), "%.2f", "x"), reached, n,
+            stat_str(b[3], sizeof b[3], get(a, "speedup_time_to_target"), "%.2f", "x"),
+            stat_str(b[6], sizeof b[6], get(a, "speedup_steps_to_target"), "%.2f", "x"), reached, n,
             stat_str(b[4], sizeof b[4], get(a, "speedup_to_level_1of3"), "%.2f", "x"),
             stat_str(b[5], sizeof b[5], get(a, "speedup_to_level_2of3"), "%.2f", "x"),
             num(get(a, "backward_passes"), "median"), num(pp, "median"), num(pp, "max"),
@@ -151,8 +154,9 @@ static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o)
 /* Per arm: medians over seeds with their ranges. */
 static void md_arms(const cJSON *r, FILE *o) {
     fprintf(o, "| arm | lr | final val | final val / baseline | time to target (s) | speedup to target "
-               "| reached | speedup to level 1/3 | speedup to level 2/3 | backward | predict steps | peak RSS MiB |\n");
-    fprintf(o, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "| speedup in updates | reached | speedup to level 1/3 | speedup to level 2/3 | backward "
+               "| predict steps | peak RSS MiB |\n");
+    fprintf(o, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < NARMS; i++) {
         const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
         if (a) md_arm_row(r, compare_arm_names[i], a, o);
@@ -188,7 +192,10 @@ static void md_headline(const cJSON *r, FILE *o) {
         if (i++) fprintf(o, ", ");
         if (cJSON_IsNumber(x)) fprintf(o, "%.3f", x->valuedouble); else fprintf(o, "never");
     }
-    fprintf(o, "); final_val_ratio median %.4f [%.4f, %.4f].\n", num(f, "median"), num(f, "min"), num(f, "max"));
+    fprintf(o, "); final_val_ratio median %.4f [%.4f, %.4f]", num(f, "median"), num(f, "min"), num(f, "max"));
+    const cJSON *u = get(r, "speedup_steps_to_target");
+    if (u) fprintf(o, "; speedup_steps_to_target (optimizer updates, free of timing noise) median %.3f", num(u, "median"));
+    fprintf(o, ".\n");
     const cJSON *tn = get(r, "timing_noise_pct");
     if (num(tn, "runs") > 0)
         fprintf(o, "\nTiming noise: %.0f hybrid-arm runs never predicted and trained the baseline's exact steps; "

@@ -19,19 +19,22 @@ static int cmp_dbl(const void *a, const void *b) {
 
 /* ---------------------------------------------------------------- metrics */
 
-/* Training clock at which the curve first reaches `target`, interpolated
- * between the two evaluations around the crossing; NaN if it never does. */
-static double time_to(const run *r, double target) {
+/* The x (training clock, or optimizer updates) at which the curve first
+ * reaches `target`, interpolated between the two evaluations around the
+ * crossing; NaN if it never does. */
+static double x_to(const run *r, const double *x, double target) {
     for (int i = 0; i < r->n; i++) {
         if (r->val[i] <= target) {
-            if (i == 0) return r->clock[0];
+            if (i == 0) return x[0];
             double v0 = r->val[i - 1], v1 = r->val[i];
             double f = v0 > v1 ? (v0 - target) / (v0 - v1) : 1.0;
-            return r->clock[i - 1] + f * (r->clock[i] - r->clock[i - 1]);
+            return x[i - 1] + f * (x[i] - x[i - 1]);
         }
     }
     return NAN;
 }
+static double time_to(const run *r, double target) { return x_to(r, r->clock, target); }
+static double updates_to(const run *r, double target) { return x_to(r, r->upd, target); }
 
 /* Lowest val among evaluations within a training-clock budget. */
 static double best_within(const run *r, double budget) {
@@ -60,6 +63,7 @@ static stat4 stats(const double *v, int n) {
 typedef struct armseed {
     const run *r;
     double target[NLEVELS], ttt[NLEVELS], speedup[NLEVELS];
+    double utt, speedup_updates;  /* optimizer updates to the final target, and the baseline's over them */
     double best_at[NBUDGETS];
     double final_ratio;
 } armseed;
@@ -76,6 +80,9 @@ static void measure(const run *base, const run *r, armseed *o) {
         double tb = time_to(base, o->target[k]);
         o->speedup[k] = isfinite(o->ttt[k]) && o->ttt[k] > 0 ? tb / o->ttt[k] : NAN;
     }
+    o->utt = updates_to(r, o->target[2]);
+    double ub = updates_to(base, o->target[2]);
+    o->speedup_updates = isfinite(o->utt) && o->utt > 0 ? ub / o->utt : NAN;
     for (int k = 0; k < NBUDGETS; k++) o->best_at[k] = best_within(r, base->train_s * (k + 1) / NBUDGETS);
     o->final_ratio = r->final_val / base->final_val;
 }
@@ -112,7 +119,8 @@ static stat4 timing_noise(const compare *c, run *by[NARMS][MAX_SEEDS]) {
 
 /* Per arm, each a {median, min, max, n, per_seed} record. */
 static const char *const arm_fields[] = {
-    "final_val_loss", "final_val_ratio", "speedup_time_to_target", "time_to_target_s",
+    "final_val_loss", "final_val_ratio", "speedup_time_to_target", "time_to_target_s", "speedup_steps_to_target",
+    "updates_to_target",
     "speedup_to_level_1of3", "speedup_to_level_2of3", "best_val_at_25pct_clock", "best_val_at_50pct_clock",
     "best_val_at_75pct_clock", "best_val_at_100pct_clock", "train_s", "optimizer_updates", "backward_passes",
     "training_forward_passes", "phase_warmup", "phase_full", "phase_predict", "phase_correct",
@@ -124,7 +132,8 @@ static void arm_values(const armseed *x, double v[NFIELDS]) {
     const run *r = x->r;
     for (int k = 0; k < NFIELDS; k++) v[k] = NAN;
     if (!r) return;
-    double f[NFIELDS] = {r->final_val, x->final_ratio, x->speedup[2], x->ttt[2], x->speedup[0], x->speedup[1],
+    double f[NFIELDS] = {r->final_val, x->final_ratio, x->speedup[2], x->ttt[2], x->speedup_updates, x->utt,
+                         x->speedup[0], x->speedup[1],
                          x->best_at[0], x->best_at[1], x->best_at[2], x->best_at[3], r->train_s, r->updates,
                          r->backward, r->backward + r->probes, r->phase[0], r->phase[1], r->phase[2], r->phase[3],
                          r->pred_s, r->ctrl_s, r->peak_rss};
@@ -183,7 +192,8 @@ static char *joined(char **v, int n) {
 static void json_setup(const compare *c, cJSON *o) {
     char buf[512], cpu[256];
     snprintf(buf, sizeof buf, "time to the tuned baseline's final val loss on the training clock (evaluation "
-             "excluded), interpolated between evaluations; LR tuned on seed %llu by final val",
+             "excluded), and optimizer updates to it, interpolated between evaluations; LR tuned on seed %llu by "
+             "final val",
              (unsigned long long)c->seed0);
     cJSON_AddStringToObject(o, "protocol", buf);
     char *tf = joined(c->pass, c->npass), *hf = joined(c->hpass, c->nhpass);
@@ -211,7 +221,7 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON_AddStringToObject(o, "baseline_schedule", compare_sched_name(c, compare_arm_sched(c, ARM_BASELINE)));
     cJSON *ts = cJSON_AddObjectToObject(o, "tuned_schedule");
     for (int a = 0; a < NARMS; a++)
-        if (c->arms[a]) cJSON_AddStringToObject(ts, compare_arm_names[a], compare_sched_name(c, compare_arm_sched(c, a)));
+        if (c->arms[a]) cJSON_AddStringToObject(ts, compare_arm_names[a], compare_arm_sched_name(c, a));
 }
 
 /* The LR sweep: the sweeping arms' runs on the first seed. */
@@ -219,10 +229,10 @@ static void json_sweep(const compare *c, cJSON *o) {
     cJSON *sweep = cJSON_AddArrayToObject(o, "sweep");
     for (int i = 0; i < c->nruns; i++) {
         const run *r = &c->runs[i];
-        if (r->seed != c->seed0 || (r->arm != ARM_BASELINE && r->arm != ARM_HYBRID)) continue;
+        if (r->seed != c->seed0 || !ARM_SWEEPS(r->arm)) continue;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "arm", compare_arm_names[r->arm]);
-        if (c->nscheds) cJSON_AddStringToObject(e, "schedule", compare_sched_name(c, r->sched));
+        if (c->nscheds && r->arm != ARM_SF) cJSON_AddStringToObject(e, "schedule", compare_sched_name(c, r->sched));
         cJSON_AddItemToObject(e, "lr", jnum(r->lr));
         cJSON_AddItemToObject(e, "final_val_loss", jnum(r->final_val));
         cJSON_AddItemToObject(e, "train_s", jnum(r->train_s));
@@ -233,7 +243,7 @@ static void json_sweep(const compare *c, cJSON *o) {
 static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
     cJSON *o = cJSON_AddObjectToObject(arms, compare_arm_names[a]);
     cJSON_AddItemToObject(o, "lr", jnum(compare_arm_lr(c, a)));
-    cJSON_AddStringToObject(o, "schedule", compare_sched_name(c, compare_arm_sched(c, a)));
+    cJSON_AddStringToObject(o, "schedule", compare_arm_sched_name(c, a));
     double vals[MAX_SEEDS][NFIELDS], v[MAX_SEEDS];
     for (int s = 0; s < c->nseeds; s++) arm_values(&m[s], vals[s]);
     for (int k = 0; k < NFIELDS; k++) {
@@ -253,6 +263,8 @@ static void json_headline(const compare *c, armseed m[NARMS][MAX_SEEDS], stat4 n
     double v[MAX_SEEDS];
     for (int s = 0; s < c->nseeds; s++) v[s] = m[ha][s].r ? m[ha][s].speedup[2] : NAN;
     jstat(o, "speedup_time_to_target", v, c->nseeds);
+    for (int s = 0; s < c->nseeds; s++) v[s] = m[ha][s].r ? m[ha][s].speedup_updates : NAN;
+    jstat(o, "speedup_steps_to_target", v, c->nseeds);
     for (int s = 0; s < c->nseeds; s++) v[s] = m[ha][s].r ? m[ha][s].final_ratio : NAN;
     jstat(o, "final_val_ratio", v, c->nseeds);
 }

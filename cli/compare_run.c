@@ -131,7 +131,11 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
     snprintf(a->num[2], sizeof a->num[2], "%g", sc && sc->to_zero ? 0.0f : r->lr * c->min_lr_ratio);
     snprintf(a->num[3], sizeof a->num[3], "%llu", (unsigned long long)r->seed);
     a->v[a->n++] = "--lr"; a->v[a->n++] = a->num[1];
-    a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
+    if (r->arm == ARM_SF) {  /* no decay to give it: the rate is constant after the warmup */
+        a->v[a->n++] = "--optimizer"; a->v[a->n++] = "schedule-free";
+    } else {
+        a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
+    }
     a->v[a->n++] = "--seed"; a->v[a->n++] = a->num[3];
     if (!c->eval_interval_given && c->max_iters > 0) {
         snprintf(a->num[4], sizeof a->num[4], "%d", c->max_iters >= 20 ? c->max_iters / 20 : 1);
@@ -156,6 +160,7 @@ static void take_curve(run *r, const hpt_run_metrics *m) {
     const double *v = r->arm == ARM_EMA ? m->ema_val_loss : m->val_loss;
     size_t b = (size_t)m->n * sizeof(double);
     r->step = cli_xrealloc(r->step, b); r->clock = cli_xrealloc(r->clock, b); r->val = cli_xrealloc(r->val, b);
+    r->upd = cli_xrealloc(r->upd, b);
     r->bstep = cli_xrealloc(r->bstep, 2 * b); r->bclock = cli_xrealloc(r->bclock, 2 * b);
     r->n = r->nb = 0;
     for (int i = 0; i < m->n; i++) {
@@ -164,7 +169,10 @@ static void take_curve(run *r, const hpt_run_metrics *m) {
             r->bclock[2 * r->nb] = i ? m->time_s[i - 1] : 0; r->bclock[2 * r->nb + 1] = m->time_s[i];
             r->nb++;
         }
-        if (isfinite(v[i])) { r->step[r->n] = m->step[i]; r->clock[r->n] = m->time_s[i]; r->val[r->n] = v[i]; r->n++; }
+        if (isfinite(v[i])) {
+            r->step[r->n] = m->step[i]; r->clock[r->n] = m->time_s[i]; r->upd[r->n] = m->updates[i]; r->val[r->n] = v[i];
+            r->n++;
+        }
     }
 }
 

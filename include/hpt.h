@@ -500,6 +500,10 @@ typedef struct hpt_run_metrics {
     double *step, *time_s;   /* time_s: the training clock */
     double *train_loss, *val_loss, *ema_val_loss, *val_accuracy;  /* NaN where a line lacks it */
     unsigned char *predict;  /* 1: the line ends a hybrid Predict phase */
+    /* optimizer updates up to the line: its "backward" (hybrid lines, 1 for
+     * a real step, 0 for a Predict phase) summed, or, on a line without one
+     * (plain training), its step's advance over the line before */
+    double *updates;
 } hpt_run_metrics;
 
 /* summary.json's numbers, NaN where absent or null (one row per field). */

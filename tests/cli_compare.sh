@@ -47,6 +47,13 @@ for a in ("baseline", "hybrid"):
     best = min(sweep, key=lambda s: s["final_val_loss"])
     if len(sweep) != 2 or r["tuned_lr"][a] != best["lr"]:
         errs.append("%s: tuned lr %r, sweep %r" % (a, r["tuned_lr"][a], sweep))
+# updates to the target (issue 12): every arm, the baseline's own exactly 1
+for a in arms:
+    if len(arms[a].get("speedup_steps_to_target", {}).get("per_seed", [])) != 2:
+        errs.append("%s: no speedup_steps_to_target per seed" % a)
+if arms["baseline"]["speedup_steps_to_target"]["per_seed"] != [1, 1] or "speedup_steps_to_target" not in r:
+    errs.append("baseline speedup_steps_to_target %r, want [1, 1], and a headline one" %
+                arms["baseline"]["speedup_steps_to_target"]["per_seed"])
 if arms["baseline"]["speedup_time_to_target"]["per_seed"] != [1, 1]:
     errs.append("baseline speedup per seed %r, want [1, 1]" % arms["baseline"]["speedup_time_to_target"]["per_seed"])
 for a, key in (("baseline", "final_val_loss"), ("ema", "final_ema_val_loss")):

@@ -24,8 +24,9 @@ static double num(const cJSON *o, const char *key) {
 /* ---------------------------------------------------------------- metrics */
 
 static hpt_status metrics_reserve(hpt_run_metrics *m, int cap) {
-    double **cols[6] = {&m->step, &m->time_s, &m->train_loss, &m->val_loss, &m->ema_val_loss, &m->val_accuracy};
-    for (int j = 0; j < 6; j++) {
+    double **cols[7] = {&m->step, &m->time_s, &m->train_loss, &m->val_loss, &m->ema_val_loss, &m->val_accuracy,
+                        &m->updates};
+    for (int j = 0; j < 7; j++) {
         double *p = realloc(*cols[j], (size_t)cap * sizeof(double));
         if (!p) return hpt_fail(HPT_ERR_NOMEM, "out of memory reading metrics (%d lines)", cap);
         *cols[j] = p;
@@ -49,6 +50,8 @@ static void metrics_add(hpt_run_metrics *m, const cJSON *o) {
     m->val_accuracy[i] = num(o, "val_accuracy");
     const char *phase = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "phase"));
     m->predict[i] = phase && !strcmp(phase, "predict");
+    double bw = num(o, "backward"), before = i ? m->updates[i - 1] : 0;
+    m->updates[i] = before + (isfinite(bw) ? bw : step - (i ? m->step[i - 1] : 0));
 }
 
 static hpt_status metrics_parse(hpt_run_metrics *m, char *text) {
@@ -104,7 +107,7 @@ hpt_status hpt_rundir_open(hpt_rundir *r, const char *dir) {
 void hpt_rundir_free(hpt_rundir *r) {
     hpt_run_metrics *m = &r->metrics;
     free(m->step); free(m->time_s); free(m->train_loss); free(m->val_loss); free(m->ema_val_loss);
-    free(m->val_accuracy); free(m->predict);
+    free(m->val_accuracy); free(m->predict); free(m->updates);
     memset(r, 0, sizeof *r);
 }
 
