@@ -369,7 +369,7 @@ typedef struct hpt_hybrid_config {
     int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
     float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */
     /* prediction and verification */
-    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear */
+    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear | outer */
     int correction_interval;     /* [--correction-interval] predicted steps between probe checks */
     int probe_batches;           /* [--probe-batches] batches per verification (>= 2: one batch accepted harmful jumps) */
     int whole_phase;             /* [--whole-phase] apply the horizon's deltas as one jump */
@@ -385,6 +385,13 @@ typedef struct hpt_hybrid_config {
      * reproducible and resumable bit for bit; 0 [--cost-by-time]: by wall
      * time against the measured real step, truer but not reproducible */
     int count_cost;
+    /* --predictor outer (docs/hybrid.md): every outer_interval real steps,
+     * the outer Nesterov step on the displacement since the anchor */
+    int outer_interval;          /* [--outer-interval] H */
+    float outer_lr;              /* [--outer-lr] eta */
+    float outer_momentum;        /* [--outer-momentum] mu */
+    int outer_follow_lr;         /* [--outer-follow-lr] jump scaled by lr(t) / lr */
+    int outer_check;             /* [--outer-check] K real losses that check a jump */
 } hpt_hybrid_config;
 
 void hpt_hybrid_config_default(hpt_hybrid_config *c);

@@ -222,11 +222,11 @@ static void test_config_messages(void) {
 }
 
 /* The predictor table: each name parses to its row, and the rows keep the
- * indices checkpoints store (HYBR): coast 0, stale-adam 1, linear 2, shrink 3. */
+ * indices checkpoints store (HYBR): coast 0, stale-adam 1, linear 2, shrink 3, outer 4. */
 static void test_predictor_table(void) {
-    const char *names[] = {"coast", "stale-adam", "linear", "shrink"};
-    CHECK(hpt_pred_count() >= 4, "%d predictors", hpt_pred_count());
-    for (int i = 0; i < 4; i++)
+    const char *names[] = {"coast", "stale-adam", "linear", "shrink", "outer"};
+    CHECK(hpt_pred_count() >= 5, "%d predictors", hpt_pred_count());
+    for (int i = 0; i < 5; i++)
         CHECK(hpt_pred_parse(names[i]) == i && !strcmp(hpt_pred_name(i), names[i]), "%s is row %d", names[i], i);
     for (int i = 0; i < hpt_pred_count(); i++)
         CHECK(hpt_pred_parse(hpt_pred_name(i)) == i, "row %d round-trips", i);
@@ -234,7 +234,63 @@ static void test_predictor_table(void) {
     CHECK(hpt_pred_name(-1) == NULL && hpt_pred_name(hpt_pred_count()) == NULL, "no row past the table");
     char list[256];
     hpt_pred_list(list, sizeof list);
-    CHECK(!strcmp(list, "coast, stale-adam, linear or shrink"), "list: %s", list);
+    CHECK(!strcmp(list, "coast, stale-adam, linear, shrink or outer"), "list: %s", list);
+}
+
+/* The outer step on a known displacement: from anchor a, params theta and
+ * momentum u, u' = mu u + (theta - a) and theta' = a + eta ((theta - a) +
+ * mu u') at scale 1 (docs/hybrid.md), the new anchor theta'; at scale s the
+ * departure from theta is s times that; eta 1, mu 0 leaves theta bit for bit
+ * (a -0.0f included) and u' = theta - a. */
+static void test_outer_formula(void) {
+    hpt_model *m = tiny_gpt();
+    CHECK(m != NULL, "tiny model");
+    if (!m) return;
+    hpt_predictor p;
+    CHECK(hpt_pred_init(&p, hpt_pred_parse("outer"), m, 0, 0) == HPT_OK, "outer init: %s", hpt_errmsg());
+    CHECK(p.ops->outer && p.arena_bytes == 2 * m->nparams * sizeof(float), "outer: its flag, anchor and buffer");
+    const size_t n = m->nparams;
+    float *th = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float)), *u = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        a[i] = sinf((float)i * 0.37f);
+        th[i] = a[i] + 0.01f * cosf((float)i * 1.3f);
+        u[i] = 0.02f * sinf((float)i * 0.11f + 1.0f);
+    }
+    th[5] = -0.0f; a[5] = -0.0f;  /* a signed zero that must survive "no change" */
+    const float etas[] = {0.7f, 1.0f, 1.0f, 2.5f}, mus[] = {0.9f, 0.0f, 0.5f, 0.3f}, scales[] = {1.0f, 1.0f, 1.0f, 0.25f};
+    for (int c = 0; c < 4; c++) {
+        float eta = etas[c], mu = mus[c], s = scales[c];
+        memcpy(p.anchor, a, n * sizeof(float));
+        memcpy(p.outer_u, u, n * sizeof(float));
+        memcpy(m->params, th, n * sizeof(float));
+        p.outer_lr = eta;
+        p.outer_mom = mu;
+        hpt_pred_apply(&p, m->params, NULL, NULL, NULL, 1, 0.0f, 1, s);
+        double worst = 0.0, worst_u = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)th[i] - a[i], u2 = mu * (double)u[i] + d;
+            double want = th[i] + s * ((a[i] + eta * (d + mu * u2)) - th[i]);
+            double e = fabs(m->params[i] - want), eu = fabs(p.outer_u[i] - u2);
+            if (e > worst) worst = e;
+            if (eu > worst_u) worst_u = eu;
+        }
+        CHECK(worst < 1e-6 && worst_u < 1e-7, "outer eta %g mu %g scale %g: |theta' - formula| %.3g, |u' - formula| %.3g",
+              eta, mu, s, worst, worst_u);
+        CHECK(!memcmp(p.anchor, m->params, n * sizeof(float)), "outer eta %g mu %g: the new anchor is theta'", eta, mu);
+        if (eta == 1.0f && mu == 0.0f) {
+            CHECK(!memcmp(m->params, th, n * sizeof(float)), "outer eta 1 mu 0: theta unchanged bit for bit");
+            int same = 1;
+            for (size_t i = 0; i < n; i++) same &= p.outer_u[i] == th[i] - a[i];
+            CHECK(same, "outer eta 1 mu 0: u' is the displacement");
+        }
+    }
+    hpt_pred_outer_reset(&p, th);
+    int zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= p.outer_u[i] == 0.0f;
+    CHECK(zero && !memcmp(p.anchor, th, n * sizeof(float)), "outer reset: anchor = params, u = 0");
+    hpt_pred_free(&p);
+    free(th); free(a); free(u);
+    hpt_model_free(m);
 }
 
 /* ---------------------------------------------------------------- forced rollbacks */
@@ -373,6 +429,7 @@ static void run_injected(const char *data, int nan, const char *what) {
 int main(void) {
     test_predictor_table();
     hpt_set_threads(1);
+    test_outer_formula();
     test_predictors_move_params();
     test_shrink();
     test_linear_exact();

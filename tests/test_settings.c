@@ -191,7 +191,7 @@ static size_t old_tcfg(const hpt_train_config *c, unsigned char *buf) {
     return b.n;
 }
 
-/* hybrid_config.c's hpt_hyb_encode_cfg as it was */
+/* hybrid_config.c's hpt_hyb_encode_cfg as it was (then the version-5 rows appended) */
 static void old_hybr(const hpt_hybrid_config *c, unsigned char *out) {
     membuf b = {out, 0};
     put_i32(&b, c->warmup_steps); put_i32(&b, c->full_steps); put_i32(&b, c->min_predict_steps);
@@ -201,6 +201,9 @@ static void old_hybr(const hpt_hybrid_config *c, unsigned char *out) {
     put_i32(&b, c->probe_batches); put_i32(&b, c->whole_phase); put_i32(&b, c->ensemble); put_i32(&b, c->hidden);
     put_i32(&b, c->bptt); put_i32(&b, c->div_window); put_f32(&b, c->div_loss_z); put_f32(&b, c->div_grad_explode);
     put_f32(&b, c->div_grad_vanish); put_i32(&b, c->count_cost);
+    /* version 5: the outer predictor's rows */
+    put_i32(&b, c->outer_interval); put_f32(&b, c->outer_lr); put_f32(&b, c->outer_momentum);
+    put_i32(&b, c->outer_follow_lr); put_i32(&b, c->outer_check);
 }
 
 static void test_tcfg_layout(void) {
@@ -252,18 +255,21 @@ static void test_tcfg_layout(void) {
 
 static void test_hybr_layout(void) {
     unsigned char a[HYBR_CFG_BYTES], b[HYBR_CFG_BYTES];
-    const char *preds[4] = {"coast", "stale-adam", "linear", "shrink"};
-    for (int i = 0; i < 4; i++) {
+    const char *preds[5] = {"coast", "stale-adam", "linear", "shrink", "outer"};
+    for (int i = 0; i < 5; i++) {
         hpt_hybrid_config c, d;
         hpt_hybrid_config_default(&c);
         c.predictor = preds[i];
         c.warmup_steps = 11 + i; c.confidence_threshold = 0.5f; c.whole_phase = i & 1; c.count_cost = !(i & 2);
         c.div_loss_z = 7.5f; c.hidden = 64;
+        c.outer_interval = 30 + i; c.outer_lr = 0.7f; c.outer_momentum = 0.9f; c.outer_follow_lr = i & 1; c.outer_check = 3;
         hpt_hyb_encode_cfg(&c, a);
         old_hybr(&c, b);
         CHECK(!memcmp(a, b, sizeof a), "HYBR config words as before the table (%s)", preds[i]);
         CHECK(hpt_hyb_decode_cfg(b, &d) && !strcmp(d.predictor, preds[i]) && d.warmup_steps == 11 + i &&
-              d.whole_phase == (i & 1) && d.count_cost == !(i & 2), "HYBR round trip (%s): %s", preds[i], hpt_errmsg());
+              d.whole_phase == (i & 1) && d.count_cost == !(i & 2) && d.outer_interval == 30 + i && d.outer_lr == 0.7f &&
+              d.outer_momentum == 0.9f && d.outer_follow_lr == (i & 1) && d.outer_check == 3,
+              "HYBR round trip (%s): %s", preds[i], hpt_errmsg());
     }
     hpt_hybrid_config c, d;
     hpt_hybrid_config_default(&c);

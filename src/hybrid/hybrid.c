@@ -438,6 +438,150 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     return HPT_OK;
 }
 
+static void rollback(hybrid *h, const char *what);
+static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float conf);
+
+/* ---------------------------------------------------------------- the outer path
+ * An outer predictor (--predictor outer, pred_outer.c) bypasses the phase
+ * controller, the confidence gate, the probes and the line search: every H
+ * real steps after the warmup it jumps (outer_jump), and the next K real
+ * steps' training losses are the jump's check (outer_check). A failed check
+ * (or a divergence, or a non-finite step, while the snapshot is held) rolls
+ * back byte for byte to the snapshot taken just before the jump (rollback:
+ * the K real steps since are undone too; the step counter keeps its place),
+ * halves the jump's scale and starts a new interval there with the momentum
+ * buffer at 0. A jump is a transformation of the weights, not skipped steps:
+ * the step counter does not move. */
+
+/* A new interval: anchor = params, momentum buffer 0. */
+static void outer_new_interval(hybrid *h) {
+    hpt_pred_outer_reset(&h->pred, h->m->params);
+    h->out.anchor_updates = hpt_trainer_updates(h->tr);
+}
+
+/* The rollback's part for the outer path: a jump under check failed (or the
+ * snapshot was restored by a divergence later); the restored parameters
+ * start a new interval. */
+static void outer_rolled_back(hybrid *h) {
+    if (h->out.check_left > 0 || h->out.check_n > 0) h->out.rolled_back++;  /* a jump under check */
+    h->out.check_left = 0;
+    h->out.check_n = 0;
+    h->out.check_sum = 0.0;
+    outer_new_interval(h);
+}
+
+/* Whether a jump is due: past the warmup, H updates since the anchor, no
+ * check under way, 8 losses in the ring for the check's reference, and room
+ * before the end for the check's K real steps. */
+static int outer_due(const hybrid *h) {
+    const hpt_hybrid_config *c = &h->cfg;
+    const int updates = hpt_trainer_updates(h->tr);
+    return updates >= c->warmup_steps && updates - h->out.anchor_updates >= c->outer_interval &&
+           h->out.check_left == 0 && h->loss_n >= 8 &&
+           hpt_trainer_steps(h->tr) + c->outer_check <= hpt_trainer_config(h->tr)->max_iters;
+}
+
+/* The check's reference: mean and standard deviation of the last 16 real
+ * losses before the jump. */
+static void outer_reference(hybrid *h) {
+    int n = h->loss_n < 16 ? h->loss_n : 16;
+    double s = 0.0, ss = 0.0;
+    for (int j = 0; j < n; j++) s += h->loss_ring[(h->loss_head - 1 - j + 2 * LOSS_RING) % LOSS_RING];
+    double mean = s / n;
+    for (int j = 0; j < n; j++) {
+        double d = h->loss_ring[(h->loss_head - 1 - j + 2 * LOSS_RING) % LOSS_RING] - mean;
+        ss += d * d;
+    }
+    h->out.ref_mean = mean;
+    h->out.ref_sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+}
+
+/* The jump: snapshot (params, moments), the outer step in place at scale
+ * h->scale (x lr(t) / lr with --outer-follow-lr), a new interval at the
+ * result, and K real steps of check ahead. */
+static void outer_jump(hybrid *h) {
+    hpt_trainer *tr = h->tr;
+    const hpt_train_config *c = hpt_trainer_config(tr);
+    const int step = hpt_trainer_steps(tr), updates = hpt_trainer_updates(tr), span = updates - h->out.anchor_updates;
+    take_snapshot(h);
+    outer_reference(h);
+    float s = h->scale;
+    if (h->cfg.outer_follow_lr && c->lr > 0.0f) {
+        float f = hpt_trainer_lr(tr, step) / c->lr;
+        s *= f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
+    }
+    uint32_t crc = hpt_crc32(0, h->m->params, h->n * sizeof(float));
+    hpt_pred_apply(&h->pred, h->m->params, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), NULL, updates,
+                   0.0f, 1, s);
+    h->out.anchor_updates = updates;
+    h->out.applied++;
+    h->out.check_left = h->cfg.outer_check;
+    h->out.check_n = 0;
+    h->out.check_sum = 0.0;
+    char why[300];
+    snprintf(why, sizeof why, "outer jump %d: the displacement of %d updates, eta %.3g, mu %.3g, scale %.3g; "
+             "params crc32 %08x before it; checked by the next %d real losses against %.4f +- %.4f",
+             h->out.applied, span,
+             h->cfg.outer_lr, h->cfg.outer_momentum, s, crc, h->cfg.outer_check, h->out.ref_mean, h->out.ref_sd);
+    log_transition(h, HPT_PHASE_PREDICT, why);
+}
+
+/* After a real step under check: a non-finite loss or one above mean + 6 sd
+ * of the reference rolls back at once; after K, their mean above
+ * mean + 2 sd / sqrt(K) rolls back, else the jump is kept. */
+static void outer_check(hybrid *h, float loss) {
+    hybrid_outer *o = &h->out;
+    if (o->check_left <= 0 || !h->snap.valid) return;
+    const double ref = o->ref_mean, sd = o->ref_sd;
+    char what[300];
+    if (!isfinite(loss) || loss > ref + 6.0 * sd) {
+        snprintf(what, sizeof what, "outer jump %d failed its check: real loss %.4f > %.4f + 6 x %.4f",
+                 o->applied, loss, ref, sd);
+    } else {
+        o->check_sum += loss;
+        o->check_n++;
+        if (--o->check_left > 0) return;
+        double mean = o->check_sum / o->check_n, lim = ref + 2.0 * sd / sqrt((double)o->check_n);
+        if (mean <= lim) {
+            o->kept++;
+            snprintf(what, sizeof what, "outer jump %d kept: mean of the next %d real losses %.4f <= %.4f",
+                     o->applied, o->check_n, mean, lim);
+            o->check_n = 0;
+            log_transition(h, HPT_PHASE_FULL, what);
+            return;
+        }
+        snprintf(what, sizeof what, "outer jump %d failed its check: mean of the next %d real losses %.4f > %.4f",
+                 o->applied, o->check_n, mean, lim);
+    }
+    rollback(h, what);
+    char done[120];
+    snprintf(done, sizeof done, "params crc32 %08x restored", hpt_crc32(0, h->m->params, h->n * sizeof(float)));
+    log_transition(h, HPT_PHASE_FULL, done);
+}
+
+/* One call on the outer path: a jump when due, then a real step (warmup,
+ * correct while a check is under way, else full) and its check. The jump's
+ * time is returned in h->out.jump_s (the caller puts it on the clock). */
+static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_phase *real) {
+    const hpt_hybrid_config *c = &h->cfg;
+    int updates = hpt_trainer_updates(h->tr);
+    h->out.jump_s = 0.0;
+    /* the first interval starts after the warmup */
+    if (h->out.anchor_updates < c->warmup_steps && updates >= c->warmup_steps) outer_new_interval(h);
+    int jumped = outer_due(h);
+    if (jumped) {
+        double t = hpt_now();
+        outer_jump(h);
+        h->out.jump_s = hpt_now() - t;
+    }
+    *real = hpt_trainer_updates(h->tr) < c->warmup_steps ? HPT_PHASE_WARMUP
+          : h->out.check_left > 0 ? HPT_PHASE_CORRECT : HPT_PHASE_FULL;
+    HPT_TRY(real_step(h, info, *real, NAN));
+    outer_check(h, info->train_loss);
+    *ph = jumped ? HPT_PHASE_PREDICT : *real;
+    return HPT_OK;
+}
+
 /* Back to the snapshot after a divergence or a non-finite step: what the
  * real steps and the kept jump since it did is undone (parameters, moments,
  * the update count and the kept predicted steps), the step counter keeps
@@ -455,6 +599,7 @@ static void rollback(hybrid *h, const char *what) {
     h->snap.valid = 0;
     h->cnt.div_rollbacks++;
     h->scale *= 0.5f;
+    if (h->pred.ops->outer) outer_rolled_back(h);
     char w[400];
     snprintf(w, sizeof w, "%s: rolled back to the snapshot of step %d (%d updates undone), predicted step scale %.3g",
              what, h->snap.step, updates - hpt_trainer_updates(h->tr), h->scale);
@@ -467,13 +612,14 @@ static void rollback(hybrid *h, const char *what) {
  * pass the model ran counts, the failed attempt's included. */
 static hpt_status trainer_step(hybrid *h, hpt_step_info *info) {
     size_t calls0 = hpt_model_backward_calls(h->m);
-    before_real_step(h);
+    const int learn = !h->pred.ops->outer;  /* the outer path feeds no dynamics model */
+    if (learn) before_real_step(h);
     hpt_status st = hpt_trainer_step(h->tr, info);
     if (st == HPT_ERR_NUMERIC && h->snap.valid) {
         char what[300];
         snprintf(what, sizeof what, "%s", hpt_errmsg());
         rollback(h, what);
-        before_real_step(h);
+        if (learn) before_real_step(h);
         st = hpt_trainer_step(h->tr, info);
     }
     h->cnt.backward_passes += (int)(hpt_model_backward_calls(h->m) - calls0);
@@ -490,8 +636,10 @@ static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float 
     record_loss(h, info->train_loss);
     hpt_pred_observe(&h->pred, h->m->params, hpt_trainer_updates(h->tr));
     float predicted = h->next_pred_loss;
-    HPT_TRY(after_real_step(h, info, ph));
-    hpt_phase_step_done(&h->ph);
+    if (!h->pred.ops->outer) {  /* the outer path has no dynamics model to train and no phase controller */
+        HPT_TRY(after_real_step(h, info, ph));
+        hpt_phase_step_done(&h->ph);
+    }
     const char *dwhy = NULL;
     hpt_div_level lv = hpt_div_observe(&h->div, hpt_trainer_steps(h->tr), info->train_loss, info->grad_norm, &dwhy);
     if (lv == HPT_DIV_CRITICAL) {
@@ -512,12 +660,33 @@ static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float 
     return HPT_OK;
 }
 
+/* The outer path's call with its accounting: everything beyond the
+ * trainer's step is training time; the jump (snapshot, outer step, new
+ * anchor) is the predict phase's time, the rest the controller's; the call
+ * counts one step of its real step's phase (a jump moves no step). */
+static hpt_status outer_timed(hybrid *h, hpt_step_info *info, double t0) {
+    hpt_phase ph, real;
+    HPT_TRY(outer_step(h, info, &ph, &real));
+    info->phase = hpt_phase_name(ph);
+    double whole = hpt_now() - t0, extra = whole - info->step_s;
+    if (extra > 0.0) hpt_trainer_add_time(h->tr, extra);  /* step_s is on the clock already */
+    double ctrl = extra - h->out.jump_s;
+    if (ctrl > 0.0) h->cnt.ctrl_s += ctrl;
+    info->step_s = whole;
+    info->time_s = hpt_trainer_clock(h->tr);
+    h->cnt.phase_s[HPT_PHASE_PREDICT] += h->out.jump_s;
+    h->cnt.phase_s[real] += whole - h->out.jump_s;
+    h->cnt.phase_count_steps[real] += 1;
+    return HPT_OK;
+}
+
 static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) {
     hybrid *h = hctx;
     /* everything the hybrid does is training time: the confidence forecast,
      * the statistics around a real step, the dynamics model's update, the
      * divergence checks (the trainer's clock only saw the step itself) */
     double t0 = hpt_now();
+    if (h->pred.ops->outer) return outer_timed(h, info, t0);
     float conf = NAN;
     if (hpt_phase_wants_confidence(&h->ph)) conf = hpt_pred_ready(&h->pred) ? confidence_now(h) : 0.0f;
     int horizon = 0;
@@ -611,6 +780,9 @@ static hpt_status init_parts(hybrid *h) {
     hpt_phase_init(&h->ph, &pc);
     hpt_div_init(&h->div, &dc);
     HPT_TRY(hpt_pred_init(&h->pred, hpt_pred_parse(h->cfg.predictor), h->m, 0, 0));
+    h->pred.outer_lr = h->cfg.outer_lr;
+    h->pred.outer_mom = h->cfg.outer_momentum;
+    hpt_pred_outer_reset(&h->pred, h->m->params);  /* the first interval's anchor (a resume loads its own) */
     HPT_TRY(hpt_snapshot_init(&h->snap, h->n));
     HPT_TRY(init_dynamics(h));
     layout_samples(h);

@@ -73,6 +73,18 @@ typedef struct hybrid_counts {
     double alpha_sum;           /* of the kept jumps' line-search alphas */
 } hybrid_counts;
 
+/* The outer path's own state (--predictor outer; hybrid.c): the anchor and
+ * the momentum buffer are the predictor's arena. */
+typedef struct hybrid_outer {
+    int anchor_updates;         /* the update count at the anchor */
+    int check_left;             /* real steps left in the current jump's check (0: none) */
+    int check_n;                /* real losses seen in it */
+    int applied, kept, rolled_back;   /* jumps */
+    double check_sum;           /* of those losses */
+    double ref_mean, ref_sd;    /* of the last 16 losses before the jump */
+    double jump_s;              /* this call's jump time (not saved) */
+} hybrid_outer;
+
 typedef struct hybrid {
     /* what it runs on and with */
     hpt_hybrid_config cfg;
@@ -124,6 +136,7 @@ typedef struct hybrid {
     void *log_ctx;
 
     hybrid_counts cnt;
+    hybrid_outer out;
 } hybrid;
 
 /* ---------------------------------------------------------------- checkpoints
@@ -136,15 +149,17 @@ typedef struct hybrid {
  *   region, the 4 dynamics regions, the predictor's ring counters and the
  *   snapshot's valid and step, the predictor's gates, scales and arena, the
  *   snapshot's arena, the driver's counters, floats, times and loss ring,
- *   prev_upd. A read checks every block length, every index, count, flag
+ *   prev_upd, the outer state (v5). A read checks every block length, every index, count, flag
  *   and enum (hybrid_state.c) before the run continues. */
-/* version 2: prev_upd holds the sampled parameters' update (ns floats), not
+/* version 5 adds the outer predictor: its five config rows and the outer
+ * state block (hybrid_outer, field by field) after the previous update.
+ * version 2: prev_upd holds the sampled parameters' update (ns floats), not
  * every parameter's; version 3 adds the controller's own time on real steps
  * (controller_overhead_s); version 4 saves the phase controller and the
  * divergence monitor field by field instead of as host-layout structs.
  * Older versions are refused with that reason. */
-#define HYBR_VERSION 4u
-#define HYBR_CFG_WORDS 22
+#define HYBR_VERSION 5u
+#define HYBR_CFG_WORDS 27
 #define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
 
 /* hybrid_config.c */

@@ -90,6 +90,16 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
         hpt_json_num(pp, "mean_alpha", c->phases_accepted ? c->alpha_sum / c->phases_accepted : 0.0);
     }
     hpt_json_u64(o, "divergence_rollbacks", (uint64_t)c->div_rollbacks);
+    if (h->pred.ops->outer) {
+        /* jumps move no step: applied = kept + rolled back (+ 1 under check at the end) */
+        cJSON *oj = cJSON_AddObjectToObject(o, "outer_jumps");
+        if (oj) {
+            hpt_json_u64(oj, "applied", (uint64_t)h->out.applied);
+            hpt_json_u64(oj, "kept", (uint64_t)h->out.kept);
+            hpt_json_u64(oj, "rolled_back", (uint64_t)h->out.rolled_back);
+            hpt_json_num(oj, "scale", h->scale);
+        }
+    }
     /* what the rollbacks undid: every real step is an update in effect or
      * undone, every step of the schedule a real step or a predicted one,
      * kept or undone (the step counter itself never moves back) */
@@ -118,6 +128,15 @@ void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
     hybrid *h = hctx;
     const hpt_hybrid_config *c = &h->cfg;
     char line[512];
+    if (h->pred.ops->outer) {
+        snprintf(line, sizeof line, "hybrid     predictor %s: a jump every %d real steps after warmup %d, eta %g, "
+                 "mu %g%s, checked by the next %d real losses; hybrid state %.1f MiB (snapshot %.1f, anchor and "
+                 "momentum %.1f)", c->predictor, c->outer_interval, c->warmup_steps, c->outer_lr, c->outer_momentum,
+                 c->outer_follow_lr ? ", following the lr" : "", c->outer_check, h->arena_bytes / 1048576.0,
+                 3.0 * h->n * sizeof(float) / 1048576.0, h->pred.arena_bytes / 1048576.0);
+        if (log) log(ctx, line);
+        return;
+    }
     snprintf(line, sizeof line, "hybrid     predictor %s, warmup %d, full %d, predict %d..%d, correct %d, "
              "threshold %g, correction interval %d, %d probe batches%s; hybrid state %.1f MiB "
              "(snapshot %.1f, buffers %.1f)",

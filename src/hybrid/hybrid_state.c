@@ -144,6 +144,31 @@ static const char *check_driver(const int32_t *dv, const float *fv, const double
     return NULL;
 }
 
+/* The outer path's state (hybrid_outer; zeros for the other predictors),
+ * field by field, checked before it is taken. */
+static void walk_outer(hybrid *h, walker *x) {
+    hybrid_outer *o = &h->out;
+    int32_t ov[6] = {o->anchor_updates, o->check_left, o->check_n, o->applied, o->kept, o->rolled_back};
+    double gv[3] = {o->check_sum, o->ref_mean, o->ref_sd};
+    w_block(x, "outer counters", ov, sizeof ov);
+    w_block(x, "outer floats", gv, sizeof gv);
+    if (x->mode != 2 || x->why[0]) return;
+    const char *why = NULL;
+    if (!in_range(ov[0], 0, hpt_trainer_updates(h->tr))) why = "the outer anchor's update count is out of range";
+    else if (!in_range(ov[1], 0, h->cfg.outer_check) || !in_range(ov[2], 0, h->cfg.outer_check) ||
+             (ov[1] > 0 ? ov[1] + ov[2] != h->cfg.outer_check : ov[2] != 0))
+        why = "the outer check's position is out of range";
+    else if (!in_range(ov[3], 0, COUNT_MAX) || !in_range(ov[4], 0, ov[3]) || !in_range(ov[5], 0, ov[3] - ov[4]))
+        why = "the outer jump counters are out of range";
+    else if (!isfinite(gv[0]) || !isfinite(gv[1]) || !fin_range(gv[2], 0.0, 1e300))
+        why = "the outer check's sums are not finite";
+    else if (ov[1] > 0 && !h->snap.valid) why = "an outer check is under way without a snapshot";
+    if (why) { fail(x, "%s", why); return; }
+    o->anchor_updates = ov[0]; o->check_left = ov[1]; o->check_n = ov[2];
+    o->applied = ov[3]; o->kept = ov[4]; o->rolled_back = ov[5];
+    o->check_sum = gv[0]; o->ref_mean = gv[1]; o->ref_sd = gv[2];
+}
+
 /* The predictor, the snapshot and the driver's own state. */
 static void walk_driver(hybrid *h, walker *x) {
     int32_t iv[4] = {h->pred.ring_count, h->pred.ring_head, h->snap.valid, h->snap.step};
@@ -167,6 +192,10 @@ static void walk_driver(hybrid *h, walker *x) {
     w_block(x, "driver times", gv, sizeof gv);
     w_block(x, "loss ring", h->loss_ring, sizeof h->loss_ring);
     w_block(x, "previous update", h->prev_upd, h->ns * sizeof(float));
+    int32_t snap_valid = h->snap.valid;
+    if (x->mode == 2) h->snap.valid = iv[2] == 1;  /* what walk_outer checks against; set for good below */
+    walk_outer(h, x);
+    if (x->mode == 2) h->snap.valid = snap_valid;
 
     if (x->mode != 2 || x->why[0]) return;
     const char *why = check_pred_snap(h, iv);

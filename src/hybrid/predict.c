@@ -11,7 +11,7 @@
 
 /* The predictors, one file each (pred_<id>.c defines hpt_pred_<id>). The
  * order is the index stored in checkpoints (HYBR): append, never reorder. */
-#define HPT_PREDICTORS(X) X(coast) X(stale_adam) X(linear) X(shrink)
+#define HPT_PREDICTORS(X) X(coast) X(stale_adam) X(linear) X(shrink) X(outer)
 
 #define DECLARE_(id) extern const hpt_pred_ops hpt_pred_##id;
 HPT_PREDICTORS(DECLARE_)

@@ -14,7 +14,13 @@
  *   shrink      pred_shrink.c      that line with each slope shrunk by its
  *                                  significance, each tensor gated by how
  *                                  straight its path was
- * All share the verification and rollback of the driver (hybrid.c). A new
+ *   outer       pred_outer.c       the outer Nesterov step on the displacement
+ *                                  since an anchor (DiLoCo's outer optimizer
+ *                                  with one replica; Lookahead): an "outer"
+ *                                  predictor, checked by the next real
+ *                                  steps' losses instead of probes
+ * All but the outer ones share the verification and rollback of the driver
+ * (hybrid.c); an outer predictor (ops->outer) is driven by its own path there. A new
  * predictor is one file defining its hpt_pred_ops and one row appended to
  * HPT_PREDICTORS in predict.c: a row's position is the predictor's index in
  * checkpoints (HYBR), so rows are only ever appended.
@@ -32,6 +38,9 @@ typedef struct hpt_predictor hpt_predictor;
 /* One predictor. Every function pointer but apply may be NULL. */
 typedef struct hpt_pred_ops {
     const char *name;            /* its --predictor value */
+    /* 1: an outer predictor: a jump every H real steps, no confidence gate,
+     * no probes, checked by the next real steps' losses (hybrid.c) */
+    int outer;
     /* the ring of parameter snapshots it fits (0: keeps none): ring_c of
      * them, one every ring_s real steps, unless hpt_pred_init overrides */
     int ring_c, ring_s;
@@ -73,6 +82,10 @@ struct hpt_predictor {
     float *ring;                 /* (c, n) */
     int ring_c, ring_s, ring_count, ring_head;
     float *slope;                /* (n) per-step slope of the last fit */
+    /* the outer predictor: the anchor and the outer momentum buffer, each
+     * (n), in the arena; its rate and momentum (set by the driver) */
+    float *anchor, *outer_u;
+    float outer_lr, outer_mom;
     float *arena;                /* owns ring and slope */
     size_t arena_bytes;
 };
@@ -86,6 +99,10 @@ int hpt_pred_ready(const hpt_predictor *p);
 void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *opt, int t);
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *opt, int t, float lr, int k, float scale);
+
+/* The outer predictor's new interval: anchor = params, momentum buffer 0
+ * (at the start, after the warmup, after a rollback). */
+void hpt_pred_outer_reset(hpt_predictor *p, const float *params);
 
 /* ---------------------------------------------------------------- for the predictor files */
 

@@ -157,7 +157,17 @@
       "divergence monitor: grad norm / its mean below which it warns, 0 = off")                                \
     X(count_cost, "cost-by-time", SWITCH, 0, 1, 0, 1, "",                                                      \
       "value a Predict phase's cost by wall time instead of counted passes "                                   \
-      "(truer, but the run is no longer reproducible bit for bit)")
+      "(truer, but the run is no longer reproducible bit for bit)")                                            \
+    X(outer_interval, "outer-interval", INT, 1, HPT_STEPS_MAX, 0, 50, "H",                                    \
+      "--predictor outer: real steps between two outer jumps")                                                 \
+    X(outer_lr, "outer-lr", FLOAT, 0, 100, MIN_OPEN, 1.0f, "X",                                                 \
+      "--predictor outer: the outer step's rate (1 with momentum 0: no change)")                               \
+    X(outer_momentum, "outer-momentum", FLOAT, 0, 1, MAX_OPEN, 0.5f, "X",                                      \
+      "--predictor outer: the outer Nesterov momentum")                                                        \
+    X(outer_follow_lr, "outer-follow-lr", SWITCH, 0, 1, 0, 0, "",                                              \
+      "--predictor outer: scale the jump by lr(t) / the peak lr, so it fades in the decay")                    \
+    X(outer_check, "outer-check", INT, 1, 1000, 0, 8, "K",                                                     \
+      "--predictor outer: real steps whose training losses check a jump")
 
 /* ---------------------------------------------------------------- rows to descriptors */
 

@@ -1,0 +1,63 @@
+/*
+ * pred_outer.c — the outer-momentum step: DiLoCo's outer optimizer with a
+ * single replica (Douillard et al. 2023; Charles et al. 2025, arXiv
+ * 2503.09799), of the Lookahead family (Zhang et al. 2019). Every H real
+ * steps the displacement since the anchor, D = theta - anchor, is a
+ * pseudo-gradient and gets an outer Nesterov step, in place:
+ *     u      <- mu * u + D
+ *     theta' =  anchor + eta * (D + mu * u)
+ * computed as theta' = theta + s * ((eta - 1) * D + eta * mu * u), which is
+ * the same for s = 1 and leaves theta bit for bit where the real steps put
+ * it when eta = 1 and mu = 0 (the departure is exactly 0). s is the
+ * driver's scale (apply's `scale`): the backoff after rollbacks times, with
+ * --outer-follow-lr, lr(t) / the peak lr. The new interval's anchor is
+ * theta'. No backward pass, no probe: the driver checks the jump against the
+ * next real steps' training losses (hybrid.c, outer_check).
+ */
+#include "predict.h"
+
+#include <string.h>
+
+static hpt_status outer_init(hpt_predictor *p) {
+    p->arena = hpt_arena_alloc(2 * p->n);
+    if (!p->arena) return HPT_ERR_NOMEM;
+    p->arena_bytes = 2 * p->n * sizeof(float);
+    p->anchor = p->arena;
+    p->outer_u = p->arena + p->n;
+    p->outer_lr = 1.0f;
+    return HPT_OK;
+}
+
+/* The jump (k is always 1: one jump per Predict phase). */
+static void outer_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
+                        const hpt_adamw *o, int t, float lr, int k, float scale) {
+    const float mu = p->outer_mom, a = scale * (p->outer_lr - 1.0f), b = scale * p->outer_lr * mu;
+    float *th = params, *an = p->anchor, *u = p->outer_u;
+    const size_t n = p->n;
+    if (a == 0.0f && b == 0.0f) {
+        /* no departure: theta stays, bit for bit (even a -0.0f) */
+        #pragma omp parallel for simd
+        for (size_t i = 0; i < n; i++) {
+            u[i] = mu * u[i] + (th[i] - an[i]);
+            an[i] = th[i];
+        }
+        return;
+    }
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) {
+        float d = th[i] - an[i];
+        u[i] = mu * u[i] + d;
+        th[i] += a * d + b * u[i];
+        an[i] = th[i];
+    }
+}
+
+void hpt_pred_outer_reset(hpt_predictor *p, const float *params) {
+    if (!p->ops->outer) return;
+    memcpy(p->anchor, params, p->n * sizeof(float));
+    memset(p->outer_u, 0, p->n * sizeof(float));
+}
+
+const hpt_pred_ops hpt_pred_outer = {
+    .name = "outer", .outer = 1, .init = outer_init, .apply = outer_apply,
+};

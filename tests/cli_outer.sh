@@ -1,0 +1,158 @@
+#!/bin/sh
+# cli_outer.sh — the hybrid's outer-momentum predictor (`--predictor outer`,
+# src/hybrid/pred_outer.c and the outer path of hybrid.c). No timing judged.
+# Run by tests/run.sh from the repository root after `make`.
+#
+#   (a) --outer-lr 1 --outer-momentum 0 ("no change"): param_crc32 equal to
+#       --mode baseline's (the outer path draws no batch and no probe, and the
+#       jump leaves every parameter bit for bit), with jumps applied and kept
+#   (b) the defaults train: jumps applied and counted, a finite val loss
+#   (c) --outer-lr 100: the jumps fail their check and roll back; the
+#       parameters' crc32 logged after each rollback equals the one logged
+#       just before its jump (byte-exact restore), and the scale halves
+#   (d) SIGKILL after a checkpoint, resumed: crc, metrics and phases.jsonl
+#       equal to the uninterrupted run's; resumed from a checkpoint every
+#       step at the jump steps, the step after and in the middle of a check
+#   (e) bad values exit 2 naming the flag
+#   (f) a checkpoint of HYBR version 4 (before the outer rows): exit 1, "older hpt"
+test_name=cli_outer; . tests/lib.sh
+
+words_text 7 >"$tmp/text.txt"
+BASE="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
+      --threads 1 --max-iters 160 --eval-interval 40 --keep-last 1000"
+OUT="--mode hybrid --warmup-steps 20 --predictor outer --outer-interval 10 --outer-check 4"
+summ() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/summary.json")); o=s.get("outer_jumps",{})
+print(o.get("applied",-1), o.get("kept",-1), o.get("rolled_back",-1), o.get("scale",-1), s["steps"], s["final_val_loss"])' "$1" 2>/dev/null; }
+
+# ---------------------------------------------------------------- (a)
+
+run "$HPT" train $BASE --out "$tmp/base"; B=$(crc_of "$tmp/base")
+run "$HPT" train $BASE $OUT --outer-lr 1 --outer-momentum 0 --out "$tmp/id"
+set -- $(summ "$tmp/id")
+if [ $rc -eq 0 ] && [ -n "$B" ] && [ "$(crc_of "$tmp/id")" = "$B" ] && [ "${1:-0}" -ge 10 ] && [ "$2" = "$1" ] &&
+   [ "$5" = 160 ]; then
+    pass "(a) eta 1, mu 0: crc $B equal to the baseline's, $1 jumps applied and kept, 160 steps"
+else fail "(a) eta 1, mu 0: status $rc, crc '$(crc_of "$tmp/id")' (baseline '$B'), summary '$*'"; fi
+
+# ---------------------------------------------------------------- (b)
+
+run "$HPT" train $BASE $OUT --out "$tmp/def"
+set -- $(summ "$tmp/def")
+if [ $rc -eq 0 ] && [ "${1:-0}" -ge 10 ] && [ $(($2 + $3)) -ge $(($1 - 1)) ] && [ "$(crc_of "$tmp/def")" != "$B" ] &&
+   python3 -c "import math,sys; sys.exit(not math.isfinite(float(sys.argv[1])))" "$6" &&
+   grep -q '"phase":"predict"' "$tmp/def/metrics.jsonl"; then
+    pass "(b) defaults (eta 1, mu 0.5): $1 jumps, $2 kept, $3 rolled back, final val $6"
+else fail "(b) defaults: status $rc, summary '$*'"; fi
+
+# ---------------------------------------------------------------- (c)
+
+run "$HPT" train $BASE $OUT --outer-lr 100 --out "$tmp/big"
+set -- $(summ "$tmp/big")
+restored=$(python3 - "$tmp/big/phases.jsonl" <<'EOF'
+import json, re, sys
+before, ok, bad = None, 0, 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)["reason"]
+    m = re.search(r"params crc32 ([0-9a-f]{8}) before it", r)
+    if m: before = m.group(1)
+    m = re.search(r"params crc32 ([0-9a-f]{8}) restored", r)
+    if m:
+        if m.group(1) == before: ok += 1
+        else: bad += 1
+print(ok if bad == 0 else -bad)
+EOF
+)
+if [ $rc -eq 0 ] && [ "${3:-0}" -ge 2 ] && [ "${restored:-0}" -eq "$3" ] &&
+   python3 -c "import sys; sys.exit(not float(sys.argv[1]) <= 0.25)" "$4"; then
+    pass "(c) eta 100: $3 of $1 jumps rolled back, each restoring the bytes of before its jump; scale $4"
+else fail "(c) eta 100: status $rc, summary '$*', byte-exact restores '$restored'"; fi
+
+# ---------------------------------------------------------------- (d)
+
+# jumps kept and rolled back (eta 12: some fail their check)
+CFG="$BASE $OUT --outer-lr 12 --outer-momentum 0.5"
+same_run() {
+    cmp -s "$1/phases.jsonl" "$2/phases.jsonl" || { echo "     phases.jsonl differs"; return 1; }
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
+import json, sys
+wall = {"time_s", "rss_bytes", "step_ms"}
+def load(p):
+    return [{k: v for k, v in json.loads(l).items() if k not in wall} for l in open(p)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(a != b)
+EOF
+}
+cut_after() {
+    for _f in "$1"/checkpoints/ckpt-*.bin; do
+        _s=$(basename "$_f" .bin); _s=${_s#ckpt-}
+        [ "$(expr "$_s" + 0)" -gt "$2" ] && rm -f "$_f"
+    done
+}
+nckpt() { ls "$1/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$'; }
+run "$HPT" train $CFG --save-interval 1 --out "$tmp/a"
+X=$(crc_of "$tmp/a")
+set -- $(summ "$tmp/a")
+if [ $rc -eq 0 ] && [ -n "$X" ] && [ "${2:-0}" -ge 1 ] && [ "${3:-0}" -ge 1 ]; then
+    pass "(d) eta 12, a checkpoint every step: crc $X, $1 jumps, $2 kept, $3 rolled back"
+else fail "(d) eta 12, a checkpoint every step: status $rc, crc '$X', summary '$*'"; fi
+for k in 5 12; do
+    d="$tmp/k$k"
+    "$HPT" train $CFG --save-interval 10 --out "$d" >/dev/null 2>&1 &
+    pid=$!; pids="$pids $pid"
+    i=0
+    while [ "$(nckpt "$d")" -lt $k ] && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.01; i=$((i + 1)); done
+    kill -9 $pid 2>/dev/null && how="killed at $(nckpt "$d") checkpoints" || how="finished first: replayed"
+    wait $pid 2>/dev/null
+    [ "$how" = "finished first: replayed" ] && cut_after "$d" $((10 * k))
+    run "$HPT" train --resume "$d"
+    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
+        pass "(d) SIGKILL after checkpoint $k ($how), resumed: crc $X, same metrics and phases"
+    else fail "(d) SIGKILL after checkpoint $k ($how): status $rc, crc '$(crc_of "$d")' (want $X)"; fi
+done
+# the first two jumps: resumed from the step before the jump, its step, two steps into its check;
+# the first failed check: the step before the rollback and its step
+steps=$(python3 -c '
+import json, sys
+s = [json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l).get("phase") == "predict"][:2]
+r = [json.loads(l)["step"] for l in open(sys.argv[2]) if "failed its check" in json.loads(l)["reason"]][:1]
+print(" ".join(str(x) for v in s for x in (v - 1, v, v + 2)), " ".join(str(x) for v in r for x in (v - 1, v)))' \
+    "$tmp/a/metrics.jsonl" "$tmp/a/phases.jsonl")
+for s in $steps; do
+    d="$tmp/c$s"
+    rm -rf "$d"; cp -r "$tmp/a" "$d"; cut_after "$d" "$s"
+    run "$HPT" train --resume "$d"
+    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
+        pass "(d) resumed at step $s (around a jump): crc $X, same metrics and phases"
+    else fail "(d) resumed at step $s: status $rc, crc '$(crc_of "$d")' (want $X)"; fi
+done
+
+# ---------------------------------------------------------------- (e)
+
+for bad in "--outer-lr 0" "--outer-lr -1" "--outer-lr 101" "--outer-lr nan" "--outer-momentum 1" \
+           "--outer-momentum -0.1" "--outer-interval 0" "--outer-check 0" "--outer-check 1001" "--outer-lr x"; do
+    flag=${bad%% *}
+    run "$HPT" train $BASE $OUT $bad --out "$tmp/bad"
+    if [ $rc -eq 2 ] && grep -q -- "$flag" "$tmp/err"; then pass "(e) $bad: exit 2 naming $flag"
+    else fail "(e) $bad: status $rc (want 2 naming $flag)"; fi
+done
+
+# ---------------------------------------------------------------- (f)
+
+cat >"$tmp/version.py" <<'EOF'
+import struct, sys, zlib
+p, v = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read())
+off = 32
+while bytes(b[off:off + 4]) != b"HYBR": off += 16 + struct.unpack_from("<Q", b, off + 8)[0]
+struct.pack_into("<I", b, off + 16, v)
+struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(p, "wb").write(b)
+EOF
+rm -rf "$tmp/f"; cp -r "$tmp/a" "$tmp/f"; cut_after "$tmp/f" 100
+python3 "$tmp/version.py" "$tmp/f/checkpoints/ckpt-00000100.bin" 4
+run "$HPT" train --resume "$tmp/f"
+if [ $rc -eq 1 ] && grep -q 'HYBR version 4 was written by an older hpt' "$tmp/err" && grep -q 'outer' "$tmp/err"; then
+    pass "(f) HYBR version 4: exit 1, '$(grep -o 'HYBR version 4.*' "$tmp/err" | cut -c1-110)...'"
+else fail "(f) HYBR version 4: status $rc (want 1, 'older hpt')"; fi
+
+finish
