@@ -82,13 +82,6 @@ a, b = load(sys.argv[1]), load(sys.argv[2])
 sys.exit(a != b)
 EOF
 }
-cut_after() {
-    for _f in "$1"/checkpoints/ckpt-*.bin; do
-        _s=$(basename "$_f" .bin); _s=${_s#ckpt-}
-        [ "$(expr "$_s" + 0)" -gt "$2" ] && rm -f "$_f"
-    done
-}
-nckpt() { ls "$1/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$'; }
 run "$HPT" train $CFG --save-interval 1 --out "$tmp/a"
 X=$(crc_of "$tmp/a")
 set -- $(summ "$tmp/a")
@@ -97,13 +90,7 @@ if [ $rc -eq 0 ] && [ -n "$X" ] && [ "${2:-0}" -ge 1 ] && [ "${3:-0}" -ge 1 ]; t
 else fail "(d) eta 12, a checkpoint every step: status $rc, crc '$X', summary '$*'"; fi
 for k in 5 12; do
     d="$tmp/k$k"
-    "$HPT" train $CFG --save-interval 10 --out "$d" >/dev/null 2>&1 &
-    pid=$!; pids="$pids $pid"
-    i=0
-    while [ "$(nckpt "$d")" -lt $k ] && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.01; i=$((i + 1)); done
-    kill -9 $pid 2>/dev/null && how="killed at $(nckpt "$d") checkpoints" || how="finished first: replayed"
-    wait $pid 2>/dev/null
-    [ "$how" = "finished first: replayed" ] && cut_after "$d" $((10 * k))
+    kill_after "$d" $k $((10 * k)) $CFG --save-interval 10
     run "$HPT" train --resume "$d"
     if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
         pass "(d) SIGKILL after checkpoint $k ($how), resumed: crc $X, same metrics and phases"

@@ -53,14 +53,6 @@ if a != b:
     sys.exit(1)
 EOF
 }
-# cut_after DIR S: delete the checkpoints past step S (what a kill at S leaves)
-cut_after() {
-    for _f in "$1"/checkpoints/ckpt-*.bin; do
-        _s=$(basename "$_f" .bin); _s=${_s#ckpt-}
-        [ "$(expr "$_s" + 0)" -gt "$2" ] && rm -f "$_f"
-    done
-}
-nckpt() { ls "$1/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$'; }
 
 # ---------------------------------------------------------------- (a)
 
@@ -75,13 +67,7 @@ else fail "(a) uninterrupted hybrid run: status $rc, crc '$X', ${npred:-0} Predi
 
 for k in 3 9 15; do
     d="$tmp/b$k"
-    "$HPT" train $CFG --save-interval 10 --out "$d" >/dev/null 2>&1 &
-    pid=$!; pids="$pids $pid"
-    i=0
-    while [ "$(nckpt "$d")" -lt $k ] && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.01; i=$((i + 1)); done
-    kill -9 $pid 2>/dev/null && how="killed at $(nckpt "$d") checkpoints" || how="finished first: replayed"
-    wait $pid 2>/dev/null
-    [ "$how" = "finished first: replayed" ] && cut_after "$d" $((10 * k))
+    kill_after "$d" $k $((10 * k)) $CFG --save-interval 10
     run "$HPT" train --resume "$d"
     if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
         pass "(b) SIGKILL after checkpoint $k ($how), resumed: crc $X, same metrics and phases"

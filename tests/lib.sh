@@ -46,6 +46,30 @@ words_text() {
     }'
 }
 
+# cut_after DIR S: delete the checkpoints past step S (what a kill at S leaves)
+cut_after() {
+    for _f in "$1"/checkpoints/ckpt-*.bin; do
+        _s=$(basename "$_f" .bin); _s=${_s#ckpt-}
+        [ "$(expr "$_s" + 0)" -gt "$2" ] && rm -f "$_f"
+    done
+}
+# nckpt DIR: how many checkpoints DIR holds
+nckpt() { ls "$1/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$'; }
+
+# kill_after DIR K S ARGS...: `hpt train ARGS --out DIR` in the background,
+# SIGKILLed once DIR holds K checkpoints; a run that finishes first is cut
+# back to step S instead (the same state a kill there leaves). Says which in $how.
+kill_after() {
+    _d=$1; _k=$2; _s=$3; shift 3
+    "$HPT" train "$@" --out "$_d" >/dev/null 2>&1 &
+    _pid=$!; pids="$pids $_pid"
+    _i=0
+    while [ "$(nckpt "$_d")" -lt "$_k" ] && kill -0 $_pid 2>/dev/null && [ $_i -lt 6000 ]; do sleep 0.01; _i=$((_i + 1)); done
+    kill -9 $_pid 2>/dev/null && how="killed at $(nckpt "$_d") checkpoints" || how="finished first: replayed"
+    wait $_pid 2>/dev/null
+    [ "$how" = "finished first: replayed" ] && cut_after "$_d" "$_s"
+}
+
 # finish: the closing line; the test's exit status
 finish() {
     echo "$test_name: $failures failed"
