@@ -392,6 +392,9 @@ typedef struct hpt_hybrid_config {
     float outer_momentum;        /* [--outer-momentum] mu */
     int outer_follow_lr;         /* [--outer-follow-lr] jump scaled by lr(t) / lr */
     int outer_check;             /* [--outer-check] K real losses that check a jump */
+    int outer_moments;           /* [--outer-moments] 0 keep, 1 reset: AdamW's first moment at a jump */
+    int outer_adapt;             /* [--outer-adapt] 0 none, 1 agree: per-tensor gate on the momentum term */
+    int outer_gate;              /* [--outer-gate] 0 none, 1 dynamics: jump only when the dynamics model is confident */
 } hpt_hybrid_config;
 
 void hpt_hybrid_config_default(hpt_hybrid_config *c);

@@ -15,6 +15,11 @@
 #       step at the jump steps, the step after and in the middle of a check
 #   (e) bad values exit 2 naming the flag
 #   (f) a checkpoint of HYBR version 4 (before the outer rows): exit 1, "older hpt"
+#   (g) the variants: --outer-gate dynamics with the gate shut
+#       (--confidence-threshold 2) trains the baseline's bits with no jump;
+#       --outer-adapt agree logs its gates; agree with --outer-moments reset
+#       and with --outer-gate dynamics resumed after SIGKILL: crc, metrics
+#       and phases equal to the uninterrupted run's
 test_name=cli_outer; . tests/lib.sh
 
 words_text 7 >"$tmp/text.txt"
@@ -141,5 +146,30 @@ run "$HPT" train --resume "$tmp/f"
 if [ $rc -eq 1 ] && grep -q 'HYBR version 4 was written by an older hpt' "$tmp/err" && grep -q 'outer' "$tmp/err"; then
     pass "(f) HYBR version 4: exit 1, '$(grep -o 'HYBR version 4.*' "$tmp/err" | cut -c1-110)...'"
 else fail "(f) HYBR version 4: status $rc (want 1, 'older hpt')"; fi
+
+# ---------------------------------------------------------------- (g)
+
+run "$HPT" train $BASE $OUT --outer-gate dynamics --confidence-threshold 2 --out "$tmp/gshut"
+set -- $(summ "$tmp/gshut")
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/gshut")" = "$B" ] && [ "${1:--1}" = 0 ]; then
+    pass "(g) --outer-gate dynamics, gate shut: no jump, crc $B equal to the baseline's"
+else fail "(g) --outer-gate dynamics, gate shut: status $rc, crc '$(crc_of "$tmp/gshut")' (want $B), summary '$*'"; fi
+i=0
+for v in "--outer-adapt agree --outer-moments reset --outer-lr 3" "--outer-gate dynamics --confidence-threshold 0"; do
+    i=$((i + 1))
+    run "$HPT" train $BASE $OUT $v --out "$tmp/v$i"
+    rc1=$rc
+    X=$(crc_of "$tmp/v$i")
+    set -- $(summ "$tmp/v$i")
+    nj=$1
+    case $v in *agree*) grep -q 'per-tensor agreement gates mean' "$tmp/v$i/phases.jsonl" || nj=0 ;; esac
+    kill_after "$tmp/vk$i" 6 60 $BASE $OUT $v --save-interval 10
+    run "$HPT" train --resume "$tmp/vk$i"
+    if [ $rc1 -eq 0 ] && [ $rc -eq 0 ] && [ "${nj:-0}" -ge 5 ] && [ -n "$X" ] && [ "$X" != "$B" ] &&
+       [ "$X" != "${X1:-}" ] && [ "$(crc_of "$tmp/vk$i")" = "$X" ] && same_run "$tmp/v$i" "$tmp/vk$i"; then
+        pass "(g) $v: $nj jumps; SIGKILL after checkpoint 6, resumed: crc $X, same metrics and phases"
+    else fail "(g) $v: status $rc1/$rc, jumps '$nj', crc '$(crc_of "$tmp/vk$i")' (want '$X', baseline $B, other '${X1:-}')"; fi
+    X1=$X
+done
 
 finish

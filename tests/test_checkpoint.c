@@ -326,7 +326,7 @@ static void test_hybrid_state(const char *data) {
               "HYBR saved again: %zu bytes, equal: %d", again_n, again && again_n == hy->n && !memcmp(again, hy->p, again_n));
         free(again);
         /* a damaged payload (a block length) is refused, not half-loaded */
-        b->resume_state[4 + 108 + 8] ^= 0x40;  /* after u32 version, the config (27 words), u64 log length */
+        b->resume_state[4 + 120 + 8] ^= 0x40;  /* after u32 version, the config (30 words), u64 log length */
         CHECK(hpt_hybrid_state_roundtrip(b, &again, &again_n) != HPT_OK, "a damaged HYBR is refused");
         free(again);
     }

@@ -293,6 +293,58 @@ static void test_outer_formula(void) {
     hpt_model_free(m);
 }
 
+/* --outer-adapt agree on a known displacement: tensor 0's displacement
+ * along its momentum (gate 1), tensor 1's against it (gate 0: theta stays
+ * bit for bit, u' still mu u + D), tensor 2's at 60 degrees (gate 0.5);
+ * each tensor's departure is its gate times the plain outer step's. */
+static void test_outer_agree(void) {
+    hpt_model *m = tiny_gpt();
+    CHECK(m != NULL, "tiny model");
+    if (!m || m->ntensors < 3) { hpt_model_free(m); return; }
+    hpt_predictor p;
+    CHECK(hpt_pred_init(&p, hpt_pred_parse("outer"), m, 0, 0) == HPT_OK, "outer init: %s", hpt_errmsg());
+    const size_t n = m->nparams;
+    float *th = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float)), *u = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { a[i] = sinf((float)i * 0.37f); u[i] = 0.0f; th[i] = a[i]; }
+    /* the first two elements of tensors 0..2 carry the displacement */
+    const float dx[3][2] = {{0.02f, 0.01f}, {0.02f, 0.01f}, {0.01f, 0.0f}};
+    const float ux[3][2] = {{0.04f, 0.02f}, {-0.02f, -0.01f}, {0.01f, 0.017320508f}};
+    const double want_g[3] = {1.0, 0.0, 0.5};
+    for (int t = 0; t < 3; t++)
+        for (int j = 0; j < 2; j++) {
+            size_t i = m->tensors[t].offset + (size_t)j;
+            th[i] = a[i] + dx[t][j];
+            u[i] = ux[t][j];
+        }
+    memcpy(p.anchor, a, n * sizeof(float));
+    memcpy(p.outer_u, u, n * sizeof(float));
+    memcpy(m->params, th, n * sizeof(float));
+    p.outer_lr = 1.5f;
+    p.outer_mom = 0.5f;
+    p.outer_adapt = 1;
+    hpt_pred_apply(&p, m->params, NULL, NULL, NULL, 1, 0.0f, 1, 1.0f);
+    for (int t = 0; t < 3; t++) {
+        CHECK(fabs(p.tensor_gate[t] - want_g[t]) < 1e-5, "agree: tensor %d's gate %.6f, want %.1f", t,
+              p.tensor_gate[t], want_g[t]);
+        double worst = 0.0;
+        for (size_t k = 0; k < m->tensors[t].numel; k++) {
+            size_t i = m->tensors[t].offset + k;
+            double d = (double)th[i] - a[i], u2 = 0.5 * u[i] + d;
+            double want = th[i] + want_g[t] * (0.5 * d + 1.5 * 0.5 * u2);
+            double e = fabs(m->params[i] - want);
+            if (e > worst) worst = e;
+            if (fabs(p.outer_u[i] - u2) > 1e-7) worst = 1.0;
+        }
+        CHECK(worst < 1e-6, "agree: tensor %d's step is its gate times the outer step (worst %.3g)", t, worst);
+    }
+    CHECK(!memcmp(m->params + m->tensors[1].offset, th + m->tensors[1].offset, m->tensors[1].numel * sizeof(float)),
+          "agree: a tensor with gate 0 stays bit for bit");
+    CHECK(p.tensor_gate[3] == 0.0f, "agree: a tensor without displacement gets gate 0");
+    hpt_pred_free(&p);
+    free(th); free(a); free(u);
+    hpt_model_free(m);
+}
+
 /* ---------------------------------------------------------------- forced rollbacks */
 
 /* A text of words over 12 symbols (a vocabulary that GPT-2 pads from 12 to
@@ -430,6 +482,7 @@ int main(void) {
     test_predictor_table();
     hpt_set_threads(1);
     test_outer_formula();
+    test_outer_agree();
     test_predictors_move_params();
     test_shrink();
     test_linear_exact();

@@ -204,6 +204,8 @@ static void old_hybr(const hpt_hybrid_config *c, unsigned char *out) {
     /* version 5: the outer predictor's rows */
     put_i32(&b, c->outer_interval); put_f32(&b, c->outer_lr); put_f32(&b, c->outer_momentum);
     put_i32(&b, c->outer_follow_lr); put_i32(&b, c->outer_check);
+    /* version 6: the outer predictor's moment, adapt and gate choices */
+    put_i32(&b, c->outer_moments); put_i32(&b, c->outer_adapt); put_i32(&b, c->outer_gate);
 }
 
 static void test_tcfg_layout(void) {
@@ -263,12 +265,14 @@ static void test_hybr_layout(void) {
         c.warmup_steps = 11 + i; c.confidence_threshold = 0.5f; c.whole_phase = i & 1; c.count_cost = !(i & 2);
         c.div_loss_z = 7.5f; c.hidden = 64;
         c.outer_interval = 30 + i; c.outer_lr = 0.7f; c.outer_momentum = 0.9f; c.outer_follow_lr = i & 1; c.outer_check = 3;
+        c.outer_moments = i & 1; c.outer_adapt = (i >> 1) & 1; c.outer_gate = i == 4;
         hpt_hyb_encode_cfg(&c, a);
         old_hybr(&c, b);
         CHECK(!memcmp(a, b, sizeof a), "HYBR config words as before the table (%s)", preds[i]);
         CHECK(hpt_hyb_decode_cfg(b, &d) && !strcmp(d.predictor, preds[i]) && d.warmup_steps == 11 + i &&
               d.whole_phase == (i & 1) && d.count_cost == !(i & 2) && d.outer_interval == 30 + i && d.outer_lr == 0.7f &&
-              d.outer_momentum == 0.9f && d.outer_follow_lr == (i & 1) && d.outer_check == 3,
+              d.outer_momentum == 0.9f && d.outer_follow_lr == (i & 1) && d.outer_check == 3 &&
+              d.outer_moments == (i & 1) && d.outer_adapt == ((i >> 1) & 1) && d.outer_gate == (i == 4),
               "HYBR round trip (%s): %s", preds[i], hpt_errmsg());
     }
     hpt_hybrid_config c, d;

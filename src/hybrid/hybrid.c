@@ -439,6 +439,9 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
 }
 
 static void rollback(hybrid *h, const char *what);
+/* Whether real steps feed the dynamics model: on the phase controller's
+ * path always, on the outer path only with --outer-gate dynamics. */
+static int dyn_learns(const hybrid *h) { return !h->pred.ops->outer || h->cfg.outer_gate; }
 static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float conf);
 
 /* ---------------------------------------------------------------- the outer path
@@ -481,6 +484,13 @@ static int outer_due(const hybrid *h) {
            hpt_trainer_steps(h->tr) + c->outer_check <= hpt_trainer_config(h->tr)->max_iters;
 }
 
+/* --outer-gate dynamics: a due jump waits until the dynamics model (fed on
+ * every real step, as on the phase controller's path) forecasts the loss
+ * with confidence >= --confidence-threshold. */
+static int outer_gate_open(hybrid *h) {
+    return !h->cfg.outer_gate || confidence_now(h) >= h->cfg.confidence_threshold;
+}
+
 /* The check's reference: mean and standard deviation of the last 16 real
  * losses before the jump. */
 static void outer_reference(hybrid *h) {
@@ -513,16 +523,27 @@ static void outer_jump(hybrid *h) {
     uint32_t crc = hpt_crc32(0, h->m->params, h->n * sizeof(float));
     hpt_pred_apply(&h->pred, h->m->params, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), NULL, updates,
                    0.0f, 1, s);
+    if (h->cfg.outer_moments == 1) hpt_trainer_reset_moment1(tr);  /* the snapshot holds the old one */
     h->out.anchor_updates = updates;
     h->out.applied++;
     h->out.check_left = h->cfg.outer_check;
     h->out.check_n = 0;
     h->out.check_sum = 0.0;
-    char why[300];
+    char why[400];
     snprintf(why, sizeof why, "outer jump %d: the displacement of %d updates, eta %.3g, mu %.3g, scale %.3g; "
              "params crc32 %08x before it; checked by the next %d real losses against %.4f +- %.4f",
              h->out.applied, span,
              h->cfg.outer_lr, h->cfg.outer_momentum, s, crc, h->cfg.outer_check, h->out.ref_mean, h->out.ref_sd);
+    if (h->cfg.outer_adapt) {
+        float lo = 1.0f, hi = 0.0f, sum = 0.0f;
+        for (int ti = 0; ti < h->m->ntensors; ti++) {
+            float g = h->pred.tensor_gate[ti];
+            lo = g < lo ? g : lo; hi = g > hi ? g : hi; sum += g;
+        }
+        size_t len = strlen(why);
+        snprintf(why + len, sizeof why - len, "; per-tensor agreement gates mean %.3f, min %.3f, max %.3f",
+                 sum / h->m->ntensors, lo, hi);
+    }
     log_transition(h, HPT_PHASE_PREDICT, why);
 }
 
@@ -568,7 +589,7 @@ static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_
     h->out.jump_s = 0.0;
     /* the first interval starts after the warmup */
     if (h->out.anchor_updates < c->warmup_steps && updates >= c->warmup_steps) outer_new_interval(h);
-    int jumped = outer_due(h);
+    int jumped = outer_due(h) && outer_gate_open(h);
     if (jumped) {
         double t = hpt_now();
         outer_jump(h);
@@ -612,7 +633,7 @@ static void rollback(hybrid *h, const char *what) {
  * pass the model ran counts, the failed attempt's included. */
 static hpt_status trainer_step(hybrid *h, hpt_step_info *info) {
     size_t calls0 = hpt_model_backward_calls(h->m);
-    const int learn = !h->pred.ops->outer;  /* the outer path feeds no dynamics model */
+    const int learn = dyn_learns(h);
     if (learn) before_real_step(h);
     hpt_status st = hpt_trainer_step(h->tr, info);
     if (st == HPT_ERR_NUMERIC && h->snap.valid) {
@@ -636,10 +657,8 @@ static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float 
     record_loss(h, info->train_loss);
     hpt_pred_observe(&h->pred, h->m->params, hpt_trainer_updates(h->tr));
     float predicted = h->next_pred_loss;
-    if (!h->pred.ops->outer) {  /* the outer path has no dynamics model to train and no phase controller */
-        HPT_TRY(after_real_step(h, info, ph));
-        hpt_phase_step_done(&h->ph);
-    }
+    if (dyn_learns(h)) HPT_TRY(after_real_step(h, info, ph));
+    if (!h->pred.ops->outer) hpt_phase_step_done(&h->ph);  /* the outer path has no phase controller */
     const char *dwhy = NULL;
     hpt_div_level lv = hpt_div_observe(&h->div, hpt_trainer_steps(h->tr), info->train_loss, info->grad_norm, &dwhy);
     if (lv == HPT_DIV_CRITICAL) {
@@ -782,6 +801,7 @@ static hpt_status init_parts(hybrid *h) {
     HPT_TRY(hpt_pred_init(&h->pred, hpt_pred_parse(h->cfg.predictor), h->m, 0, 0));
     h->pred.outer_lr = h->cfg.outer_lr;
     h->pred.outer_mom = h->cfg.outer_momentum;
+    h->pred.outer_adapt = h->cfg.outer_adapt;
     hpt_pred_outer_reset(&h->pred, h->m->params);  /* the first interval's anchor (a resume loads its own) */
     HPT_TRY(hpt_snapshot_init(&h->snap, h->n));
     HPT_TRY(init_dynamics(h));

@@ -113,7 +113,8 @@ hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *h
                         HYBR_VERSION, v < 2   ? "samples the update statistics"
                                      : v < 3 ? "also records the controller's own time"
                                      : v < 4 ? "saves the phase controller and divergence monitor field by field"
-                                             : "stores the outer predictor's settings and state");
+                                     : v < 5 ? "stores the outer predictor's settings and state"
+                                             : "stores the outer predictor's moment, adapt and gate settings");
     if (!hpt_hyb_decode_cfg(state + 4, hc))
         return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", ckpt_path, hpt_errmsg());
     return HPT_OK;

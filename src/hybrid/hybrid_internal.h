@@ -151,15 +151,16 @@ typedef struct hybrid {
  *   snapshot's arena, the driver's counters, floats, times and loss ring,
  *   prev_upd, the outer state (v5). A read checks every block length, every index, count, flag
  *   and enum (hybrid_state.c) before the run continues. */
-/* version 5 adds the outer predictor: its five config rows and the outer
+/* version 6 adds three outer config rows (--outer-moments, --outer-adapt,
+ * --outer-gate). version 5 adds the outer predictor: its five config rows and the outer
  * state block (hybrid_outer, field by field) after the previous update.
  * version 2: prev_upd holds the sampled parameters' update (ns floats), not
  * every parameter's; version 3 adds the controller's own time on real steps
  * (controller_overhead_s); version 4 saves the phase controller and the
  * divergence monitor field by field instead of as host-layout structs.
  * Older versions are refused with that reason. */
-#define HYBR_VERSION 5u
-#define HYBR_CFG_WORDS 27
+#define HYBR_VERSION 6u
+#define HYBR_CFG_WORDS 30
 #define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
 
 /* hybrid_config.c */

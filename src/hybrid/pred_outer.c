@@ -13,9 +13,17 @@
  * --outer-follow-lr, lr(t) / the peak lr. The new interval's anchor is
  * theta'. No backward pass, no probe: the driver checks the jump against the
  * next real steps' training losses (hybrid.c, outer_check).
+ *
+ * --outer-adapt agree gates each tensor's departure by g = max(0, cos(D,
+ * u_before)), the agreement between this interval's displacement and the
+ * momentum of the intervals before: a tensor still moving the way it has
+ * been moving is extrapolated, one that turned (or is oscillating) is left
+ * where its real steps put it. The first jump after a reset has u = 0, so
+ * g = 0 there: it only fills the momentum.
  */
 #include "predict.h"
 
+#include <math.h>
 #include <string.h>
 
 static hpt_status outer_init(hpt_predictor *p) {
@@ -28,12 +36,50 @@ static hpt_status outer_init(hpt_predictor *p) {
     return HPT_OK;
 }
 
+/* cos(D, u) of one tensor, clipped to [0, 1], in double and serially so the
+ * gate has the same bits for any thread count (resume must be bit-exact). */
+static float agreement(const float *th, const float *an, const float *u, size_t n) {
+    double du = 0.0, dd = 0.0, uu = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)th[i] - an[i];
+        du += d * u[i];
+        dd += d * d;
+        uu += (double)u[i] * u[i];
+    }
+    if (!(dd > 0.0 && uu > 0.0)) return 0.0f;
+    double c = du / sqrt(dd * uu);
+    return c > 1.0 ? 1.0f : c > 0.0 ? (float)c : 0.0f;
+}
+
+/* The jump with --outer-adapt agree: tensor by tensor, each at its gate. */
+static void outer_apply_agree(hpt_predictor *p, float *params, float a, float b) {
+    const float mu = p->outer_mom;
+    for (int ti = 0; ti < p->m->ntensors; ti++) {
+        const hpt_tensor_info *t = &p->m->tensors[ti];
+        float *th = params + t->offset, *an = p->anchor + t->offset, *u = p->outer_u + t->offset;
+        const size_t n = t->numel;
+        const float g = agreement(th, an, u, n), at = g * a, bt = g * b;
+        p->tensor_gate[ti] = g;
+        #pragma omp parallel for simd
+        for (size_t i = 0; i < n; i++) {
+            float d = th[i] - an[i];
+            u[i] = mu * u[i] + d;
+            if (g > 0.0f) th[i] += at * d + bt * u[i];
+            an[i] = th[i];
+        }
+    }
+}
+
 /* The jump (k is always 1: one jump per Predict phase). */
 static void outer_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                         const hpt_adamw *o, int t, float lr, int k, float scale) {
     const float mu = p->outer_mom, a = scale * (p->outer_lr - 1.0f), b = scale * p->outer_lr * mu;
     float *th = params, *an = p->anchor, *u = p->outer_u;
     const size_t n = p->n;
+    if (p->outer_adapt) {
+        outer_apply_agree(p, params, a, b);
+        return;
+    }
     if (a == 0.0f && b == 0.0f) {
         /* no departure: theta stays, bit for bit (even a -0.0f) */
         #pragma omp parallel for simd

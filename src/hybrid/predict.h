@@ -86,6 +86,7 @@ struct hpt_predictor {
      * (n), in the arena; its rate and momentum (set by the driver) */
     float *anchor, *outer_u;
     float outer_lr, outer_mom;
+    int outer_adapt;             /* 1: per-tensor agreement gate (tensor_gate), --outer-adapt agree */
     float *arena;                /* owns ring and slope */
     size_t arena_bytes;
 };

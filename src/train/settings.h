@@ -167,7 +167,15 @@
     X(outer_follow_lr, "outer-follow-lr", SWITCH, 0, 1, 0, 0, "",                                              \
       "--predictor outer: scale the jump by lr(t) / the peak lr, so it fades in the decay")                    \
     X(outer_check, "outer-check", INT, 1, 1000, 0, 8, "K",                                                     \
-      "--predictor outer: real steps whose training losses check a jump")
+      "--predictor outer: real steps whose training losses check a jump")                                      \
+    X(outer_moments, "outer-moments", ENUM, 0, 0, 0, 0, CHOICES("keep", "reset"),                               \
+      "--predictor outer: AdamW's first moment at a jump, kept or reset to 0")                                   \
+    X(outer_adapt, "outer-adapt", ENUM, 0, 0, 0, 0, CHOICES("none", "agree"),                                   \
+      "--predictor outer: agree scales each tensor's jump by the cosine (clipped to [0, 1]) between its "        \
+      "displacement and its outer momentum")                                                                     \
+    X(outer_gate, "outer-gate", ENUM, 0, 0, 0, 0, CHOICES("none", "dynamics"),                                  \
+      "--predictor outer: dynamics trains the dynamics model and jumps only when its confidence >= "            \
+      "--confidence-threshold")
 
 /* ---------------------------------------------------------------- rows to descriptors */
 

@@ -162,6 +162,10 @@ void hpt_trainer_add_time(hpt_trainer *tr, double s) { tr->train_s += s; }
 const float *hpt_trainer_moment1(const hpt_trainer *tr) { return tr->m; }
 const float *hpt_trainer_moment2(const hpt_trainer *tr) { return tr->v; }
 
+void hpt_trainer_reset_moment1(hpt_trainer *tr) {
+    memset(tr->m, 0, tr->model->nparams * sizeof(float));
+}
+
 void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *m2, int updates) {
     HPT_ASSERT(updates >= 0 && updates <= tr->updates);
     size_t n = tr->model->nparams * sizeof(float);

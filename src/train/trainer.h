@@ -55,6 +55,9 @@ const float *hpt_trainer_moment2(const hpt_trainer *tr);
  * to (<= the current one: the updates since are undone, so the next bias
  * correction matches the moments). The step counter does not move. */
 void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *m2, int updates);
+/* The first moment to 0 (the second and the update count stay): after an
+ * outer jump, so the next steps do not keep pushing along the old direction. */
+void hpt_trainer_reset_moment1(hpt_trainer *tr);
 
 /* ---------------------------------------------------------------- data */
 
