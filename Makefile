@@ -32,6 +32,11 @@ LDLIBS  += -lm -lz
 CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
 LDLIBS  += $(shell pkg-config --libs libcjson cairo)
 
+# OpenMPI for data-parallel training under mpirun (src/base/comm.c, the only
+# file that includes mpi.h). One binary: without mpirun MPI is never started.
+CFLAGS  += $(shell pkg-config --cflags ompi-c)
+LDLIBS  += $(shell pkg-config --libs ompi-c)
+
 ifeq ($(OMP),1)
   CFLAGS += -fopenmp
   LDFLAGS += -fopenmp

@@ -11,8 +11,10 @@
 #   fortunes                the default text corpus
 #   dataset-fashion-mnist   the image task's data (--task fashion-mnist)
 #   python3                 the CLI tests check JSON outputs with it
+#   libopenmpi-dev          MPI for data-parallel training (mpirun -np N ./hpt train)
+#   openmpi-bin             mpirun itself (tests/cli_mpi.sh)
 set -eu
-pkgs="gcc make libc6-dev pkg-config libopenblas-openmp-dev zlib1g-dev libcjson-dev libcairo2-dev fonts-dejavu-core fortunes dataset-fashion-mnist python3"
+pkgs="gcc make libc6-dev pkg-config libopenblas-openmp-dev zlib1g-dev libcjson-dev libcairo2-dev fonts-dejavu-core fortunes dataset-fashion-mnist python3 libopenmpi-dev openmpi-bin"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
