@@ -7,6 +7,8 @@
  * (0 success, 1 runtime failure, 2 usage error).
  */
 #include "cli.h"
+#include "../src/base/base.h"   /* hpt_fail */
+#include "../src/base/comm.h"   /* mpirun: the process group of a data-parallel run */
 
 #include <errno.h>
 #include <limits.h>
@@ -28,7 +30,13 @@ void die_usage(const char *fmt, const char *a) {
 }
 
 void die_status(hpt_status st) {
-    fprintf(stderr, "hpt: error: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
+    hpt_comm *comm = hpt_comm_world();
+    if (hpt_comm_rank(comm) > 0) fprintf(stderr, "hpt[rank %d]: error: %s (%s)\n", hpt_comm_rank(comm), hpt_errmsg(),
+                                         hpt_status_str(st));
+    else fprintf(stderr, "hpt: error: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
+    /* under mpirun: the whole job ends (a rank still in a collective would
+     * wait for this one forever) */
+    if (hpt_comm_size(comm) > 1) hpt_comm_abort(comm, st == HPT_ERR_ARG ? 2 : 1);
     exit(st == HPT_ERR_ARG ? 2 : 1);
 }
 
@@ -247,8 +255,13 @@ typedef struct progress {
     double ema_step_s;
 } progress;
 
+/* Under mpirun rank 0 speaks for the job: the other ranks' logs and
+ * progress are the same lines. Their errors are printed (die_status). */
+static int quiet_rank(void) { return hpt_comm_rank(hpt_comm_world()) > 0; }
+
 static void on_log(void *ctx, const char *line) {
     (void)ctx;
+    if (quiet_rank()) return;
     fprintf(stderr, "%s\n", line);
 }
 
@@ -260,6 +273,7 @@ void fmt_eta(char *buf, size_t n, double s) {
 
 static void on_step(void *ctx, const hpt_step_info *in) {
     progress *p = ctx;
+    if (quiet_rank()) return;
     p->ema_step_s = in->step == 1 || p->ema_step_s == 0 ? in->step_s : 0.9 * p->ema_step_s + 0.1 * in->step_s;
     char eta[32];
     fmt_eta(eta, sizeof eta, p->ema_step_s * (in->max_iters - in->step));
@@ -311,16 +325,37 @@ static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_inte
     if (st != HPT_OK && p.tty) fputc('\n', stderr);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", rc->out_dir);
+    int ranks = hpt_comm_size(hpt_comm_world()), writer = !quiet_rank();
     if (st == HPT_ERR_INTERRUPTED) {
-        fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), dir);
+        if (writer && ranks > 1)
+            fprintf(stderr, "hpt: %s\nhpt: continue with: mpirun -np %d hpt train --resume %s\n", hpt_errmsg(), ranks, dir);
+        else if (writer) fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), dir);
         hpt_trainer_free(tr);
-        plot_or_warn(dir);
+        if (writer) plot_or_warn(dir);
+        hpt_comm_free(hpt_comm_world());
         return 0;
     }
     hpt_trainer_free(tr);
     if (st != HPT_OK) die_status(st);
-    plot_or_warn(dir);
+    if (writer) plot_or_warn(dir);
+    hpt_comm_free(hpt_comm_world());  /* every rank got here: MPI_Finalize */
     return 0;
+}
+
+/* The process group: MPI when started by mpirun, else one process. Under
+ * mpirun the hybrid's choices must be the same on every rank, so they may
+ * not depend on each rank's own clock. */
+static void start_group(int hybrid, int count_cost) {
+    hpt_comm *comm;
+    hpt_status st = hpt_comm_init(&comm);
+    if (st != HPT_OK) die_status(st);
+    if (hpt_comm_size(comm) > 1 && hybrid && !count_cost) {
+        if (!quiet_rank())
+            fprintf(stderr, "hpt: --cost-by-time cannot be used under mpirun: each rank's clock would choose "
+                            "differently and the ranks' parameters would drift apart\n");
+        hpt_comm_free(comm);
+        exit(2);
+    }
 }
 
 /* --rss-warn / --rss-limit in MiB: operational limits, also with --resume */
@@ -337,6 +372,7 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
         die_usage("--resume DIR continues the run with its stored configuration: %s cannot be given with it "
                   "(only --threads, equal to the stored count, and --log-interval can)", train_flag);
     hpt_trainer *tr;
+    start_group(0, 1);  /* a resumed hybrid run's clock setting is checked below */
     install_stop_handlers();
     hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));
     hpt_status st = hpt_trainer_resume(&tr, dir, threads, on_log, NULL);
@@ -353,6 +389,12 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
     /* a hybrid run: its hybrid config comes from the checkpoint too */
     hpt_hybrid_config hc;
     if ((st = hpt_hybrid_config_resumed(tr, &hc)) != HPT_OK) { hpt_trainer_free(tr); die_status(st); }
+    if (hpt_comm_size(hpt_comm_world()) > 1 && !hc.count_cost) {
+        hpt_trainer_free(tr);
+        hpt_fail(HPT_ERR_ARG, "the run uses --cost-by-time, which cannot be resumed under mpirun (each rank's clock "
+                 "would choose differently)");
+        die_status(HPT_ERR_ARG);
+    }
     return run_to_end(tr, &hc, log_interval);
 }
 
@@ -419,6 +461,7 @@ static int cmd_train(int argc, char **argv) {
     if (st != HPT_OK) die_status(st);
     if (hybrid && (st = hpt_hybrid_config_check(&hc)) != HPT_OK) die_status(st);
     hpt_trainer *tr;
+    start_group(hybrid, hc.count_cost);
     hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));  /* refused before allocating, if over */
     st = hpt_trainer_init(&tr, &c);
     if (st != HPT_OK) die_status(st);

@@ -784,6 +784,7 @@ static hpt_status open_phases_log(hybrid *h) {
                             hpt_trainer_checkpoint(h->tr));
         return HPT_OK;
     }
+    if (!hpt_trainer_writes(h->tr)) return HPT_OK;  /* rank 0 writes the run's files */
     HPT_TRY(hpt_mkdir_p(out_dir));
     h->phases_log = fopen(h->phases_path, "w");
     if (!h->phases_log) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", h->phases_path, strerror(errno));

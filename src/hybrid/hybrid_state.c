@@ -298,7 +298,7 @@ hpt_status hpt_hyb_load_state(void *hctx, const unsigned char *p, size_t n) {
     if (x.why[0])
         return hpt_fail(HPT_ERR_FORMAT, "'%s': the hybrid state (HYBR) cannot be continued: %s",
                         hpt_trainer_checkpoint(h->tr), x.why);
-    return restore_phases_log(h);
+    return hpt_trainer_writes(h->tr) ? restore_phases_log(h) : HPT_OK;  /* rank 0 writes the run's files */
 }
 
 hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n) {

@@ -13,6 +13,9 @@
  *         (f64 each), then z and x; PARM holds its gradient point y
  *   HYBR  (TCFG mode 1) the layer above's state, written and read by its
  *         run hooks (state_bytes/save_state/load_state, trainer.h)
+ *   RANK  (runs under mpirun with more than one rank) the rank count, u32:
+ *         a resume must use the same (another split of the step's
+ *         micro-batches adds the gradients in another order). Absent: 1.
  * Files: DIR/checkpoints/ckpt-<step, 8 digits>.bin, written atomically; the
  * keep_last newest are kept. Resume picks the newest that passes every check
  * and falls back to older ones, so a torn or flipped file costs progress,
@@ -115,6 +118,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     if (tr->ema) size += 16 + 8 + n * sizeof(float);
     if (tr->sf_z) size += 16 + SFRE_LEN(n);
     size += 16 + 8;  /* LOGS */
+    if (tr->ranks > 1) size += 16 + 4;
     hpt_writer w = {.f = f};
     hpt_state_header(&w, size);
     hpt_state_write_model(&w, m, tok);
@@ -160,6 +164,10 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     }
     hpt_state_section(&w, "LOGS", 8);
     hpt_w_u64(&w, (uint64_t)(tr->metrics_bytes >= 0 ? tr->metrics_bytes : -1));
+    if (tr->ranks > 1) {
+        hpt_state_section(&w, "RANK", 4);
+        hpt_w_u32(&w, (uint32_t)tr->ranks);
+    }
     hpt_state_trailer(&w);
     if (w.err) return hpt_fail(HPT_ERR_IO, "write failed: %s", strerror(w.err));
     return HPT_OK;
@@ -223,6 +231,7 @@ static hpt_status sync_metrics(const hpt_trainer *tr) {
 }
 
 hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr) {
+    if (!hpt_trainer_writer(tr)) return HPT_OK;  /* rank 0 saves every rank's state (they are equal) */
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoints", tr->cfg.out_dir);
     HPT_TRY(hpt_mkdir_p(dir));
@@ -397,6 +406,24 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     return HPT_OK;
 }
 
+/* A run resumes on as many ranks as it was trained on: each step's
+ * micro-batches are split over the ranks, and another split adds their
+ * gradients in another order (not bit-exact), so it is refused. */
+static hpt_status ranks_match(const hpt_state_sec *secs, int nsec, const char *path) {
+    const hpt_state_sec *rk = hpt_state_find(secs, nsec, "RANK");
+    uint32_t stored = 1;
+    if (rk && (rk->n != 4 || (memcpy(&stored, rk->p, 4), stored < 2)))
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad RANK section", path);
+    int now = hpt_comm_size(hpt_comm_world());
+    if ((int)stored == now) return HPT_OK;
+    char how[64];
+    if (stored == 1) snprintf(how, sizeof how, "one process, without mpirun");
+    else snprintf(how, sizeof how, "mpirun -np %u", stored);
+    return hpt_fail(HPT_ERR_ARG, "'%s' was trained on %u rank%s, this resume runs on %d: resume it with %s "
+                    "(another rank count splits each step's micro-batches differently, so its gradient sums would "
+                    "not be bit-exact)", path, stored, stored == 1 ? "" : "s", now, how);
+}
+
 hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, hpt_log_fn log, void *ctx) {
     *out = NULL;
     char cdir[4200], path[4400];
@@ -404,8 +431,9 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     /* lock before reading or renaming anything: a live run may be writing */
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s': no such run directory", dir);
-    int lock_fd;
-    HPT_TRY(hpt_dir_lock(dir, &lock_fd));
+    /* under mpirun rank 0 alone locks, renames and cuts: the others read */
+    int lock_fd = -1, writer = hpt_comm_rank(hpt_comm_world()) == 0;
+    if (writer) HPT_TRY(hpt_dir_lock(dir, &lock_fd));
     /* the file names, newest first */
     int *steps = NULL, ns = 0, cap = 0;
     DIR *d = opendir(cdir);
@@ -425,7 +453,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     }
     if (ns == 0) {
         free(steps);
-        hpt_dir_unlock_discard(dir, lock_fd);  /* no run here: leave no .hpt.lock behind */
+        if (writer) hpt_dir_unlock_discard(dir, lock_fd);  /* no run here: leave no .hpt.lock behind */
         return hpt_fail(HPT_ERR_IO, "no checkpoints in '%s' (train with --save-interval N, or stop a run with "
                         "Ctrl-C / SIGTERM, to write them)", cdir);
     }
@@ -455,9 +483,9 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
         hpt_dir_unlock(lock_fd);
         return st;
     }
-    hpt_status st = HPT_OK;
+    hpt_status st = ranks_match(secs, nsec, path);
     hpt_trainer *tr = NULL;
-    if (threads >= 0 && threads != c.threads)
+    if (st == HPT_OK && threads >= 0 && threads != c.threads)
         st = hpt_fail(HPT_ERR_ARG, "--threads %d differs from the run's --threads %d: resume with the same "
                       "thread count (or without --threads)", threads, c.threads);
     if (st == HPT_OK) {
@@ -469,8 +497,10 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
     if (st == HPT_OK) st = restore(tr, path, secs, nsec);
     free(buf);
     if (st != HPT_OK) { hpt_trainer_free(tr); free(steps); hpt_dir_unlock(lock_fd); return st; }
+    /* every rank must have restored the same state */
+    if ((st = hpt_trainer_check_ranks(tr)) != HPT_OK) { hpt_trainer_free(tr); free(steps); return st; }
     /* the newer, unusable files: out of the way of pruning and later resumes */
-    for (int i = 0; i < found; i++) {
+    for (int i = 0; i < found && writer; i++) {
         char bad[4400], to[4500];
         snprintf(bad, sizeof bad, "%s/ckpt-%08d.bin", cdir, steps[i]);
         snprintf(to, sizeof to, "%s.corrupt", bad);

@@ -11,6 +11,7 @@
  * passed, so a refused or failed start leaves the old run as it was.
  */
 #include "preflight.h"
+#include "../base/comm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -112,6 +113,9 @@ hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *con
     size_t n;
     if (hpt_model_conf_params(conf, nconf, &n) != HPT_OK) return HPT_OK;  /* the model's init refuses it */
     int ema = c->ema_decay > 0.0f;
+    /* more than one micro-batch per step (--grad-accum, or ranks): the
+     * trainer sums their gradients in an arena of its own */
+    int sum = (int64_t)c->grad_accum * hpt_comm_size(hpt_comm_world()) > 1;
     return hpt_model_check_memory(conf, nconf, B, T, ema ? "AdamW moments and weight average" : "AdamW moments",
-                                  (ema ? 3 : 2) * n * sizeof(float));
+                                  (size_t)((ema ? 3 : 2) + sum) * n * sizeof(float));
 }

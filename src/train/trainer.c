@@ -34,6 +34,7 @@ void hpt_trainer_free(hpt_trainer *tr) {
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
     hpt_arena_free(tr->opt_arena);
+    hpt_arena_free(tr->grad_sum);
     free(tr->keep_steps);
     free(tr->resume_state);
     hpt_dir_unlock(tr->lock_fd);
@@ -52,13 +53,39 @@ const char *hpt_trainer_checkpoint(const hpt_trainer *tr) { return tr->ckpt_path
 static volatile sig_atomic_t stop_requested;
 void hpt_request_stop(void) { stop_requested = 1; }
 
+int hpt_trainer_writes(const hpt_trainer *tr) { return hpt_trainer_writer(tr); }
+
+hpt_status hpt_trainer_agree(hpt_comm *comm, hpt_status st) {
+    if (hpt_comm_all_ok(comm, st == HPT_OK)) return HPT_OK;
+    int st0 = (int)st;
+    hpt_comm_bcast(comm, &st0, sizeof st0, 0);
+    if (st != HPT_OK) return st;
+    return hpt_fail(st0 != HPT_OK ? (hpt_status)st0 : HPT_ERR_IO, "stopped: %s failed (its message says why)",
+                    st0 != HPT_OK ? "rank 0" : "another rank");
+}
+
+/* The step's micro-batches and the buffer their gradients are summed in
+ * (the micro-steps of every rank, one process's --grad-accum micro). */
+static hpt_status init_micro(hpt_trainer *tr) {
+    tr->micro = tr->cfg.grad_accum * tr->ranks;
+    if (tr->micro == 1) return HPT_OK;  /* the plain step: no sum, no slots */
+    tr->grad_sum = hpt_arena_alloc(tr->model->nparams + (size_t)tr->micro + 1);
+    return tr->grad_sum ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
+}
+
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     *out = NULL;
     HPT_TRY(hpt_train_config_check(c));
-    HPT_TRY(hpt_rundir_check(c->out_dir, c->existing_run));  /* preflight.c */
+    hpt_comm *comm = hpt_comm_world();
+    /* rank 0 alone owns the run directory; the others learn its verdict */
+    int writer = hpt_comm_rank(comm) == 0;
+    HPT_TRY(hpt_trainer_agree(comm, writer ? hpt_rundir_check(c->out_dir, c->existing_run) : HPT_OK));  /* preflight.c */
     hpt_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     tr->lock_fd = -1;
+    tr->comm = comm;
+    tr->rank = hpt_comm_rank(comm);
+    tr->ranks = hpt_comm_size(comm);
     tr->cfg = *c;
     hpt_abs_path(tr->data_path, sizeof tr->data_path, c->data_path ? c->data_path : "");  /* resumable from any cwd */
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
@@ -77,7 +104,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->model = tr->task_->model;
     if (c->epochs > 0) {
         /* whole epochs of optimizer steps, the last one possibly short of a batch */
-        size_t per_step = (size_t)tr->task_->batch_size * c->grad_accum;
+        size_t per_step = (size_t)tr->task_->batch_size * c->grad_accum * tr->ranks;
         int64_t per_epoch = (int64_t)((tr->task_->train_examples + per_step - 1) / per_step);
         if ((int64_t)c->epochs * per_epoch > HPT_STEPS_MAX) {
             st = hpt_fail(HPT_ERR_ARG, "--epochs %d x %lld steps per epoch (%zu training examples / (--batch-size "
@@ -112,13 +139,15 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->final_ema_val = NAN;
     tr->keep_steps = malloc((size_t)c->keep_last * sizeof(int));
     if (!tr->keep_steps) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    if ((st = init_micro(tr)) != HPT_OK) { hpt_trainer_free(tr); return st; }
     tr->final_val = NAN;
     tr->best_val = INFINITY;
     tr->final_acc = NAN;
     tr->metrics_bytes = -1;
     tr->next_eval = tr->cfg.eval_interval > 0 ? tr->cfg.eval_interval : tr->cfg.max_iters;
     /* every check passed: only now may --overwrite remove the old run */
-    if ((st = hpt_rundir_prepare(tr->cfg.out_dir, c->existing_run, &tr->lock_fd)) != HPT_OK) { hpt_trainer_free(tr); return st; }
+    if (writer) st = hpt_rundir_prepare(tr->cfg.out_dir, c->existing_run, &tr->lock_fd);
+    if ((st = hpt_trainer_agree(comm, st)) != HPT_OK) { hpt_trainer_free(tr); return st; }
     *out = tr;
     return HPT_OK;
 }
@@ -195,24 +224,81 @@ hpt_status hpt_trainer_probe(hpt_trainer *tr, const hpt_batch *b, float *loss) {
     return st;
 }
 
+static hpt_status bad_loss(const hpt_trainer *tr, float loss) {
+    return hpt_fail(HPT_ERR_NUMERIC, "training loss is %f at step %d; try a lower --lr or a smaller --grad-clip",
+                    loss, tr->step + 1);
+}
+
+/* One micro-batch's forward and backward into the (zeroed) gradient arena,
+ * scaled by 1/micro: the mean over the step's micro-batches. */
+static hpt_status micro_step(hpt_trainer *tr, const hpt_batch *b, float *loss) {
+    HPT_TRY(hpt_model_forward(tr->model, b, loss));
+    if (!isfinite(*loss)) return HPT_OK;  /* the caller says so, once every rank knows */
+    return hpt_model_backward(tr->model, 1.0f / tr->micro);
+}
+
+/* The step's gradient (micro > 1) as one fixed sum: each micro-step's
+ * gradient is computed alone from zero and added, g = ((g0 + g1) + g2)...,
+ * then the ranks' sums are added by one all-reduce. A single process with
+ * --grad-accum 2 thus computes g0 + g1 with the same two IEEE additions as
+ * 2 ranks with --grad-accum 1 (bit-exact); other splits add the same terms
+ * in another order (equal within float rounding). Every rank draws every
+ * micro-batch, so the data cursor is the same on all of them. */
+static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *ntok) {
+    hpt_model *m = tr->model;
+    const size_t n = m->nparams;
+    float *sum = tr->grad_sum, *slots = tr->grad_sum + n;
+    const int first = tr->rank * tr->cfg.grad_accum, last = first + tr->cfg.grad_accum;
+    memset(slots, 0, ((size_t)tr->micro + 1) * sizeof(float));
+    for (int j = 0; j < tr->micro; j++) {
+        hpt_batch b;
+        tr->task_->train_batch(tr->task_, &b);
+        *ntok += (double)b.B * b.T;
+        if (j < first || j >= last) continue;  /* another rank's */
+        hpt_model_zero_grad(m);
+        HPT_TRY(micro_step(tr, &b, &slots[j]));
+        if (!isfinite(slots[j]) && tr->ranks == 1) return bad_loss(tr, slots[j]);
+        const float *g = m->grads;
+        if (j == first) memcpy(sum, g, n * sizeof(float));
+        else {
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < n; i++) sum[i] += g[i];
+        }
+    }
+    /* a stop request rides along, so that every rank stops after the same step */
+    slots[tr->micro] = stop_requested ? 1.0f : 0.0f;
+    HPT_TRY(hpt_comm_allreduce_sum(tr->comm, sum, n + (size_t)tr->micro + 1));
+    tr->stop_seen = slots[tr->micro] > 0.0f;
+    memcpy(m->grads, sum, n * sizeof(float));
+    /* the losses in micro-step order, as one process adds them */
+    for (int j = 0; j < tr->micro; j++) {
+        if (!isfinite(slots[j])) return bad_loss(tr, slots[j]);
+        *loss_sum += slots[j];
+    }
+    return HPT_OK;
+}
+
+/* The plain step's gradient (one micro-batch in one process): unchanged
+ * since before data parallelism, bit for bit. */
+static hpt_status single_gradient(hpt_trainer *tr, double *loss_sum, double *ntok) {
+    hpt_model *m = tr->model;
+    hpt_model_zero_grad(m);
+    hpt_batch b;
+    tr->task_->train_batch(tr->task_, &b);
+    float loss;
+    HPT_TRY(micro_step(tr, &b, &loss));
+    if (!isfinite(loss)) return bad_loss(tr, loss);
+    *loss_sum += loss;
+    *ntok += (double)b.B * b.T;
+    return HPT_OK;
+}
+
 hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     const hpt_train_config *c = &tr->cfg;
     hpt_model *m = tr->model;
     double t0 = hpt_now(), ntok = 0;
-    hpt_model_zero_grad(m);
     double loss_sum = 0.0;
-    for (int k = 0; k < c->grad_accum; k++) {
-        hpt_batch b;
-        tr->task_->train_batch(tr->task_, &b);
-        float loss;
-        HPT_TRY(hpt_model_forward(m, &b, &loss));
-        if (!isfinite(loss))
-            return hpt_fail(HPT_ERR_NUMERIC, "training loss is %f at step %d; try a lower --lr or a "
-                            "smaller --grad-clip", loss, tr->step + 1);
-        HPT_TRY(hpt_model_backward(m, 1.0f / c->grad_accum));
-        loss_sum += loss;
-        ntok += (double)b.B * b.T;
-    }
+    HPT_TRY(tr->micro > 1 ? summed_gradient(tr, &loss_sum, &ntok) : single_gradient(tr, &loss_sum, &ntok));
     hpt_adamw opt = hpt_trainer_adamw(tr, tr->step);
     float lr = opt.lr, norm;
     /* bias correction counts real updates: predicted steps (hybrid) move
@@ -228,7 +314,7 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
         memset(info, 0, sizeof *info);
         info->step = tr->step;
         info->max_iters = c->max_iters;
-        info->train_loss = (float)(loss_sum / c->grad_accum);
+        info->train_loss = (float)(loss_sum / tr->micro);
         info->lr = lr;
         info->grad_norm = norm;
         info->step_s = dt;
@@ -391,6 +477,7 @@ static hpt_status cut_metrics(const char *path, int step, int64_t bytes) {
  * phase fields), then the evaluation's. */
 static hpt_status write_metrics_line(FILE *mf, const char *path, const hpt_trainer *tr, const hpt_run_hooks *hooks,
                                      const hpt_step_info *info, size_t rss) {
+    if (!mf) return HPT_OK;  /* not the writing rank */
     cJSON *o = cJSON_CreateObject();
     if (!o) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     hpt_json_u64(o, "step", (uint64_t)info->step);
@@ -446,6 +533,8 @@ static ledger ledger_of(const hpt_trainer *tr) {
     hpt_model_bytes(tr->model, &l.params, &l.grads, &l.acts);
     l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0)) * tr->model->nparams * sizeof(float);
     l.data = tr->task_->data_bytes(tr->task_);
+    /* the step's gradient sum (micro > 1): gradients too */
+    if (tr->grad_sum) l.grads += (tr->model->nparams + (size_t)tr->micro + 1) * sizeof(float);
     return l;
 }
 
@@ -461,6 +550,9 @@ static void log_start(const run *r) {
     hpt_logf(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);
     char sched[128];
     hpt_schedule_describe(c, sched, sizeof sched);
+    if (tr->ranks > 1)
+        hpt_logf(log, ctx, "ranks      %d (MPI, data-parallel): --batch-size and --grad-accum per rank, %d "
+                 "micro-batches per step; rank 0 writes the run", tr->ranks, tr->micro);
     if (tr->task_->tokens_per_sample > 1)
         hpt_logf(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
@@ -484,6 +576,7 @@ static void log_start(const run *r) {
 static hpt_status open_metrics(run *r) {
     hpt_trainer *tr = r->tr;
     snprintf(r->mpath, sizeof r->mpath, "%s/metrics.jsonl", tr->cfg.out_dir);
+    if (!hpt_trainer_writer(tr)) return HPT_OK;  /* r->mf stays NULL */
     if (tr->resumed) HPT_TRY(cut_metrics(r->mpath, tr->step, tr->metrics_bytes));
     r->mf = fopen(r->mpath, tr->resumed ? "a" : "w");
     if (!r->mf) return hpt_fail(HPT_ERR_IO, "cannot create '%s': %s", r->mpath, strerror(errno));
@@ -516,12 +609,40 @@ static void average_weights(hpt_trainer *tr, int before, hpt_step_info *info) {
     info->step_s += te;
 }
 
+/* Every rank's parameters must be rank 0's, bit for bit: they start
+ * equal, and every update is the same arithmetic on the same summed
+ * gradient. A difference (a rank with other kernels, threads or a bad
+ * memory bit) stops the job rather than train on in disagreement. */
+hpt_status hpt_trainer_check_ranks(const hpt_trainer *tr) {
+    if (tr->ranks == 1) return HPT_OK;
+    const hpt_model *m = tr->model;
+    uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float)), theirs = 0;
+    int rank = 0, n = hpt_comm_differ(tr->comm, crc, &rank, &theirs);
+    if (n == 0) return HPT_OK;
+    return hpt_fail(HPT_ERR_NUMERIC, "the ranks' parameters drifted apart at step %d: %d rank%s differ%s from rank "
+                    "0 (rank %d has param_crc32 %08x); data-parallel ranks must run the same build, --threads "
+                    "and hardware", tr->step, n, n == 1 ? "" : "s", n == 1 ? "s" : "", rank, theirs);
+}
+
+/* Tests only: HPT_TEST_DRIFT_RANK=r makes rank r flip one parameter bit
+ * after step 1, so that the drift check above can be seen to fire. */
+static void test_drift(hpt_trainer *tr) {
+    const char *r = getenv("HPT_TEST_DRIFT_RANK");
+    if (r && tr->ranks > 1 && tr->step == 1 && atoi(r) == tr->rank) {
+        uint32_t bits;
+        memcpy(&bits, tr->model->params, 4);
+        bits ^= 1u;
+        memcpy(tr->model->params, &bits, 4);
+    }
+}
+
 /* Evaluates when the step counter reaches or jumps past a multiple of the
  * interval (a Predict phase can move it by several steps), and at the end. */
 static hpt_status eval_if_due(hpt_trainer *tr, hpt_step_info *info) {
     const hpt_train_config *c = &tr->cfg;
     if (tr->step < c->max_iters && tr->step < tr->next_eval) return HPT_OK;
     while (tr->next_eval <= tr->step) tr->next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
+    HPT_TRY(hpt_trainer_check_ranks(tr));
     HPT_TRY(hpt_trainer_eval(tr, &info->val_loss, &info->val_accuracy));
     info->evaluated = 1;
     tr->final_val = info->val_loss;
@@ -543,6 +664,7 @@ static hpt_status after_step(run *r, int before, size_t rss) {
     const hpt_train_config *c = &tr->cfg;
     /* every time the counter reaches or jumps past a multiple of the interval */
     if (r->ckpt_ok && c->save_interval > 0 && tr->step / c->save_interval > before / c->save_interval) {
+        HPT_TRY(hpt_trainer_check_ranks(tr));
         HPT_TRY(hpt_trainer_save_checkpoint(tr));
         r->saved_at = tr->step;
     }
@@ -559,8 +681,11 @@ static hpt_status after_step(run *r, int before, size_t rss) {
                         "emergency checkpoint %s'%s'", mib(rss), mib(tr->rss_limit), tr->step,
                         r->ckpt_ok ? "saved to " : "not possible: ", r->ckpt_ok ? tr->ckpt_path : "no state");
     }
-    if (r->ckpt_ok && stop_requested && more) {
+    /* ranks stop together, after the step whose all-reduce carried a request */
+    int stop = tr->ranks > 1 ? tr->stop_seen : stop_requested;
+    if (r->ckpt_ok && stop && more) {
         stop_requested = 0;  /* consumed: a later run in this process starts afresh */
+        tr->stop_seen = 0;
         if (r->saved_at != tr->step) HPT_TRY(hpt_trainer_save_checkpoint(tr));
         return hpt_fail(HPT_ERR_INTERRUPTED, "interrupted after step %d of %d; checkpoint saved to '%s'",
                         tr->step, c->max_iters, tr->ckpt_path);
@@ -574,12 +699,13 @@ static hpt_status run_one(run *r) {
     hpt_step_info info;
     int before = tr->step;
     HPT_TRY(r->hooks->step(r->hooks->hctx, tr, &info));
+    test_drift(tr);
     average_weights(tr, before, &info);
     if (r->calls < tr->cfg.max_iters) r->step_times[r->calls++] = info.step_s;
     HPT_TRY(eval_if_due(tr, &info));
     size_t rss = hpt_rss_bytes();
     HPT_TRY(write_metrics_line(r->mf, r->mpath, tr, r->hooks, &info, rss));
-    long mpos = ftell(r->mf);
+    long mpos = r->mf ? ftell(r->mf) : -1;
     tr->metrics_bytes = mpos >= 0 ? mpos : -1;
     if (r->on_step) r->on_step(r->ctx, &info);
     return after_step(r, before, rss);
@@ -611,6 +737,14 @@ static cJSON *summary_of(const run *r, double med, double flops, uint32_t crc, d
     hpt_json_u64(o, "optimizer_updates", (uint64_t)tr->updates);
     hpt_json_u64(o, "model_backward_calls", m->backward_calls);
     if (r->hooks->summary) r->hooks->summary(r->hooks->hctx, o);
+    if (tr->ranks > 1) {
+        /* the gradient all-reduces: one per real step */
+        hpt_comm_stats cs = hpt_comm_stats_of(tr->comm);
+        hpt_json_u64(o, "ranks", (uint64_t)tr->ranks);
+        hpt_json_u64(o, "allreduce_calls", cs.calls);
+        hpt_json_u64(o, "allreduce_bytes", cs.bytes);
+        hpt_json_num(o, "comm_s", cs.seconds);
+    }
     hpt_json_u64(o, "threads", (uint64_t)hpt_get_threads());
     hpt_json_u64(o, "peak_rss_bytes", hpt_peak_rss_bytes());
     ledger l = ledger_of(tr);
@@ -661,13 +795,14 @@ static hpt_status finish_run(run *r) {
     /* schedule-free: the model is the average x (saved, summed, and left in
      * the params for whoever uses the trainer's model after the run) */
     if (tr->sf_x) sf_swap(tr);
-    HPT_TRY(hpt_weights_save(path, m, tr->task_->text));
+    HPT_TRY(hpt_trainer_check_ranks(tr));
+    if (hpt_trainer_writer(tr)) HPT_TRY(hpt_weights_save(path, m, tr->task_->text));
     qsort(r->step_times, (size_t)r->calls, sizeof(double), cmp_double);
     double med = r->calls ? r->step_times[r->calls / 2] : NAN;  /* NaN: resumed at the last step */
-    double flops = hpt_model_train_flops(m, tr->cfg.batch_size * tr->cfg.grad_accum, tr->task_->tokens_per_sample);
+    double flops = hpt_model_train_flops(m, tr->cfg.batch_size * tr->micro, tr->task_->tokens_per_sample);
     uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
     double wall = hpt_now() - r->wall0;
-    HPT_TRY(write_summary(r, med, flops, crc, wall));
+    if (hpt_trainer_writer(tr)) HPT_TRY(write_summary(r, med, flops, crc, wall));
     hpt_logf(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
           "%.1f GFLOP/s, final val %.4f, best val %.4f, param_crc32 %08x",
           tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, tr->final_val, tr->best_val, crc);
@@ -686,7 +821,7 @@ static hpt_status run_loop(run *r) {
     if (st == HPT_OK) st = load_hooks_state(tr, r->hooks);
     tr->hooks = r->ckpt_ok && r->hooks->save_state ? r->hooks : NULL;
     while (st == HPT_OK && tr->step < tr->cfg.max_iters) st = run_one(r);
-    if (fclose(r->mf) != 0 && st == HPT_OK)
+    if (r->mf && fclose(r->mf) != 0 && st == HPT_OK)
         st = hpt_fail(HPT_ERR_IO, "cannot write '%s': %s", r->mpath, strerror(errno));
     tr->hooks = NULL;
     if (st == HPT_OK) st = finish_run(r);
@@ -698,8 +833,10 @@ static hpt_status run_loop(run *r) {
  * (a resume takes it earlier, before reading the checkpoints). */
 hpt_status hpt_trainer_run_hooks(hpt_trainer *tr, const hpt_run_hooks *hooks,
                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
-    HPT_TRY(hpt_mkdir_p(tr->cfg.out_dir));
-    if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(tr->cfg.out_dir, &tr->lock_fd));
+    if (hpt_trainer_writer(tr)) {
+        HPT_TRY(hpt_mkdir_p(tr->cfg.out_dir));
+        if (tr->lock_fd < 0) HPT_TRY(hpt_dir_lock(tr->cfg.out_dir, &tr->lock_fd));
+    }
     run r = {.tr = tr, .hooks = hooks, .log = log, .on_step = on_step, .ctx = ctx, .saved_at = -1, .wall0 = hpt_now()};
     hpt_status st = run_loop(&r);
     hpt_dir_unlock(tr->lock_fd);

@@ -79,6 +79,12 @@ int hpt_trainer_is_resumed(const hpt_trainer *tr);
  * payload; NULL and *n = 0 if none). Valid until the run's first step. */
 const unsigned char *hpt_trainer_resume_state(const hpt_trainer *tr, size_t *n);
 
+/* ---------------------------------------------------------------- ranks */
+
+/* 1 if this process writes the run directory: always in one process; rank
+ * 0 alone under mpirun (the layer above writes its own logs only then). */
+int hpt_trainer_writes(const hpt_trainer *tr);
+
 /* ---------------------------------------------------------------- run hooks */
 
 /* Replaceable parts of the run loop; any may be NULL but step.

@@ -6,6 +6,7 @@
 #ifndef HPT_TRAINER_IMPL_H
 #define HPT_TRAINER_IMPL_H
 
+#include "../base/comm.h"
 #include "task.h"
 #include "trainer.h"
 
@@ -45,7 +46,31 @@ struct hpt_trainer {
     unsigned char *resume_state;  /* its HYBR payload (owned), for hooks->load_state */
     size_t resume_state_n;
     int64_t metrics_bytes; /* metrics.jsonl's length when the checkpoint was saved (LOGS; -1: unknown) */
+    /* data parallelism (comm.h): the group, this process's rank in it and
+     * its size; rank 0 alone writes the run directory. An optimizer step is
+     * micro = grad_accum x ranks micro-batches, drawn by every rank in the
+     * order one process with --grad-accum micro would draw them; rank r
+     * trains micro-steps r*grad_accum .. r*grad_accum + grad_accum - 1. */
+    hpt_comm *comm;
+    int rank, ranks, micro;
+    /* (micro > 1) the step's gradient sum, then one slot per micro-step for
+     * its loss and one for a stop request (summed across ranks in the same
+     * all-reduce as the gradients); NULL when micro == 1 */
+    float *grad_sum;
+    int stop_seen;         /* a rank asked to stop (the last all-reduce's flag) */
 };
+
+/* HPT_OK on every rank when st is HPT_OK on every rank; else the failing
+ * rank keeps its own status and message, and the others fail with rank
+ * 0's status and a message pointing at the failing rank's (a collective). */
+hpt_status hpt_trainer_agree(hpt_comm *comm, hpt_status st);
+
+/* Every rank's parameters equal rank 0's (a CRC-32 compared across the
+ * ranks, a collective), else HPT_ERR_NUMERIC naming the first that differs. */
+hpt_status hpt_trainer_check_ranks(const hpt_trainer *tr);
+
+/* 1: this process writes the run directory (rank 0, or no group). */
+static inline int hpt_trainer_writer(const hpt_trainer *tr) { return tr->rank == 0; }
 
 /* Writes DIR/checkpoints/ckpt-<step>.bin atomically and deletes all but the
  * keep_last newest (checkpoint.c). */
