@@ -106,6 +106,22 @@ void compare_save_text(const char *path, const char *text);   /* atomic; exits o
  * in c->out, from the runs at their tuned LRs. */
 void compare_report(compare *c);
 
+/* compare_budget.c: the budget sweep's arithmetic, pure (tests/
+ * test_compare_budget.c). Given n budgets f (ascending) and an arm's final
+ * val v at each, where the smallest budget f* whose final val reaches
+ * `target` lies: between budgets lo and hi (the first to reach it), v
+ * interpolated linearly in log f; hi's weight w. lower_bound: the smallest
+ * budget already reaches it (f* is that budget, not extrapolated below). */
+typedef struct budget_hit {
+    int reached, lower_bound;
+    int lo, hi;
+    double w, f_star;
+} budget_hit;
+budget_hit compare_budget_hit(int n, const double *f, const double *v, double target);
+/* y (a run's train_s, its updates) at f*, interpolated with the same
+ * weights; NaN if the target was not reached. */
+double compare_budget_at(const budget_hit *h, const double *y);
+
 /* compare_md.c: the tables of a comparison, as Markdown, from its
  * results.json (the LR sweep, per arm medians with ranges, the equal-budget
  * quality, the headline, the timing noise). The one renderer: hpt compare
