@@ -13,15 +13,25 @@
  *      AdamW, evaluated at its average) sweeps --lrs too, tuned like the
  *      baseline (no schedules: its rate is constant after the warmup);
  *   2. seeds: every arm trains at its tuned LR and schedule on every seed
- *      (the controls borrow them: stale-adam and linear the hybrid's, ema the
- *      baseline's);
- *   3. per seed, the target is the tuned baseline's final val loss (and two
+ *      (the controls borrow them: stale-adam, linear and hybrid-ema the
+ *      hybrid's, ema the baseline's);
+ *   3. budgets (--budgets, issue 12 item 6): every arm on every seed again
+ *      at each fraction f < 1 of its full run's steps, --max-iters
+ *      round(f x steps), so its schedule (warmup kept, decay compressed)
+ *      ends there. Under a decayed schedule the loss falls most in the
+ *      decay, so every arm crosses the target near the end of its own run
+ *      and ratios of time within runs say little; what a user saves is the
+ *      smallest budget whose final val reaches the target;
+ *   4. per seed, the target is the tuned baseline's final val loss (and two
  *      intermediate levels, its val at 1/3 and 2/3 of its evaluations); each
  *      arm's time to a target is the training clock (evaluation excluded,
  *      every probe and predictor cost included) at which its val curve first
  *      reaches it, interpolated linearly between evaluations; and its
  *      optimizer updates to it (speedup_steps_to_target: free of timing
- *      noise), interpolated the same way.
+ *      noise), interpolated the same way; with --budgets, the smallest f
+ *      whose final val reaches the target (linear in log f between the
+ *      budgets around it, compare_budget.c) and the baseline's full time
+ *      (updates) over the arm's there.
  * Every run is a child `hpt train` process (same binary, same thread count,
  * one at a time), so each has its own peak RSS and a crash costs one run;
  * this file reads each child's run directory back through the library
@@ -31,7 +41,8 @@
  * checkpoint) is resumed, so a stopped comparison continues where it stopped.
  * Outputs in --out DIR, each written atomically: results.json (cJSON),
  * results.md (rendered from results.json by compare_md.c, also printed),
- * val_vs_time.{svg,png}, val_vs_step.{svg,png}, runs/<arm>-lr<lr>-s<seed>/.
+ * val_vs_time.{svg,png}, val_vs_step.{svg,png}, runs/<arm>-lr<lr>-s<seed>/
+ * (a budget run's: runs/<arm>-lr<lr>-s<seed>-b<f>/).
  */
 #include "cli.h"
 #include "compare.h"
@@ -42,8 +53,10 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free"};
-const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF};
+const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
+                                              "hybrid-ema"};
+const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
+                                        ARM_HYBRID};
 
 /* --schedules (issue 12's names): cosine to lr x --min-lr-ratio; d2z, the
  * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
@@ -74,7 +87,9 @@ void usage_compare(FILE *f) {
 "--eval-interval, --threads, ...) and hybrid options (--warmup-steps, ...) are\n"
 "passed to every run (hybrid options to the hybrid arms only); --lr, --min-lr,\n"
 "--seed, --out, --mode, --ema, --resume and --save-interval are set by compare\n"
-"itself; --predictor chooses the hybrid arm's predictor (coast or shrink).\n"
+"itself; --predictor chooses the predictor of the hybrid and hybrid-ema arms\n"
+"(coast, shrink or outer; outer's --outer-interval, --outer-lr, --outer-momentum,\n"
+"--outer-follow-lr and --outer-check are hybrid options like the others).\n"
 "\n"
 "  hpt compare --report DIR   prints the tables of DIR/results.json (Markdown)\n"
 "\n"
@@ -88,15 +103,24 @@ void usage_compare(FILE *f) {
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
-"                         schedule-free (schedule-free AdamW, its own LR        last]\n"
-"                         sweep; no --schedule, --decay-frac, --cooldown)\n"
-"  --ema-decay X          decay of the ema control's weight average            [0.99]\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last two]\n"
+"                         sweep; no --schedule, --decay-frac, --cooldown),\n"
+"                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
+"                         at the average)\n"
+"  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
+"  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
+"                         implied): every arm on every seed also trains\n"
+"                         with its schedule compressed to round(f x steps);\n"
+"                         reports the smallest f whose final val reaches the\n"
+"                         target, and the time saved there\n"
 "  --out DIR              results.json, results.md, plots, runs/               [runs/compare]\n"
 "  --fresh                rerun every run (default: reuse finished identical runs)\n"
 "\n"
-"Without --eval-interval, text tasks evaluate every max-iters/20 steps: the\n"
-"resolution of time-to-target. Exit status: 0 success (also when no arm reaches\n"
-"the target: that is a result), 1 a run failed, 2 usage error.\n");
+"Without --eval-interval, text tasks evaluate every max-iters/20 steps (of a\n"
+"budget run's own max-iters): the resolution of time-to-target; tasks trained\n"
+"by --epochs evaluate every epoch, budget runs too. Exit status: 0 success\n"
+"(also when no arm reaches the target: that is a result), 1 a run failed, 2\n"
+"usage error.\n");
 }
 
 /* ---------------------------------------------------------------- the command */
@@ -133,6 +157,33 @@ static void parse_schedules(compare *c, const char *s) {
     if (!c->nscheds) die_usage("--schedules needs at least one of cosine, d2z, wsd, got '%s'", s);
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --budgets: fractions of the full run's steps, ascending, 1 always among
+ * them (the full runs are the comparison's own). */
+static void parse_budgets(compare *c, const char *s) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    c->nbudgets = 0;
+    int ntok = 0, one = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","), ntok++) {
+        parse_float("--budgets", tok);  /* exits 2 on a non-number */
+        double v = strtod(tok, NULL);  /* a double: round(f x steps) as written, 0.7 x 5 = 3.5 */
+        if (!(v > 0 && v <= 1)) die_usage("--budgets values are fractions of the full run's steps, in (0, 1], got '%s'", tok);
+        for (int i = 0; i < c->nbudgets; i++) if (c->budgets[i] == v) die_usage("--budgets lists '%s' twice", tok);
+        if (v == 1 && one++) die_usage("--budgets lists '%s' twice", tok);
+        if (v == 1) continue;  /* added last, once */
+        if (c->nbudgets == MAX_BUDGETS - 1) die_usage("--budgets takes at most 15 fractions besides 1, got '%s'", s);
+        c->budgets[c->nbudgets++] = v;
+    }
+    if (!ntok) die_usage("--budgets needs at least one fraction in (0, 1], got '%s'", s);
+    c->budgets[c->nbudgets++] = 1;
+    qsort(c->budgets, (size_t)c->nbudgets, sizeof(double), cmp_dbl);
+}
+
 static void parse_arms(compare *c, const char *s) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
@@ -141,7 +192,8 @@ static void parse_arms(compare *c, const char *s) {
         int a = 0;
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
-            die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free)", tok);
+            die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema)",
+                      tok);
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
@@ -154,6 +206,7 @@ static int own_flag(compare *c, const char *name, const char *val) {
     else if (!strcmp(name, "--seeds")) c->nseeds = (int)parse_int(name, val, 1, MAX_SEEDS);
     else if (!strcmp(name, "--seed")) c->seed0 = (uint64_t)parse_int(name, val, 0, 1L << 40);
     else if (!strcmp(name, "--arms")) parse_arms(c, val);
+    else if (!strcmp(name, "--budgets")) parse_budgets(c, val);
     else if (!strcmp(name, "--ema-decay")) {
         c->ema_decay = parse_float(name, val);
         if (!(c->ema_decay > 0 && c->ema_decay < 1)) die_usage("--ema-decay must be in (0, 1), got '%s'", val);
@@ -163,7 +216,8 @@ static int own_flag(compare *c, const char *name, const char *val) {
     } else if (!strcmp(name, "--out")) c->out = val;
     else if (!strcmp(name, "--predictor")) {
         if (!strcmp(val, "stale-adam") || !strcmp(val, "linear"))
-            die_usage("--predictor %s is a control arm of its own; the hybrid arm's predictor is coast or shrink", val);
+            die_usage("--predictor %s is a control arm of its own; the hybrid arm's predictor is coast, shrink or outer",
+                      val);
         c->predictor = val;  /* hpt train validates the name */
     } else if (!strcmp(name, "--fresh")) c->fresh = 1;
     else return 0;
@@ -171,7 +225,7 @@ static int own_flag(compare *c, const char *name, const char *val) {
 }
 
 /* What compare reads from the flags it passes through. */
-typedef struct seen { const char *task, *model; int max_iters; } seen;
+typedef struct seen { const char *task, *model; int max_iters, epochs; } seen;
 
 /* A train or hybrid flag, passed to the runs as given ("--x=v" stays one
  * word, "--x v" two). */
@@ -182,13 +236,18 @@ static void pass_flag(compare *c, seen *sn, const char *name, char *word, const 
     if (c->npass + c->nhpass + 2 > MAX_PASS) die_usage("%s", "too many options");
     char **dst = hyb ? c->hpass : c->pass;
     int *nd = hyb ? &c->nhpass : &c->npass;
+    /* a budget run replaces what sets the step count with its own --max-iters */
+    int steps = !hyb && (!strcmp(name, "--max-iters") || !strcmp(name, "--epochs"));
+    if (!hyb) c->pass_steps[*nd] = (char)steps;
     dst[(*nd)++] = word;
+    if (!hyb && two_words) c->pass_steps[*nd] = (char)steps;
     if (two_words) dst[(*nd)++] = (char *)val;
     if (!strcmp(name, "--task")) sn->task = val;
     if (!strcmp(name, "--model")) sn->model = val;
     if (!strcmp(name, "--data")) c->data = val;
     if (!strcmp(name, "--threads")) c->threads = (int)parse_int(name, val, 0, 1024);
     if (!strcmp(name, "--max-iters")) sn->max_iters = (int)parse_int(name, val, 1, 100000000);
+    if (!strcmp(name, "--epochs")) sn->epochs = (int)parse_int(name, val, 0, 100000);
     if (!strcmp(name, "--eval-interval")) c->eval_interval_given = 1;
     if (!strcmp(name, "--schedule")) c->train_schedule = val;
     if (!strcmp(name, "--schedule") || !strcmp(name, "--decay-frac") || !strcmp(name, "--cooldown"))
@@ -233,14 +292,17 @@ static void settle(compare *c, const seen *sn) {
     if (!c->nlrs) { c->lrs[0] = d.lr; c->nlrs = 1; }
     if (c->min_lr_ratio < 0) c->min_lr_ratio = d.min_lr / d.lr;
     c->max_iters = sn->max_iters > 0 ? sn->max_iters : d.epochs > 0 ? -1 : d.max_iters;
-    if (c->max_iters < 0 && !c->eval_interval_given) c->eval_interval_given = 1;  /* epochs: the task's cadence */
+    if (c->max_iters < 0) c->epochs = sn->epochs > 0 ? sn->epochs : d.epochs;
+    c->epoch_cadence = c->max_iters < 0 && !c->eval_interval_given;
+    if (c->epoch_cadence) c->eval_interval_given = 1;  /* epochs: the task's cadence */
     c->tty = isatty(2);
     c->reuse_tag = compare_reuse_tag(c->data);
     int sweep_arms = 1 + c->arms[ARM_HYBRID], narms = 0;
     for (int a = 0; a < NARMS; a++) narms += c->arms[a];
     /* the plan: the sweep (first seed), then each arm's tuned runs */
     c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + c->arms[ARM_SF] * c->nlrs +
-                 (narms - sweep_arms - c->arms[ARM_SF]) + narms * (c->nseeds - 1);
+                 (narms - sweep_arms - c->arms[ARM_SF]) + narms * (c->nseeds - 1) +
+                 narms * c->nseeds * (c->nbudgets ? c->nbudgets - 1 : 0);  /* 3. the budget runs */
 }
 
 static void announce(const compare *c) {
@@ -251,6 +313,8 @@ static void announce(const compare *c) {
     fprintf(stderr, " (min-lr ratio %g)", c->min_lr_ratio);
     if (c->nscheds) fprintf(stderr, "; schedules");
     for (int i = 0; i < c->nscheds; i++) fprintf(stderr, "%s%s", i ? "," : " ", compare_scheds[c->scheds[i]].name);
+    if (c->nbudgets) fprintf(stderr, "; budgets");
+    for (int i = 0; i < c->nbudgets; i++) fprintf(stderr, "%s%g", i ? "," : " ", c->budgets[i]);
     fprintf(stderr, "; seeds %llu..%llu; out %s\n", (unsigned long long)c->seed0,
             (unsigned long long)(c->seed0 + c->nseeds - 1), c->out);
 }
@@ -267,7 +331,7 @@ static void sweep(compare *c) {
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < c->nlrs; i++) {
                 int sched = c->nscheds && a != ARM_SF ? k : -1;
-                run *r = compare_run(c, a, sched, c->lrs[i], c->seed0);
+                run *r = compare_run(c, a, sched, c->lrs[i], c->seed0, 1);
                 if (r->final_val < best) { best = r->final_val; c->tuned[a] = i; c->tuned_sched[a] = sched; }
             }
         if (c->nlrs * ns > 1)
@@ -277,12 +341,23 @@ static void sweep(compare *c) {
     }
 }
 
+/* 3. --budgets: every arm on every seed again at each fraction f < 1 of
+ * its full run's steps, largest first, the schedule compressed to them. */
+static void budget_runs(compare *c) {
+    for (int k = c->nbudgets - 2; k >= 0; k--)
+        for (int s = 0; s < c->nseeds; s++)
+            for (int a = 0; a < NARMS; a++)
+                if (c->arms[a])
+                    compare_run(c, a, compare_arm_sched(c, a), compare_arm_lr(c, a), c->seed0 + (uint64_t)s,
+                                c->budgets[k]);
+}
+
 static void compare_free(compare *c) {
     for (int i = 0; i < c->nruns; i++) {
         run *r = &c->runs[i];
         free(r->step); free(r->clock); free(r->val); free(r->upd); free(r->bstep); free(r->bclock);
     }
-    free(c->runs); free(c->pass); free(c->hpass); free(c->reuse_tag);
+    free(c->runs); free(c->pass); free(c->pass_steps); free(c->hpass); free(c->reuse_tag);
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -296,10 +371,11 @@ int cmd_compare(int argc, char **argv) {
     c.predictor = "coast";
     c.train_schedule = "cosine";
     c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = -1;
-    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF;
+    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF && a != ARM_HEMA;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
+    c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
-    seen sn = {"text", NULL, -1};
+    seen sn = {"text", NULL, -1, 0};
     int rc = parse_args(&c, &sn, argc, argv);
     if (rc >= 0) { compare_free(&c); return rc; }
     settle(&c, &sn);
@@ -311,7 +387,8 @@ int cmd_compare(int argc, char **argv) {
     /* 2. every arm at its tuned LR on every seed */
     for (int s = 0; s < c.nseeds; s++)
         for (int a = 0; a < NARMS; a++)
-            if (c.arms[a]) compare_run(&c, a, compare_arm_sched(&c, a), compare_arm_lr(&c, a), c.seed0 + (uint64_t)s);
+            if (c.arms[a]) compare_run(&c, a, compare_arm_sched(&c, a), compare_arm_lr(&c, a), c.seed0 + (uint64_t)s, 1);
+    budget_runs(&c);
     compare_report(&c);
     compare_free(&c);
     return 0;

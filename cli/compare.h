@@ -15,11 +15,17 @@
 #include <stdio.h>
 
 /* schedule-free: schedule-free AdamW (--optimizer schedule-free), its own
- * LR sweep (no schedules: its rate is constant after the warmup); not in
- * the default --arms (add it) */
-enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, NARMS };
+ * LR sweep (no schedules: its rate is constant after the warmup);
+ * hybrid-ema: the hybrid's run with an EMA of the weights, evaluated at the
+ * average as the ema arm is. Neither is in the default --arms (add them),
+ * so an old command runs the same runs. */
+enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, NARMS };
 /* the arms that tune their own LR on the first seed */
 #define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF)
+/* the arms trained with --mode hybrid (they get the hybrid-only flags) */
+#define ARM_HYBRID_MODE(a) ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA)
+/* the arms trained with --ema and measured at the averaged weights */
+#define ARM_AVERAGED(a) ((a) == ARM_EMA || (a) == ARM_HEMA)
 extern const char *const compare_arm_names[NARMS];
 /* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
 extern const int compare_arm_lr_from[NARMS];
@@ -30,6 +36,7 @@ extern const int compare_arm_lr_from[NARMS];
 #define MAX_PASS 256
 #define NLEVELS 3    /* targets: 1/3, 2/3 of the baseline's evaluations, its final val */
 #define NBUDGETS 4   /* training-clock budgets: 25, 50, 75, 100% of the baseline's */
+#define MAX_BUDGETS 16  /* --budgets: fractions of the full run's steps, 1 included */
 
 /* --schedules: a name, the train flags it stands for (NULL-terminated),
  * and whether it decays to 0 (else to lr x --min-lr-ratio). */
@@ -43,6 +50,9 @@ typedef struct run {
     int sched;   /* index into compare.scheds; -1 without --schedules */
     float lr;
     uint64_t seed;
+    double budget;   /* --budgets: the fraction of the full run's steps (1: the full run) */
+    int iters;       /* a budget run's --max-iters (0: the full run's own) */
+    int eval_every;  /* a budget run's --eval-interval set by compare (0: none) */
     char dir[4200];
     /* the val curve at each evaluation (the ema arm: the averaged weights) */
     int n;
@@ -52,6 +62,7 @@ typedef struct run {
     int nb;
     double *bstep, *bclock;
     double final_val, train_s, wall_s;
+    double steps;    /* the step counter at the end (summary.json steps): max-iters, epochs resolved */
     double updates, backward, probes, peak_rss;
     double pred_s, ctrl_s;  /* the hybrid's time in Predict phases and on its bookkeeping (0: no hybrid) */
     double phase[4];  /* warmup, full, predict, correct steps (hybrid arms) */
@@ -60,6 +71,8 @@ typedef struct run {
 typedef struct compare {
     /* flags */
     char **pass; int npass;          /* hpt train flags passed through to every run */
+    char *pass_steps;                /* 1 for the words of pass that set the budget (--max-iters,
+                                      * --epochs): a budget run gives its own --max-iters instead */
     char **hpass; int nhpass;        /* hybrid-only flags, for the hybrid arms */
     float lrs[MAX_LRS]; int nlrs;
     int scheds[MAX_SCHEDS]; int nscheds;  /* --schedules: indices into compare_scheds (0: not given) */
@@ -72,7 +85,10 @@ typedef struct compare {
     const char *out;
     const char *predictor;           /* the hybrid arm's (--predictor; default coast) */
     const char *data;                /* --data as given (NULL: the task's default) */
+    double budgets[MAX_BUDGETS]; int nbudgets;  /* --budgets, ascending, 1 last (0: no budget sweep) */
     int max_iters, eval_interval_given, fresh, threads;
+    int epochs;                      /* a task trained by --epochs: their count (0: by --max-iters) */
+    int epoch_cadence;               /* evaluation every epoch, the task's own (no --eval-interval given) */
     char *reuse_tag;                 /* the hpt binary's and the data's identity, for the reuse key */
     /* runs */
     run *runs; int nruns, cap;
@@ -87,8 +103,9 @@ typedef struct compare {
 /* compare_run.c: arm with schedule sched (index into c->scheds, -1:
  * none) at lr and seed, run as a child `hpt train` (or an identical
  * finished run reused, or a stopped one resumed); exits on failure or
- * Ctrl-C. */
-run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed);
+ * Ctrl-C. budget < 1: the same run with its schedule compressed to
+ * round(budget x the full run's steps) (the full run first, if not yet). */
+run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double budget);
 /* compare.c: what an arm's seeds run with, its own tuned LR and schedule
  * or its lender's (compare_arm_lr_from); a schedule's name ("cosine", the
  * train flags' one, for -1). */
@@ -124,7 +141,7 @@ double compare_budget_at(const budget_hit *h, const double *y);
 
 /* compare_md.c: the tables of a comparison, as Markdown, from its
  * results.json (the LR sweep, per arm medians with ranges, the equal-budget
- * quality, the headline, the timing noise). The one renderer: hpt compare
+ * quality, the --budgets sweep, the headline, the timing noise). The one renderer: hpt compare
  * writes results.md and prints the same text with it, and
  * bench/results_md.py builds bench/RESULTS.md's tables from
  * `hpt compare --report DIR`. */

@@ -137,7 +137,8 @@ static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o)
     }
     const cJSON *pp = get(a, "phase_predict");
     char label[96];
-    snprintf(label, sizeof label, !strcmp(arm, "hybrid") ? "%s (%s)" : "%s", arm, str(r, "hybrid_predictor"));
+    int hyb = !strcmp(arm, "hybrid") || !strcmp(arm, "hybrid-ema");  /* the arms with the chosen predictor */
+    snprintf(label, sizeof label, hyb ? "%s (%s)" : "%s", arm, str(r, "hybrid_predictor"));
     if (cJSON_GetArraySize(get(r, "schedules")))  /* each arm's tuned schedule */
         snprintf(label + strlen(label), sizeof label - strlen(label), ", %s", str(a, "schedule"));
     fprintf(o, "| %s | %g | %s | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %.0f |\n", label,
@@ -183,6 +184,60 @@ static void md_budgets(const cJSON *r, FILE *o) {
     fputc('\n', o);
 }
 
+/* A budget speedup "median [min, max]" (n seeds reached), ">=" on each
+ * number that is, or may be, a lower bound: the seeds that reached the
+ * target at the smallest budget give only a bound, so the median and max
+ * are bounds when any seed is one, the min when its own seed is. */
+static const char *budget_speedup_str(char *buf, size_t cap, const cJSON *d, const cJSON *lbs) {
+    double med = num(d, "median"), lo = num(d, "min"), hi = num(d, "max");
+    if (!(num(d, "n") > 0) || isnan(med)) { snprintf(buf, cap, "none"); return buf; }
+    int any_lb = 0, min_lb = 0, i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, get(d, "per_seed")) {
+        int lb = cJSON_IsTrue(cJSON_GetArrayItem(lbs, i++));
+        any_lb |= lb;
+        min_lb |= lb && cJSON_IsNumber(x) && x->valuedouble == lo;
+    }
+    const char *ge = any_lb ? ">=" : "";
+    if (num(d, "n") == 1) { snprintf(buf, cap, "%s%.2fx", ge, med); return buf; }
+    snprintf(buf, cap, "%s%.2fx [%s%.2fx, %s%.2fx]", ge, med, min_lb ? ">=" : "", lo, ge, hi);
+    return buf;
+}
+
+/* --budgets: final val at each budget and the speedup at the smallest
+ * budget reaching the target, per arm. */
+static void md_budget_sweep(const cJSON *r, FILE *o) {
+    const cJSON *bs = get(r, "budgets"), *x;
+    if (!cJSON_GetArraySize(bs)) return;
+    fprintf(o, "Budget sweep: every arm also trained with its schedule compressed to a fraction f of the full run's "
+               "steps; its speedup is the tuned baseline's full-budget training time (updates) over the arm's at the "
+               "smallest f whose final val reaches the baseline's full-budget final val on that seed, final val, time "
+               "and updates interpolated linearly in log f between the two budgets around the crossing (\">=\": "
+               "already reached at the smallest budget, a lower bound). Final val, median over seeds:\n\n| arm |");
+    cJSON_ArrayForEach(x, bs) fprintf(o, " f=%g |", x->valuedouble);
+    fprintf(o, " f* | speedup to target | speedup in updates | reached |\n|---|");
+    for (int i = 0; i < cJSON_GetArraySize(bs) + 4; i++) fprintf(o, "---|");
+    fputc('\n', o);
+    for (int i = 0; i < NARMS; i++) {
+        const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
+        if (!a || !get(a, "budget_final_val")) continue;
+        fprintf(o, "| %s |", compare_arm_names[i]);
+        cJSON_ArrayForEach(x, bs) {
+            char key[32], b[256];
+            snprintf(key, sizeof key, "%.6g", x->valuedouble);
+            stat_str(b, sizeof b, get(get(a, "budget_final_val"), key), "%.4f", "");
+            fprintf(o, " %.*s |", (int)strcspn(b, " "), b);
+        }
+        char f[256], sp[256], su[256];
+        const cJSON *lbs = get(a, "budget_lower_bound");
+        stat_str(f, sizeof f, get(a, "budget_f_star"), "%.3f", "");
+        fprintf(o, " %s | %s | %s | %.0f/%d |\n", f, budget_speedup_str(sp, sizeof sp, get(a, "speedup_budget_to_target"), lbs),
+                budget_speedup_str(su, sizeof su, get(a, "speedup_budget_steps_to_target"), lbs),
+                num(a, "budget_reached"), cJSON_GetArraySize(lbs));
+    }
+    fputc('\n', o);
+}
+
 static void md_headline(const cJSON *r, FILE *o) {
     const cJSON *h = get(r, "speedup_time_to_target"), *f = get(r, "final_val_ratio"), *x;
     fprintf(o, "Headline (hybrid over tuned baseline): speedup_time_to_target median **%.3f** (per seed ",
@@ -208,6 +263,7 @@ void compare_render_md(const cJSON *r, FILE *o) {
     md_sweep(r, o);
     md_arms(r, o);
     md_budgets(r, o);
+    md_budget_sweep(r, o);
     md_headline(r, o);
 }
 

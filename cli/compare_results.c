@@ -1,7 +1,8 @@
 /*
  * compare_results.c — what `hpt compare` reports: per seed, each arm's
  * time to the tuned baseline's val levels and its quality at equal
- * budgets; results.json (cJSON), results.md (rendered from it by
+ * budgets, and with --budgets the smallest budget reaching the target;
+ * results.json (cJSON), results.md (rendered from it by
  * compare_md.c, and printed) and the val-curve plots of the first seed.
  */
 #include "cli.h"
@@ -66,6 +67,11 @@ typedef struct armseed {
     double utt, speedup_updates;  /* optimizer updates to the final target, and the baseline's over them */
     double best_at[NBUDGETS];
     double final_ratio;
+    /* --budgets: final val, training clock and updates at each budget; the
+     * smallest budget reaching the target and the speedups there */
+    double bval[MAX_BUDGETS], btrain[MAX_BUDGETS], bupd[MAX_BUDGETS];
+    budget_hit hit;
+    double speedup_budget, speedup_budget_steps;
 } armseed;
 
 static void measure(const run *base, const run *r, armseed *o) {
@@ -87,15 +93,39 @@ static void measure(const run *base, const run *r, armseed *o) {
     o->final_ratio = r->final_val / base->final_val;
 }
 
-/* The runs of each arm at its tuned LR and schedule, by seed. */
-static void tuned_runs(compare *c, run *by[NARMS][MAX_SEEDS]) {
-    memset(by, 0, sizeof(run *) * NARMS * MAX_SEEDS);
+/* An arm's run at its tuned LR and schedule on seed index s at a budget
+ * (1: the full run); NULL if there is none. */
+static run *tuned_run(compare *c, int arm, int s, double budget) {
     for (int i = 0; i < c->nruns; i++) {
         run *r = &c->runs[i];
-        int s = (int)(r->seed - c->seed0);
-        if (r->lr == compare_arm_lr(c, r->arm) && r->sched == compare_arm_sched(c, r->arm) && s >= 0 && s < c->nseeds)
-            by[r->arm][s] = r;
+        if (r->arm == arm && r->seed == c->seed0 + (uint64_t)s && r->budget == budget &&
+            r->lr == compare_arm_lr(c, arm) && r->sched == compare_arm_sched(c, arm))
+            return r;
     }
+    return NULL;
+}
+
+/* The full runs of each arm at its tuned LR and schedule, by seed. */
+static void tuned_runs(compare *c, run *by[NARMS][MAX_SEEDS]) {
+    for (int a = 0; a < NARMS; a++)
+        for (int s = 0; s < MAX_SEEDS; s++) by[a][s] = s < c->nseeds ? tuned_run(c, a, s, 1) : NULL;
+}
+
+/* --budgets: the arm's final val at each budget against the target (the
+ * tuned baseline's full-budget final val on the seed); at the smallest
+ * budget reaching it, the baseline's full training clock (updates) over the
+ * arm's there, both interpolated in log f (compare_budget.c). */
+static void measure_budgets(compare *c, int arm, int s, const run *base, armseed *o) {
+    for (int k = 0; k < c->nbudgets; k++) {
+        const run *r = tuned_run(c, arm, s, c->budgets[k]);
+        o->bval[k] = r ? r->final_val : NAN;
+        o->btrain[k] = r ? r->train_s : NAN;
+        o->bupd[k] = r ? r->updates : NAN;
+    }
+    o->hit = compare_budget_hit(c->nbudgets, c->budgets, o->bval, base->final_val);
+    double t = compare_budget_at(&o->hit, o->btrain), u = compare_budget_at(&o->hit, o->bupd);
+    o->speedup_budget = t > 0 ? base->train_s / t : NAN;
+    o->speedup_budget_steps = u > 0 ? base->updates / u : NAN;
 }
 
 /* Timing noise, measured in this comparison: a hybrid-family run that
@@ -222,6 +252,11 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON *ts = cJSON_AddObjectToObject(o, "tuned_schedule");
     for (int a = 0; a < NARMS; a++)
         if (c->arms[a]) cJSON_AddStringToObject(ts, compare_arm_names[a], compare_arm_sched_name(c, a));
+    /* --budgets: the fractions, ascending (1 last) */
+    if (c->nbudgets) {
+        cJSON *b = cJSON_AddArrayToObject(o, "budgets");
+        for (int k = 0; k < c->nbudgets; k++) cJSON_AddItemToArray(b, jnum(c->budgets[k]));
+    }
 }
 
 /* The LR sweep: the sweeping arms' runs on the first seed. */
@@ -229,7 +264,7 @@ static void json_sweep(const compare *c, cJSON *o) {
     cJSON *sweep = cJSON_AddArrayToObject(o, "sweep");
     for (int i = 0; i < c->nruns; i++) {
         const run *r = &c->runs[i];
-        if (r->seed != c->seed0 || !ARM_SWEEPS(r->arm)) continue;
+        if (r->seed != c->seed0 || !ARM_SWEEPS(r->arm) || r->budget != 1) continue;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "arm", compare_arm_names[r->arm]);
         if (c->nscheds && r->arm != ARM_SF) cJSON_AddStringToObject(e, "schedule", compare_sched_name(c, r->sched));
@@ -238,6 +273,58 @@ static void json_sweep(const compare *c, cJSON *o) {
         cJSON_AddItemToObject(e, "train_s", jnum(r->train_s));
         cJSON_AddItemToArray(sweep, e);
     }
+}
+
+/* A budget's key in the per-budget objects: as the "budgets" list prints it */
+static const char *budget_key(char *buf, size_t cap, double f) {
+    snprintf(buf, cap, "%.6g", f);
+    return buf;
+}
+
+/* One per-budget quantity, x[seed][budget], as
+ * {"<f>": {median, min, max, n, per_seed}, ...}. */
+static void jbudgets(const compare *c, cJSON *o, const char *key, double x[MAX_SEEDS][MAX_BUDGETS]) {
+    cJSON *d = cJSON_AddObjectToObject(o, key);
+    double v[MAX_SEEDS];
+    char f[32];
+    for (int k = 0; k < c->nbudgets; k++) {
+        for (int s = 0; s < c->nseeds; s++) v[s] = x[s][k];
+        jstat(d, budget_key(f, sizeof f, c->budgets[k]), v, c->nseeds);
+    }
+}
+
+/* --budgets, per arm: the final val (clock, updates) at each budget, f*,
+ * the two speedups (null: even the full budget misses the target; their n
+ * is the seeds that reached it), and per seed whether f* is the smallest
+ * budget's (a lower bound on the speedup: nothing below it was run). */
+static void json_arm_budgets(const compare *c, const armseed *m, cJSON *o) {
+    double val[MAX_SEEDS][MAX_BUDGETS], train[MAX_SEEDS][MAX_BUDGETS], upd[MAX_SEEDS][MAX_BUDGETS];
+    for (int s = 0; s < c->nseeds; s++)
+        for (int k = 0; k < c->nbudgets; k++) {
+            val[s][k] = m[s].r ? m[s].bval[k] : NAN;
+            train[s][k] = m[s].r ? m[s].btrain[k] : NAN;
+            upd[s][k] = m[s].r ? m[s].bupd[k] : NAN;
+        }
+    jbudgets(c, o, "budget_final_val", val);
+    jbudgets(c, o, "budget_train_s", train);
+    jbudgets(c, o, "budget_updates", upd);
+    double f[MAX_SEEDS], sp[MAX_SEEDS], su[MAX_SEEDS];
+    int reached = 0;
+    cJSON *lb = cJSON_CreateArray();
+    for (int s = 0; s < c->nseeds; s++) {
+        const budget_hit *h = &m[s].hit;
+        int ok = m[s].r && h->reached;
+        f[s] = ok ? h->f_star : NAN;
+        sp[s] = ok ? m[s].speedup_budget : NAN;
+        su[s] = ok ? m[s].speedup_budget_steps : NAN;
+        reached += ok;
+        cJSON_AddItemToArray(lb, ok ? cJSON_CreateBool(h->lower_bound) : cJSON_CreateNull());
+    }
+    jstat(o, "budget_f_star", f, c->nseeds);
+    jstat(o, "speedup_budget_to_target", sp, c->nseeds);
+    jstat(o, "speedup_budget_steps_to_target", su, c->nseeds);
+    cJSON_AddItemToObject(o, "budget_lower_bound", lb);
+    cJSON_AddNumberToObject(o, "budget_reached", reached);
 }
 
 static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
@@ -250,6 +337,7 @@ static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
         for (int s = 0; s < c->nseeds; s++) v[s] = vals[s][k];
         jstat(o, arm_fields[k], v, c->nseeds);
     }
+    if (c->nbudgets) json_arm_budgets(c, m, o);
 }
 
 /* The headline: the hybrid (or, without it, the baseline) over the tuned
@@ -323,7 +411,10 @@ void compare_report(compare *c) {
     memset(m, 0, sizeof m);
     for (int a = 0; a < NARMS; a++)
         for (int s = 0; s < c->nseeds; s++)
-            if (by[a][s] && by[ARM_BASELINE][s]) measure(by[ARM_BASELINE][s], by[a][s], &m[a][s]);
+            if (by[a][s] && by[ARM_BASELINE][s]) {
+                measure(by[ARM_BASELINE][s], by[a][s], &m[a][s]);
+                if (c->nbudgets) measure_budgets(c, a, s, by[ARM_BASELINE][s], &m[a][s]);
+            }
     cJSON *res = results_json(c, m, timing_noise(c, by));
     char path[4400], *text = cJSON_Print(res), *md = NULL;
     if (!text) { fprintf(stderr, "hpt: out of memory\n"); exit(1); }

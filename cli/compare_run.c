@@ -111,16 +111,16 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
     a->n = 0;
     a->v[a->n++] = "hpt";
     a->v[a->n++] = "train";
-    for (int i = 0; i < c->npass; i++) a->v[a->n++] = c->pass[i];
-    int hybrid = r->arm == ARM_HYBRID || r->arm == ARM_STALE || r->arm == ARM_LINEAR;
-    if (hybrid) {
+    for (int i = 0; i < c->npass; i++)
+        if (!(r->iters && c->pass_steps[i])) a->v[a->n++] = c->pass[i];
+    if (ARM_HYBRID_MODE(r->arm)) {
         a->v[a->n++] = "--mode";
         a->v[a->n++] = "hybrid";
         for (int i = 0; i < c->nhpass; i++) a->v[a->n++] = c->hpass[i];
         a->v[a->n++] = "--predictor";
         a->v[a->n++] = r->arm == ARM_STALE ? "stale-adam" : r->arm == ARM_LINEAR ? "linear" : (char *)c->predictor;
     }
-    if (r->arm == ARM_EMA) {
+    if (ARM_AVERAGED(r->arm)) {
         snprintf(a->num[0], sizeof a->num[0], "%g", c->ema_decay);
         a->v[a->n++] = "--ema";
         a->v[a->n++] = a->num[0];
@@ -137,8 +137,12 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
         a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
     }
     a->v[a->n++] = "--seed"; a->v[a->n++] = a->num[3];
-    if (!c->eval_interval_given && c->max_iters > 0) {
-        snprintf(a->num[4], sizeof a->num[4], "%d", c->max_iters >= 20 ? c->max_iters / 20 : 1);
+    if (r->iters) {  /* a budget run: the schedule follows --max-iters (warmup kept, decay compressed) */
+        snprintf(a->num[5], sizeof a->num[5], "%d", r->iters);
+        a->v[a->n++] = "--max-iters"; a->v[a->n++] = a->num[5];
+    }
+    if (r->eval_every) {
+        snprintf(a->num[4], sizeof a->num[4], "%d", r->eval_every);
         a->v[a->n++] = "--eval-interval"; a->v[a->n++] = a->num[4];
     }
     a->v[a->n++] = "--log-interval"; a->v[a->n++] = "100000000";  /* the log file gets the summary lines */
@@ -157,7 +161,7 @@ static void resume_argv(const run *r, argv_buf *a) {
 /* The val curve (finite evaluations only) and the Predict phases, each
  * from the line before the phase to its own, in steps and clock. */
 static void take_curve(run *r, const hpt_run_metrics *m) {
-    const double *v = r->arm == ARM_EMA ? m->ema_val_loss : m->val_loss;
+    const double *v = ARM_AVERAGED(r->arm) ? m->ema_val_loss : m->val_loss;
     size_t b = (size_t)m->n * sizeof(double);
     r->step = cli_xrealloc(r->step, b); r->clock = cli_xrealloc(r->clock, b); r->val = cli_xrealloc(r->val, b);
     r->upd = cli_xrealloc(r->upd, b);
@@ -177,8 +181,9 @@ static void take_curve(run *r, const hpt_run_metrics *m) {
 }
 
 static void take_summary(run *r, const hpt_run_summary *s) {
-    r->final_val = r->arm == ARM_EMA ? s->final_ema_val_loss : s->final_val_loss;
+    r->final_val = ARM_AVERAGED(r->arm) ? s->final_ema_val_loss : s->final_val_loss;
     r->train_s = s->train_s;
+    r->steps = s->steps;
     r->updates = s->optimizer_updates;
     r->backward = s->model_backward_calls;
     r->probes = or_zero(s->probe_passes);
@@ -200,22 +205,25 @@ static int load_run(run *r) {
     return ok && r->n > 0 && isfinite(r->final_val);
 }
 
-/* "baseline", or with --schedules "baseline/wsd", for the progress lines */
+/* "baseline", or with --schedules "baseline/wsd", and a budget run's
+ * fraction ("baseline@0.5"), for the progress lines */
 static const char *label_of(const compare *c, const run *r) {
-    static char buf[64];
+    static char buf[80];
     snprintf(buf, sizeof buf, "%s%s%s", compare_arm_names[r->arm], r->sched >= 0 ? "/" : "",
              r->sched >= 0 ? compare_sched_name(c, r->sched) : "");
+    if (r->iters) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "@%g", r->budget);
     return buf;
 }
 
 static void show_progress(compare *c, const run *r, int step, double run_t) {
     double per_run = c->run_wall_n ? c->run_wall_sum / c->run_wall_n : NAN;
-    double left_this = step > 0 && c->max_iters > 0 ? run_t / step * (c->max_iters - step) : per_run;
+    int total = r->iters ? r->iters : c->max_iters;
+    double left_this = step > 0 && total > 0 ? run_t / step * (total - step) : per_run;
     double eta = (isfinite(left_this) ? left_this : 0) + (isfinite(per_run) ? per_run : 0) * (c->planned - c->finished - 1);
     char e[32] = "?";
     if (isfinite(per_run) || step > 0) fmt_eta(e, sizeof e, eta);
     char of[24] = "";
-    if (c->max_iters > 0) snprintf(of, sizeof of, "/%d", c->max_iters);  /* epochs: the count is the child's */
+    if (total > 0) snprintf(of, sizeof of, "/%d", total);  /* epochs: the count is the child's */
     fprintf(stderr, "%s[%d/%d] %-10s lr %-8g seed %-6llu step %d%s | elapsed %.0f s | ETA %s   %s",
             c->tty ? "\r" : "", c->finished + 1, c->planned, label_of(c, r), r->lr, (unsigned long long)r->seed,
             step, of, hpt_now() - c->t0, e, c->tty ? "" : "\n");
@@ -287,19 +295,33 @@ static void die_run_failed(const run *r, int status) {
     exit(1);
 }
 
-static run *add_run(compare *c, int arm, int sched, float lr, uint64_t seed) {
+/* The --eval-interval compare gives a run: text tasks evaluate every
+ * max-iters/20 steps of the run's own budget (each budget run's curve as
+ * fine as the full one's; the final val, what a budget run is measured
+ * by, is evaluated at the end whatever the interval); a task trained by
+ * epochs keeps evaluating once an epoch (steps / epochs of the full run),
+ * which hpt train does itself only under --epochs. 0: none to give. */
+static int eval_every(const compare *c, int iters, double full_steps) {
+    if (c->epoch_cadence) return iters && full_steps >= c->epochs ? (int)(full_steps / c->epochs) : 0;
+    if (c->eval_interval_given) return 0;
+    int total = iters ? iters : c->max_iters;
+    return total >= 20 ? total / 20 : 1;
+}
+
+static run *add_run(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
     if (c->nruns == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 32;
         c->runs = cli_xrealloc(c->runs, (size_t)c->cap * sizeof(run));
     }
     run *r = &c->runs[c->nruns++];
     memset(r, 0, sizeof *r);
-    r->arm = arm; r->sched = sched; r->lr = lr; r->seed = seed;
+    r->arm = arm; r->sched = sched; r->lr = lr; r->seed = seed; r->budget = budget;
     /* without --schedules, the names of before it (finished runs stay reusable) */
-    char sn[40] = "";
+    char sn[40] = "", bn[40] = "";
     if (sched >= 0) snprintf(sn, sizeof sn, "-%s", compare_sched_name(c, sched));
-    snprintf(r->dir, sizeof r->dir, "%s/runs/%s%s-lr%g-s%llu", c->out, compare_arm_names[arm], sn, lr,
-             (unsigned long long)seed);
+    if (budget < 1) snprintf(bn, sizeof bn, "-b%g", budget);
+    snprintf(r->dir, sizeof r->dir, "%s/runs/%s%s-lr%g-s%llu%s", c->out, compare_arm_names[arm], sn, lr,
+             (unsigned long long)seed, bn);
     return r;
 }
 
@@ -316,12 +338,23 @@ static int try_reuse(compare *c, run *r, int same_key) {
 /* Runs one arm under one schedule at one LR and seed (or reuses an
  * identical finished run, or resumes an identical stopped one, bit for bit,
  * training clock included). */
-run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed) {
+run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
     for (int i = 0; i < c->nruns; i++) {
         const run *q = &c->runs[i];
-        if (q->arm == arm && q->sched == sched && q->lr == lr && q->seed == seed) return &c->runs[i];
+        if (q->arm == arm && q->sched == sched && q->lr == lr && q->seed == seed && q->budget == budget)
+            return &c->runs[i];
     }
-    run *r = add_run(c, arm, sched, lr, seed);
+    /* a budget run's step count is its full run's (epochs resolved by hpt train) */
+    int iters = 0;
+    double full_steps = NAN;
+    if (budget < 1) {
+        full_steps = compare_run(c, arm, sched, lr, seed, 1)->steps;
+        iters = (int)lround(budget * full_steps);
+        if (iters < 1) iters = 1;
+    }
+    run *r = add_run(c, arm, sched, lr, seed, budget);  /* after the call above: c->runs may move */
+    r->iters = iters;
+    r->eval_every = eval_every(c, iters, full_steps);
     argv_buf a;
     build_argv(c, r, &a);
     char *key = reuse_key(c, &a), path[4400], ck[4400];
