@@ -1,5 +1,5 @@
 #!/bin/sh
-# Bounded fuzzing of hpt's loaders (the state file, text, Fashion-MNIST IDX) and of resume down to the steps after it
+# Bounded fuzzing of hpt's loaders (the state file, text, Fashion-MNIST IDX, hpt import's safetensors) and of resume down to the steps after it
 # (one checkpoint section at a time: TCFG, TRST, DATA, LOGS, HYBR) with libFuzzer (Debian: clang-14,
 # libfuzzer-14-dev, libclang-rt-14-dev), under ASan and UBSan (any report stops the target), without BLAS
 # or OpenMP (the loaders need neither). Seeds: a real model.bin and
@@ -14,11 +14,11 @@ secs=${1:-60}
 cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cc" ] || { echo "fuzz: needs clang (apt-get install clang-14 libfuzzer-14-dev libclang-rt-14-dev)" >&2; exit 1; }
 out=build-fuzz
-mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/artifacts
+mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/corpus-safetensors $out/artifacts
 src=$(ls src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c src/hybrid/*.c)
-flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-pragmas"
-for t in state text idx resume; do
-    "$cc" $flags bench/fuzz/fuzz_$t.c $src -lm -lz $(pkg-config --libs libcjson) -o $out/fuzz_$t
+flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson ompi-c) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-pragmas"
+for t in state text idx resume safetensors; do
+    "$cc" $flags bench/fuzz/fuzz_$t.c $src -lm -lz $(pkg-config --libs libcjson ompi-c) -o $out/fuzz_$t
 done
 # seeds
 [ -x ./hpt ] || make -j2 hpt >&2
@@ -80,12 +80,20 @@ raw = bytes([0, 0, 8, 3]) + struct.pack(">III", 60000, 28, 28) + bytes(range(256
 open(f"{d}/plain.idx", "wb").write(raw)
 open(f"{d}/small.gz", "wb").write(gzip.compress(raw))
 PY
+# safetensors seeds: the hpt import fixtures (F32 with the mask buffers, F16
+# with save_pretrained's names, BF16) and the crafted bad files of cli_hf.sh
+cp tests/fixtures/hf/model.safetensors $out/corpus-safetensors/f32.safetensors
+cp tests/fixtures/hf/prefixed/model.safetensors $out/corpus-safetensors/f16.safetensors
+cp tests/fixtures/hf/bf16/model.safetensors $out/corpus-safetensors/bf16.safetensors
+rm -rf $out/crafted && mkdir -p $out/crafted && python3 tests/hf_files.py craft tests/fixtures/hf/model.safetensors $out/crafted
+for f in $out/crafted/*.safetensors; do cp "$f" $out/corpus-safetensors/crafted-$(basename "$f"); done
 status=0
 res="{"
-for t in state text idx resume; do
+for t in state text idx resume safetensors; do
     log=$out/fuzz_$t.log
     max_len=65536
     [ $t = resume ] && max_len=$resume_max
+    [ $t = safetensors ] && max_len=262144
     # every seed kept and mutated (the resume seeds cover the same code until
     # mutated: without keep_seed, libFuzzer would keep one per base)
     if $out/fuzz_$t -max_total_time="$secs" -max_len=$max_len -len_control=0 -keep_seed=1 -timeout=20 -rss_limit_mb=2048 \

@@ -42,4 +42,10 @@ void usage_plot(FILE *f);
 int cmd_compare(int argc, char **argv);
 void usage_compare(FILE *f);
 
+/* hpt import, export, eval (hf.c) */
+int cmd_import(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+void usage_hf(FILE *f);
+
 #endif /* HPT_CLI_H */

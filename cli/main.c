@@ -233,8 +233,9 @@ static void usage(FILE *f) {
           "  hpt sample --model FILE [options]   generate text from a trained model\n"
           "  hpt compare [train options] --lrs LIST --seeds N --out DIR   time to the same val loss:\n"
           "                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n"
-          "  hpt plot DIR           redraw a run's DIR/loss.{svg,png} (hpt train draws it at the end)\n"
-          "  hpt --help | --version\n"
+          "  hpt plot DIR           redraw a run's DIR/loss.{svg,png} (hpt train draws it at the end)\n", f);
+    usage_hf(f);
+    fputs(          "  hpt --help | --version\n"
           "\n"
           "train options (defaults: nanoGPT's CPU shakespeare_char recipe; fashion-mnist's where they differ):\n", f);
     help_settings(f, HPT_SET_TRAIN);
@@ -585,6 +586,7 @@ static int cmd_sample(int argc, char **argv) {
 /* The subcommands: a new one is a row here and its cmd_ function. */
 static const struct { const char *name; int (*run)(int argc, char **argv); } commands[] = {
     {"train", cmd_train}, {"sample", cmd_sample}, {"compare", cmd_compare}, {"plot", cmd_plot},
+    {"import", cmd_import}, {"export", cmd_export}, {"eval", cmd_eval},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -596,6 +598,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--version")) { puts(VERSION_STRING); return 0; }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 2, argv + 2);
-    die_usage("unknown command '%s' (expected train, sample, compare or plot)", cmd);
+    die_usage("unknown command '%s' (expected train, sample, compare, plot, import, export or eval)", cmd);
     return 2;
 }

@@ -194,6 +194,11 @@ typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1 } hpt_token
 typedef struct hpt_text hpt_text;
 
 hpt_status hpt_text_load(hpt_text **out, const char *path, hpt_tokenizer_kind kind);
+/* A corpus tokenised with another's vocabulary (a model's: fine-tuning and
+ * evaluation); a character outside it is refused (HPT_ERR_DATA) naming it. */
+hpt_status hpt_text_load_with(hpt_text **out, const char *path, const hpt_text *vocab);
+/* Every token of the corpus, train and validation, in file order. */
+const int *hpt_text_ids(const hpt_text *t, size_t *n);
 /* Builds a corpus from a tokenizer description (for sampling): no tokens. */
 hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const uint32_t *codepoints, int V);
 void hpt_text_free(hpt_text *t);
@@ -498,6 +503,23 @@ hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok)
 /* Loads a model reserved for batches of B x T (T <= 0: its full context) and
  * its tokenizer (*tok is NULL when the file has none). */
 hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok);
+
+/* ---------------------------------------------------------------- Hugging Face GPT-2 */
+
+/* Reads a GPT-2 in Hugging Face's safetensors layout (src/train/hf.c: the
+ * hub's bare names or save_pretrained's "transformer." ones; F32, F16 or
+ * BF16; every header field checked against the file) and writes it as an hpt
+ * model file with tokenizer tok. n_head <= 0: from config.json beside the
+ * file. desc (may be NULL) receives the model's description. */
+hpt_status hpt_hf_import(const char *safetensors, int n_head, hpt_tokenizer_kind tok, const char *out_path,
+                         char *desc, size_t desc_n);
+/* Writes a GPT-2 model file back as safetensors: the hub's bare names, F32,
+ * Conv1D [in, out] matrices, the real vocabulary rows; tensors in name order. */
+hpt_status hpt_hf_export(const char *model_path, const char *out_path);
+/* The mean next-token cross-entropy of a language model over a text file,
+ * tokenised with the model's tokenizer, in consecutive windows of the
+ * model's block size (src/train/eval.c); *tokens: the tokens predicted. */
+hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *loss, size_t *tokens);
 
 /* ---------------------------------------------------------------- run directories */
 

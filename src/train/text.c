@@ -112,6 +112,48 @@ hpt_status hpt_text_load(hpt_text **out, const char *path, hpt_tokenizer_kind ki
     return HPT_OK;
 }
 
+hpt_status hpt_text_load_with(hpt_text **out, const char *path, const hpt_text *vocab) {
+    *out = NULL;
+    if (vocab->kind != HPT_TOK_BYTE && vocab->kind != HPT_TOK_CHAR)
+        return hpt_fail(HPT_ERR_ARG, "tokenizer kind %d cannot encode a file", (int)vocab->kind);
+    unsigned char *buf;
+    size_t len;
+    HPT_TRY(hpt_read_file(path, &buf, &len));
+    if (len == 0) { free(buf); return hpt_fail(HPT_ERR_DATA, "data file '%s' is empty", path); }
+    hpt_text *t = calloc(1, sizeof *t);
+    if (t) t->tokens = malloc(len * sizeof(int));
+    if (t && vocab->cps) t->cps = malloc((size_t)vocab->V * sizeof(uint32_t));
+    if (!t || !t->tokens || (vocab->cps && !t->cps)) {
+        free(buf); hpt_text_free(t);
+        return hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    t->kind = vocab->kind;
+    t->V = vocab->V;
+    if (vocab->cps) memcpy(t->cps, vocab->cps, (size_t)vocab->V * sizeof(uint32_t));
+    for (size_t i = 0; i < len;) {
+        if (t->kind == HPT_TOK_BYTE) { t->tokens[t->n++] = buf[i++]; continue; }
+        uint32_t cp;
+        int k = utf8_next(buf, i, len, &cp), id = char_id(t, cp);
+        if (id < 0) {
+            hpt_status st = hpt_fail(HPT_ERR_DATA, "data file '%s': the character U+%04X at byte %zu is not in the "
+                                     "model's vocabulary of %d characters", path, cp, i, t->V);
+            free(buf); hpt_text_free(t);
+            return st;
+        }
+        t->tokens[t->n++] = id;
+        i += (size_t)k;
+    }
+    free(buf);
+    t->n_train = (size_t)(t->n * 0.9);
+    *out = t;
+    return HPT_OK;
+}
+
+const int *hpt_text_ids(const hpt_text *t, size_t *n) {
+    *n = t->n;
+    return t->tokens;
+}
+
 hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const uint32_t *cps, int V) {
     *out = NULL;
     hpt_text *t = calloc(1, sizeof *t);

@@ -1,0 +1,85 @@
+#!/bin/sh
+# hpt import / eval / export against PyTorch (issue 14 items 2, 3): the
+# fixtures of tools/ref/gpt2_hf_ref.py (a random GPT-2, vocab 256, in Hugging
+# Face's layout: F32 bare names with the mask buffers, F16 with
+# save_pretrained's names and a tied lm_head, BF16) imported and evaluated
+# within 1e-5 of torch's loss; export gives every tensor back bit for bit and
+# a re-import the same model file byte for byte; crafted safetensors files
+# (tests/hf_files.py craft) refused with the reason, exit 1, nothing written.
+test_name=cli_hf; . tests/lib.sh
+fx=tests/fixtures/hf
+exp() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' $fx/expected.json "$1"; }
+# close A B: |A - B| <= 1e-5 |B|
+close() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-5 * abs(b))' "$1" "$2"; }
+field() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read())[sys.argv[2]])' "$tmp/out" "$1"; }
+
+# (a) import + eval = torch, for each layout and dtype
+for v in f32 f16 bf16; do
+    case $v in f32) src=$fx/model.safetensors ;; f16) src=$fx/prefixed/model.safetensors ;; bf16) src=$fx/bf16/model.safetensors ;; esac
+    run "$HPT" import --from $src --out $tmp/$v.bin
+    [ $rc -eq 0 ] && [ -s $tmp/$v.bin ] && pass "import $v ($src)" || fail "import $v: rc $rc"
+    run "$HPT" eval --model $tmp/$v.bin --data $fx/text.txt --threads 1
+    if [ $rc -eq 0 ] && close "$(field loss)" "$(exp $v)" && [ "$(field tokens)" = "$(exp tokens)" ]; then
+        pass "eval $v: loss $(field loss) = torch $(exp $v) within 1e-5 over $(field tokens) tokens (windows of 48, last one 46)"
+    else fail "eval $v: $(cat $tmp/out) vs torch $(exp $v)"; fi
+done
+run "$HPT" eval --model $tmp/f32.bin --data $fx/text.txt --threads 2
+close "$(field loss)" "$(exp f32)" && pass "eval with 2 threads" || fail "eval 2 threads: $(cat $tmp/out)"
+python3 -c 'import json,math,sys; d=json.loads(open(sys.argv[1]).read()); sys.exit(abs(d["ppl"]-math.exp(d["loss"]))>1e-6*d["ppl"])' $tmp/out \
+    && pass "ppl = exp(loss)" || fail "ppl: $(cat $tmp/out)"
+
+# (b) export gives every tensor back (F16/BF16 widened exactly to F32)
+for v in f32 f16 bf16; do
+    case $v in f32) src=$fx/model.safetensors ;; f16) src=$fx/prefixed/model.safetensors ;; bf16) src=$fx/bf16/model.safetensors ;; esac
+    run "$HPT" export --model $tmp/$v.bin --out $tmp/$v.safetensors
+    [ $rc -eq 0 ] || fail "export $v: rc $rc"
+    run python3 tests/hf_files.py compare $src $tmp/$v.safetensors
+    [ $rc -eq 0 ] && pass "export $v: $(cat $tmp/out)" || fail "export $v: $(cat $tmp/out $tmp/err)"
+done
+# (c) import of the export: the same model file byte for byte
+cp $fx/config.json $tmp/config.json
+run "$HPT" import --from $tmp/f32.safetensors --out $tmp/again.bin
+cmp -s $tmp/again.bin $tmp/f32.bin && pass "import(export(model)) = model byte for byte" || fail "re-import differs"
+
+# (d) bad files: the reason, exit 1, no output, no crash
+mkdir $tmp/bad && python3 tests/hf_files.py craft $fx/model.safetensors $tmp/bad && cp $fx/config.json $tmp/bad/
+n=0; bad=0
+while IFS="$(printf '\t')" read -r c why; do
+    run "$HPT" import --from $tmp/bad/$c.safetensors --out $tmp/bad/$c.bin
+    if [ -z "$why" ]; then
+        [ $rc -eq 0 ] || { fail "$c: a valid file refused"; bad=$((bad + 1)); }
+    elif [ $rc -ne 1 ] || ! grep -qF "$why" $tmp/err || [ -e $tmp/bad/$c.bin ]; then
+        fail "$c: rc $rc (want 1 and '$why')"; bad=$((bad + 1))
+    fi
+    n=$((n + 1))
+done < $tmp/bad/cases.txt
+[ $bad -eq 0 ] && pass "$n crafted files: each refused with its reason (exit 1) or, the tied lm_head, accepted"
+
+# (e) n_head: config.json, --n-head, mismatches
+mkdir $tmp/nocfg && cp $fx/model.safetensors $tmp/nocfg/
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg.bin
+[ $rc -ne 0 ] && grep -q "config.json" $tmp/err && pass "no config.json, no --n-head: refused" || fail "no config: rc $rc"
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg.bin --n-head 2
+cmp -s $tmp/nocfg.bin $tmp/f32.bin && pass "--n-head 2 without config.json: the same model" || fail "--n-head 2"
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg3.bin --n-head 3
+[ $rc -ne 0 ] && grep -q "multiple of n_head 3" $tmp/err && pass "--n-head 3 (32 channels): refused" || fail "--n-head 3: rc $rc"
+sed 's/"n_embd": 32/"n_embd": 64/' $fx/config.json > $tmp/nocfg/config.json
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg.bin
+[ $rc -eq 1 ] && grep -q "n_embd 64, the tensors say 32" $tmp/err && pass "config.json disagreeing with the shapes: refused" || fail "config mismatch: rc $rc"
+sed 's/gelu_new/relu/' $fx/config.json > $tmp/nocfg/config.json
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg.bin
+[ $rc -eq 1 ] && grep -q "gelu_new" $tmp/err && pass "another activation function: refused" || fail "activation: rc $rc"
+run "$HPT" import --from $fx/model.safetensors --out $tmp/char.bin --tokenizer char
+[ $rc -ne 0 ] && [ ! -e $tmp/char.bin ] && pass "--tokenizer char: refused" || fail "char: rc $rc"
+
+# (f) eval and export refusals
+printf 'x' > $tmp/one.txt
+run "$HPT" eval --model $tmp/f32.bin --data $tmp/one.txt
+[ $rc -eq 1 ] && grep -q "nothing to predict" $tmp/err && pass "eval of a 1-token file: refused" || fail "eval 1 token: rc $rc"
+run "$HPT" eval --model $fx/model.safetensors --data $fx/text.txt
+[ $rc -eq 1 ] && pass "eval of a file that is not an hpt model: exit 1" || fail "eval non-model: rc $rc"
+run "$HPT" export --model $tmp/missing.bin --out $tmp/x.safetensors
+[ $rc -eq 1 ] && [ ! -e $tmp/x.safetensors ] && pass "export of a missing model: exit 1" || fail "export missing: rc $rc"
+run "$HPT" import --from $fx/model.safetensors
+[ $rc -eq 2 ] && pass "import without --out: usage error" || fail "import usage: rc $rc"
+finish
