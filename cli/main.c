@@ -402,6 +402,22 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
 /* a row of the settings table is a given field */
 #define IS(s, grp, type, field) ((s)->group == (grp) && (s)->offset == offsetof(type, field))
 
+/* hpt train --init FILE: the architecture flags not given come from the
+ * model (given ones must match it: the library refuses a mismatch with the
+ * reason); --block-size, when not given, is capped at its positions. */
+enum { GIVEN_LAYER = 1, GIVEN_HEAD = 2, GIVEN_EMBD = 4, GIVEN_BLOCK = 8, GIVEN_TOK = 16 };
+static void init_from_model(hpt_train_config *c, unsigned given) {
+    hpt_gpt2_config ic;
+    hpt_tokenizer_kind kind;
+    hpt_status st = hpt_weights_gpt2_info(c->init_path, &ic, &kind);
+    if (st != HPT_OK) die_status(st);
+    if (!(given & GIVEN_LAYER)) c->n_layer = ic.n_layer;
+    if (!(given & GIVEN_HEAD)) c->n_head = ic.n_head;
+    if (!(given & GIVEN_EMBD)) c->n_embd = ic.n_embd;
+    if (!(given & GIVEN_TOK)) c->tokenizer = kind;
+    if (!(given & GIVEN_BLOCK) && c->block_size > ic.block_size) c->block_size = ic.block_size;
+}
+
 static int cmd_train(int argc, char **argv) {
     /* --task and --model choose the defaults, so read them first */
     const char *task = "text", *model = NULL;
@@ -420,6 +436,7 @@ static int cmd_train(int argc, char **argv) {
     hpt_run_options_default(&ro);
     void *const cfg_of[] = {[HPT_SET_TRAIN] = &c, [HPT_SET_RUN] = &ro, [HPT_SET_HYBRID] = &hc};
     int set_iters = 0, set_epochs = 0, mode_given = 0, threads_flag = -1;
+    unsigned arch_given = 0;  /* GIVEN_* */
     const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
     const char *train_flag = NULL;   /* the first flag --resume excludes */
     const char *sched_flag = NULL;   /* the first learning-rate decay flag seen (schedule-free ignores them) */
@@ -435,6 +452,11 @@ static int cmd_train(int argc, char **argv) {
         if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) set_epochs = 1;
         if (IS(s, HPT_SET_TRAIN, hpt_train_config, threads)) threads_flag = c.threads;
         if (IS(s, HPT_SET_RUN, hpt_run_options, hybrid)) mode_given = 1;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_layer)) arch_given |= GIVEN_LAYER;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_head)) arch_given |= GIVEN_HEAD;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_embd)) arch_given |= GIVEN_EMBD;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, block_size)) arch_given |= GIVEN_BLOCK;
+        if (IS(s, HPT_SET_TRAIN, hpt_train_config, tokenizer)) arch_given |= GIVEN_TOK;
         if (!sched_flag && (IS(s, HPT_SET_TRAIN, hpt_train_config, schedule) ||
                             IS(s, HPT_SET_TRAIN, hpt_train_config, min_lr) ||
                             IS(s, HPT_SET_TRAIN, hpt_train_config, decay_frac) ||
@@ -458,6 +480,7 @@ static int cmd_train(int argc, char **argv) {
         if (hybrid) die_usage("%s", "--mode hybrid needs --optimizer adamw (schedule-free is not supported by the "
                               "hybrid controller)");
     }
+    if (c.init_path && *c.init_path && !strcmp(c.task, "text")) init_from_model(&c, arch_given);
     hpt_status st = hpt_train_config_check(&c);
     if (st != HPT_OK) die_status(st);
     if (hybrid && (st = hpt_hybrid_config_check(&hc)) != HPT_OK) die_status(st);

@@ -271,6 +271,13 @@ typedef struct hpt_train_config {
      * --overwrite), or continued (CONTINUE: hpt_trainer_resume's own). Not
      * stored in checkpoints. */
     hpt_rundir_mode existing_run;
+    /* a model file to start from (fine-tuning; NULL or "": a fresh init):
+     * its weights and tokenizer (the data is encoded with its vocabulary),
+     * its n_layer / n_head / n_embd (the config's must equal them), and the
+     * first block_size rows of its position table (block_size <= its
+     * positions). Text task only. Stored in checkpoints from TCFG version 5:
+     * a resume reads the file again for its tokenizer. */
+    const char *init_path;
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
@@ -520,6 +527,10 @@ hpt_status hpt_hf_export(const char *model_path, const char *out_path);
  * tokenised with the model's tokenizer, in consecutive windows of the
  * model's block size (src/train/eval.c); *tokens: the tokens predicted. */
 hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *loss, size_t *tokens);
+
+/* A GPT-2 model file's config and tokenizer kind, without building the model
+ * (hpt train --init takes the architecture flags it was not given from it). */
+hpt_status hpt_weights_gpt2_info(const char *path, hpt_gpt2_config *cfg, hpt_tokenizer_kind *tok);
 
 /* ---------------------------------------------------------------- run directories */
 

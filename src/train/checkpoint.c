@@ -39,10 +39,10 @@
 int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr->resume_mode == 1; }
 
 /* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay; 3
- * appends schedule, decay_frac and cooldown; 4 appends optimizer. All load:
+ * appends schedule, decay_frac and cooldown; 4 appends optimizer; 5 appends init_path. All load:
  * a version-1 checkpoint resumes with the average off, versions 1 and 2
  * with the cosine schedule (the only one they knew), 1 to 3 with adamw. */
-#define TCFG_VERSION 4u
+#define TCFG_VERSION 5u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
 #define SFRE_LEN(n) (8 + 16 + 2 * (uint64_t)(n) * sizeof(float))
@@ -68,9 +68,9 @@ static size_t encode_tcfg(const hpt_train_config *c, uint32_t mode, unsigned cha
     return b.n + hpt_settings_encode(rows, n, c, TCFG_VERSION, 0, buf + b.n, cap - b.n);
 }
 
-/* Strings of a decoded config (the config points into it): --data and
- * --out, at most 4095 bytes each (the table's limit). */
-typedef struct tcfg_strings { char buf[2 * 4096]; } tcfg_strings;
+/* Strings of a decoded config (the config points into it): --data, --out
+ * and --init, at most 4095 bytes each (the table's limit). */
+typedef struct tcfg_strings { char buf[3 * 4096]; } tcfg_strings;
 
 /* 0 with the reason in hpt_errmsg() */
 static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings *str, uint32_t *mode) {

@@ -240,6 +240,8 @@ hpt_status hpt_train_config_check(const hpt_train_config *c) {
     if (text != !strcmp(c->model, "gpt2"))
         return hpt_fail(HPT_ERR_ARG, "--model must be %s for --task %s", text ? "'gpt2'" : "'mlp' or 'cnn'", c->task);
     if (text && (!c->data_path || !*c->data_path)) return hpt_fail(HPT_ERR_ARG, "--data is required for --task text");
+    if (!text && c->init_path && *c->init_path)
+        return hpt_fail(HPT_ERR_ARG, "--init applies to --task text (a GPT-2 model file)");
     if (c->n_embd % c->n_head)
         return hpt_fail(HPT_ERR_ARG, "--n-embd (%d) must be divisible by --n-head (%d)", c->n_embd, c->n_head);
     if (c->min_lr > c->lr) return hpt_fail(HPT_ERR_ARG, "--min-lr (%g) must not exceed --lr (%g)", c->min_lr, c->lr);

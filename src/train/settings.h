@@ -103,7 +103,10 @@
       "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")      \
     X(optimizer, "optimizer", NAME, 0, 0, SINCE(4), "adamw", "adamw", "adamw", CHOICES("adamw", "schedule-free"), \
       "adamw, or schedule-free AdamW (Defazio et al. 2024: evaluated and saved at its averaged weights; "      \
-      "the learning rate is the warmup then constant --lr, --schedule and --min-lr do not apply) [adamw]")
+      "the learning rate is the warmup then constant --lr, --schedule and --min-lr do not apply) [adamw]")      \
+    X(init_path, "init", STR, 0, 4095, SINCE(5), NULL, NULL, NULL, "FILE",                                       \
+      "fine-tune: start from this model file's weights and tokenizer (hpt import's, or a model.bin); "         \
+      "--n-layer, --n-head, --n-embd are taken from it, --block-size up to its positions [none]")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

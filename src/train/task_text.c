@@ -70,6 +70,46 @@ static void text_free(hpt_task *t) {
     free(t);
 }
 
+/* --init: the model file's tokenizer, checked against the config, and the
+ * model itself (reserved for one token: only its weights are used). */
+static hpt_status open_init(const hpt_train_config *c, hpt_model **src, hpt_text **vocab) {
+    HPT_TRY(hpt_weights_load(c->init_path, 1, 1, src, vocab));
+    hpt_gpt2_config ic;
+    hpt_tokenizer_kind kind;
+    hpt_status st = hpt_weights_gpt2_info(c->init_path, &ic, &kind);
+    if (st == HPT_OK && !*vocab) st = hpt_fail(HPT_ERR_ARG, "--init '%s' has no tokenizer", c->init_path);
+    const struct { const char *flag; int given, model; } arch[] = {
+        {"--n-layer", c->n_layer, ic.n_layer}, {"--n-head", c->n_head, ic.n_head}, {"--n-embd", c->n_embd, ic.n_embd}};
+    for (int i = 0; st == HPT_OK && i < 3; i++)
+        if (arch[i].given != arch[i].model)
+            st = hpt_fail(HPT_ERR_ARG, "%s %d, but the --init model '%s' has %d (leave the flag out to take the "
+                          "model's)", arch[i].flag, arch[i].given, c->init_path, arch[i].model);
+    if (st == HPT_OK && c->block_size > ic.block_size)
+        st = hpt_fail(HPT_ERR_ARG, "--block-size %d is longer than the --init model's %d positions", c->block_size,
+                      ic.block_size);
+    if (st == HPT_OK && (int)c->tokenizer != (int)kind)
+        st = hpt_fail(HPT_ERR_ARG, "--tokenizer differs from the --init model's own (leave it out to take the "
+                      "model's)");
+    if (st != HPT_OK) {
+        hpt_model_free(*src); hpt_text_free(*vocab);
+        *src = NULL; *vocab = NULL;
+    }
+    return st;
+}
+
+/* The --init model's weights into the training model: every tensor as it
+ * is, but the position table's first T rows only. */
+static void copy_init(hpt_model *dst, hpt_model *src) {
+    int n, ns;
+    const hpt_tensor_info *d = hpt_model_tensors(dst, &n), *s = hpt_model_tensors(src, &ns);
+    HPT_ASSERT(n == ns);
+    float *pd = hpt_model_params(dst, NULL), *ps = hpt_model_params(src, NULL);
+    for (int i = 0; i < n; i++) {
+        HPT_ASSERT(!strcmp(d[i].name, s[i].name) && d[i].numel <= s[i].numel);
+        memcpy(pd + d[i].offset, ps + s[i].offset, d[i].numel * sizeof(float));
+    }
+}
+
 hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     *out = NULL;
     hpt_task *t = calloc(1, sizeof *t);
@@ -77,11 +117,21 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     if (!t || !tt) { free(t); free(tt); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     t->impl = tt;
     t->free = text_free;
-    hpt_status st = hpt_text_load(&tt->text, c->data_path, c->tokenizer);
-    if (st != HPT_OK) { text_free(t); return st; }
+    hpt_model *init = NULL;
+    hpt_text *vocab = NULL;
+    hpt_status st = HPT_OK;
+    if (c->init_path && *c->init_path) {
+        st = open_init(c, &init, &vocab);
+        if (st == HPT_OK) st = hpt_text_load_with(&tt->text, c->data_path, vocab);
+        hpt_text_free(vocab);
+    } else {
+        st = hpt_text_load(&tt->text, c->data_path, c->tokenizer);
+    }
+    if (st != HPT_OK) { hpt_model_free(init); text_free(t); return st; }
     const int B = c->batch_size, T = c->block_size;
     size_t ntr = hpt_text_tokens(tt->text, 0), nva = hpt_text_tokens(tt->text, 1);
     if (ntr < (size_t)T + 1 || nva < (size_t)T + 2) {
+        hpt_model_free(init);
         text_free(t);
         return hpt_fail(HPT_ERR_DATA, "data file '%s' is too small: %zu train and %zu validation tokens, "
                         "need more than --block-size (%d) in each", c->data_path, ntr, nva, T);
@@ -89,7 +139,7 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     tt->B = B; tt->T = T; tt->eval_iters = c->eval_iters;
     tt->x = malloc((size_t)B * T * sizeof(int));
     tt->y = malloc((size_t)B * T * sizeof(int));
-    if (!tt->x || !tt->y) { text_free(t); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    if (!tt->x || !tt->y) { hpt_model_free(init); text_free(t); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     /* a data stream independent of the init stream, both from the one seed */
     hpt_rng r;
     hpt_rng_seed(&r, c->seed ^ 0xDA7A5EEDull);
@@ -101,6 +151,8 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
                               (uint32_t)c->n_head, (uint32_t)c->n_embd};
     st = hpt_train_check_memory(c, conf, 6, B, T);  /* before allocating the arenas */
     if (st == HPT_OK) st = hpt_gpt2_init(&t->model, &mc, B, T, c->seed);
+    if (st == HPT_OK && init) copy_init(t->model, init);
+    hpt_model_free(init);
     if (st != HPT_OK) { text_free(t); return st; }
 
     t->name = "text";

@@ -92,6 +92,10 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     snprintf(tr->task_name, sizeof tr->task_name, "%s", c->task);
     snprintf(tr->model_name, sizeof tr->model_name, "%s", c->model);
     tr->cfg.data_path = tr->data_path;
+    if (c->init_path && c->init_path[0]) {
+        hpt_abs_path(tr->init_path, sizeof tr->init_path, c->init_path);
+        tr->cfg.init_path = tr->init_path;
+    } else tr->cfg.init_path = NULL;
     tr->cfg.out_dir = tr->out_dir;
     tr->cfg.task = tr->task_name;
     tr->cfg.model = tr->model_name;
@@ -545,6 +549,7 @@ static void log_start(const run *r) {
     hpt_log_fn log = r->log;
     void *ctx = r->ctx;
     hpt_logf(log, ctx, "model      %s, %zu parameters", hpt_model_describe(tr->model), tr->model->nparams);
+    if (c->init_path) hpt_logf(log, ctx, "init       the weights and tokenizer of %s (fine-tuning)", c->init_path);
     char desc[512];
     tr->task_->describe(tr->task_, desc, sizeof desc);
     hpt_logf(log, ctx, "data       %s %s: %s", c->task, c->data_path, desc);

@@ -13,6 +13,7 @@
 struct hpt_trainer {
     hpt_train_config cfg;
     char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
+    char init_path[4096];
     hpt_task *task_;
     hpt_model *model;
     float *opt_arena;      /* AdamW m then v, each (nparams) */

@@ -202,6 +202,25 @@ done:
     return HPT_OK;
 }
 
+hpt_status hpt_weights_gpt2_info(const char *path, hpt_gpt2_config *cfg, hpt_tokenizer_kind *tok) {
+    unsigned char *buf;
+    hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
+    int nsec;
+    HPT_TRY(hpt_state_read(path, &buf, secs, &nsec));
+    const hpt_state_sec *cf = hpt_state_find(secs, nsec, "CONF"), *tk = hpt_state_find(secs, nsec, "TOKN");
+    uint32_t w[7] = {0};
+    if (cf && cf->n == 4 + 6 * 4) memcpy(w, cf->p, sizeof(uint32_t) * 7);
+    uint32_t kind = 0;
+    if (tk && tk->n >= 8) memcpy(&kind, tk->p, 4);
+    free(buf);
+    if (w[0] != 6 || w[1] != HPT_FAMILY_GPT2 || !tk)
+        return hpt_fail(HPT_ERR_FORMAT, "'%s' is not a GPT-2 language model file", path);
+    *cfg = (hpt_gpt2_config){.vocab_size = (int)w[2], .block_size = (int)w[3], .n_layer = (int)w[4],
+                             .n_head = (int)w[5], .n_embd = (int)w[6]};
+    *tok = (hpt_tokenizer_kind)kind;
+    return HPT_OK;
+}
+
 hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok) {
     *m = NULL; *tok = NULL;
     unsigned char *buf;
