@@ -12,9 +12,10 @@
 #include <string.h>
 
 void usage_hf(FILE *f) {
-    fputs("  hpt import --from FILE.safetensors --out FILE [--n-head N] [--tokenizer byte]\n"
+    fputs("  hpt import --from FILE.safetensors --out FILE [--n-head N] [--tokenizer NAME]\n"
           "                         a GPT-2 in Hugging Face's layout (F32/F16/BF16) as an hpt model file;\n"
-          "                         n_head from config.json beside FILE unless --n-head is given\n"
+          "                         n_head from config.json beside FILE unless --n-head is given; the\n"
+          "                         tokenizer: the one whose vocabulary has the model's size unless given\n"
           "  hpt export --model FILE --out FILE.safetensors   a GPT-2 model back to Hugging Face's layout (F32)\n"
           "  hpt eval --model FILE --data PATH [--threads N]  mean next-token loss over a text file, as\n"
           "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}\n", f);
@@ -31,14 +32,14 @@ static hpt_tokenizer_kind tokenizer_named(const char *name) {
 int cmd_import(int argc, char **argv) {
     const char *from = NULL, *out = NULL;
     int n_head = 0;
-    hpt_tokenizer_kind tok = HPT_TOK_BYTE;  /* TODO(issue 14.1): gpt2 once that tokenizer exists */
+    int tok = -1;  /* the tokenizer of the model's vocabulary size */
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage_hf(stdout); return 0; }
         else if (!strcmp(a.name, "--from")) from = flag_value(&a);
         else if (!strcmp(a.name, "--out")) out = flag_value(&a);
         else if (!strcmp(a.name, "--n-head")) n_head = (int)parse_int("--n-head", flag_value(&a), 1, 256);
-        else if (!strcmp(a.name, "--tokenizer")) tok = tokenizer_named(flag_value(&a));
+        else if (!strcmp(a.name, "--tokenizer")) tok = (int)tokenizer_named(flag_value(&a));
         else die_usage("unknown option '%s' for 'hpt import'", a.name);
     }
     if (!from || !out) die_usage("%s", "import needs --from FILE.safetensors and --out FILE");

@@ -516,9 +516,9 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_t
 /* Reads a GPT-2 in Hugging Face's safetensors layout (src/train/hf.c: the
  * hub's bare names or save_pretrained's "transformer." ones; F32, F16 or
  * BF16; every header field checked against the file) and writes it as an hpt
- * model file with tokenizer tok. n_head <= 0: from config.json beside the
- * file. desc (may be NULL) receives the model's description. */
-hpt_status hpt_hf_import(const char *safetensors, int n_head, hpt_tokenizer_kind tok, const char *out_path,
+ * model file with tokenizer tok (an hpt_tokenizer_kind, or -1: the one whose vocabulary has the
+ * model's size). n_head <= 0: from config.json beside the file. desc (may be NULL) receives the model's description. */
+hpt_status hpt_hf_import(const char *safetensors, int n_head, int tok, const char *out_path,
                          char *desc, size_t desc_n);
 /* Writes a GPT-2 model file back as safetensors: the hub's bare names, F32,
  * Conv1D [in, out] matrices, the real vocabulary rows; tensors in name order. */

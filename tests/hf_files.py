@@ -109,6 +109,10 @@ def craft(good, out):
     case("shape_fraction", "bad shape", edit(lambda x: x["wte"].__setitem__("shape", [256.5, 32])))
     case("shape_negative", "bad shape", edit(lambda x: x["wte"].__setitem__("shape", [-256, -32])))
     case("wrong_shape", "expected [32, 96]", edit(lambda x: x["h.0.attn.c_attn.weight"].__setitem__("shape", [96, 32])))
+    def vocab255(x):
+        a, b = x["wte"]["data_offsets"]
+        x["wte"] = {"dtype": "F32", "shape": [255, 32], "data_offsets": [a, b - 128]}
+    case("vocab_255", "has 255 tokens and no tokenizer", edit(vocab255))
     case("missing_tensor", "no tensor 'h.1.mlp.c_fc.bias'", edit(lambda x: x.pop("h.1.mlp.c_fc.bias")))
     case("missing_wte", "no 'wte'", edit(lambda x: x.pop("wte")))
     def appended(name, entry, raw):

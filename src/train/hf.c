@@ -390,7 +390,27 @@ static hpt_status fill_params(st_file *f, const hf_shape *s, hpt_model *m) {
     return HPT_OK;
 }
 
-hpt_status hpt_hf_import(const char *st_path, int n_head, hpt_tokenizer_kind tok_kind, const char *out_path,
+/* The model file's tokenizer: kind, or (kind < 0) the one whose vocabulary
+ * has the model's size. TODO(issue 14.1): 50257 -> gpt2 once GPT-2's BPE is
+ * in the tree. */
+static hpt_status import_tokenizer(const hf_shape *s, int kind, hpt_text **tok) {
+    if (kind < 0 && s->V != 256)
+        return hpt_fail(HPT_ERR_DATA, "the model's vocabulary has %d tokens and no tokenizer of this hpt has that "
+                        "many (byte: 256)", s->V);
+    if (kind < 0) kind = HPT_TOK_BYTE;
+    if (kind == HPT_TOK_CHAR)
+        return hpt_fail(HPT_ERR_ARG, "a char tokenizer's vocabulary comes from a corpus, not from a model file: "
+                        "import with --tokenizer byte (vocab 256)");
+    if (kind == HPT_TOK_BYTE && s->V != 256)
+        return hpt_fail(HPT_ERR_ARG, "the byte tokenizer has 256 tokens, the model's vocabulary is %d", s->V);
+    HPT_TRY(hpt_text_from_vocab(tok, (hpt_tokenizer_kind)kind, NULL, s->V));
+    if (hpt_text_vocab_size(*tok) != s->V)
+        return hpt_fail(HPT_ERR_ARG, "the tokenizer has %d tokens, the model's vocabulary is %d",
+                        hpt_text_vocab_size(*tok), s->V);
+    return HPT_OK;
+}
+
+hpt_status hpt_hf_import(const char *st_path, int n_head, int tok_kind, const char *out_path,
                          char *desc, size_t desc_n) {
     st_file f;
     HPT_TRY(st_open(&f, st_path));
@@ -398,20 +418,10 @@ hpt_status hpt_hf_import(const char *st_path, int n_head, hpt_tokenizer_kind tok
     hpt_text *tok = NULL;
     hf_shape s = {0};
     hpt_status st = read_shape(&f, &s);
+    if (st == HPT_OK) st = import_tokenizer(&s, tok_kind, &tok);
     if (st == HPT_OK && n_head <= 0) st = read_config_json(st_path, &s, &n_head);
     if (st == HPT_OK && (n_head > 256 || s.C % n_head))
         st = hpt_fail(HPT_ERR_ARG, "n_embd %d is not a multiple of n_head %d", s.C, n_head);
-    if (st == HPT_OK) {
-        if (tok_kind == HPT_TOK_CHAR)
-            st = hpt_fail(HPT_ERR_ARG, "a char tokenizer's vocabulary comes from a corpus, not from a model file: "
-                          "import with --tokenizer byte (vocab 256)");
-        else if (tok_kind == HPT_TOK_BYTE && s.V != 256)
-            st = hpt_fail(HPT_ERR_ARG, "the byte tokenizer has 256 tokens, the model's vocabulary is %d", s.V);
-        else st = hpt_text_from_vocab(&tok, tok_kind, NULL, s.V);
-        if (st == HPT_OK && hpt_text_vocab_size(tok) != s.V)
-            st = hpt_fail(HPT_ERR_ARG, "the tokenizer has %d tokens, the model's vocabulary is %d",
-                          hpt_text_vocab_size(tok), s.V);
-    }
     hpt_gpt2_config cfg = {.vocab_size = s.V, .block_size = s.P, .n_layer = s.L, .n_head = n_head, .n_embd = s.C};
     if (st == HPT_OK) st = hpt_gpt2_init(&m, &cfg, 1, 1, 0);
     if (st == HPT_OK) st = fill_params(&f, &s, m);

@@ -162,6 +162,7 @@ hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const ui
     if (kind == HPT_TOK_BYTE) {
         t->V = 256;
     } else {
+        if (!cps) { free(t); return hpt_fail(HPT_ERR_ARG, "tokenizer kind %d needs a vocabulary", (int)kind); }
         if (V < 2) { free(t); return hpt_fail(HPT_ERR_FORMAT, "char vocabulary of %d entries", V); }
         t->cps = malloc((size_t)V * sizeof(uint32_t));
         if (!t->cps) { free(t); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
