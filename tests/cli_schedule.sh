@@ -9,7 +9,7 @@
 #       uninterrupted run's param_crc32 and metrics (bit-exact), the
 #       schedule restored from the checkpoint; the same in hybrid mode
 #   (c) linear and constant runs record their schedule (no wsd fields), and
-#       a default run says cosine
+#       a default run says linear to 0 (D2Z, the default since issue 12)
 #   (d) bad values exit 2 naming the flag; --schedule with --resume too
 #   (e) a TCFG version-2 checkpoint (before --schedule; committed fixture,
 #       written by the previous binary) resumes as cosine, to that binary's
@@ -19,7 +19,7 @@ test_name=cli_schedule; . tests/lib.sh
 words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 \
      --max-iters 200 --warmup-iters 20 --eval-interval 50 --eval-iters 2 --save-interval 20 --threads 1"
-WSD="--schedule wsd --decay-frac 0.3 --cooldown sqrt"
+WSD="--schedule wsd --decay-frac 0.3 --cooldown sqrt --min-lr 1e-4"
 
 # same_metrics A B: every line equal but the wall-clock fields
 same_metrics() {
@@ -107,8 +107,8 @@ for s in linear constant; do
     else fail "(c) --schedule $s: status $rc, schedule $(field "$tmp/c-$s" schedule)"; fi
 done
 run "$HPT" train $CFG --max-iters 40 --out "$tmp/c-default"
-if [ $rc -eq 0 ] && [ "$(field "$tmp/c-default" schedule)" = cosine ] && grep -q "(warmup 20, cosine)" "$tmp/err"; then
-    pass "(c) the default is cosine"
+if [ $rc -eq 0 ] && [ "$(field "$tmp/c-default" schedule)" = linear ] && grep -q "lr 0.001 -> 0 (warmup 20, linear)" "$tmp/err"; then
+    pass "(c) the default is linear to 0 (D2Z)"
 else fail "(c) default schedule: $(field "$tmp/c-default" schedule)"; fi
 
 # ---------------------------------------------------------------- (d)

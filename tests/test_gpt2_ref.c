@@ -140,6 +140,7 @@ static void run_reference(const void *fixture, run_out *out, int verbose) {
     hpt_train_config cfg;
     hpt_train_config_default(&cfg);
     cfg.lr = r->lr; cfg.min_lr = r->min_lr; cfg.warmup_iters = r->warmup; cfg.max_iters = r->max_iters;
+    cfg.schedule = "cosine";  /* the reference script copies nanoGPT's cosine (hpt's default is D2Z) */
     float lr[NSTEPS_MAX];
     for (int it = 0; it < r->d.nsteps; it++) lr[it] = hpt_lr_at(&cfg, it);
     hpt_adamw opt = {.beta1 = r->beta1, .beta2 = r->beta2, .eps = r->eps,

@@ -177,8 +177,8 @@ static void test_table(void) {
     hpt_train_config_default(&c);
     CHECK(hpt_setting_parse(s, &c, "d2z") == HPT_ERR_ARG && strstr(hpt_errmsg(), "--schedule"), "an unknown name: %s",
           hpt_errmsg());
-    CHECK(!strcmp(c.schedule, "cosine") && c.decay_frac == 0.2f && !strcmp(c.cooldown, "sqrt"),
-          "defaults: cosine; wsd's cooldown sqrt over the last 0.2");
+    CHECK(!strcmp(c.schedule, "linear") && c.min_lr == 0.0f && c.decay_frac == 0.2f && !strcmp(c.cooldown, "sqrt"),
+          "defaults: linear to 0 (D2Z); wsd's cooldown sqrt over the last 0.2");
 }
 
 static void test_tcfg(void) {
@@ -200,8 +200,12 @@ static void test_tcfg(void) {
           d.decay_frac == 0.3f && !strcmp(d.cooldown, "linear"), "v3 round trip: %s", hpt_errmsg());
     hpt_train_config_default(&d);
     k = (hpt_cursor){buf, n2, 0};
-    CHECK(hpt_settings_decode(rows, n, &d, 2, 0, &k, strs, sizeof strs) && !strcmp(d.schedule, "cosine"),
-          "a v2 TCFG decodes to cosine");
+    int ok = hpt_settings_decode(rows, n, &d, 2, 0, &k, strs, sizeof strs);
+    hpt_train_config_legacy(&d, 2);
+    CHECK(ok && !strcmp(d.schedule, "cosine"), "a v2 TCFG decodes to cosine (the default then)");
+    hpt_train_config_default(&d);
+    hpt_train_config_legacy(&d, 3);
+    CHECK(!strcmp(d.schedule, "linear"), "a v3 TCFG's rows keep today's values");
     /* a stored name the table does not know is refused naming the flag */
     hpt_train_config_default(&c);
     c.data_path = "x";

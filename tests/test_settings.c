@@ -130,7 +130,8 @@ static void test_defaults(void) {
     hpt_train_config_default_for(&t, "text", NULL);
     t.data_path = "x.txt";
     CHECK(hpt_train_config_check(&t) == HPT_OK, "text defaults: %s", hpt_errmsg());
-    CHECK(t.batch_size == 12 && t.lr == 1e-3f && t.min_lr == 1e-4f && t.beta2 == 0.99f && t.eps == 1e-8f &&
+    /* min_lr 0 (was 1e-4 / 1e-5 with cosine) since D2Z became the default schedule (issue 12) */
+    CHECK(t.batch_size == 12 && t.lr == 1e-3f && t.min_lr == 0.0f && t.beta2 == 0.99f && t.eps == 1e-8f &&
           t.eval_interval == 250 && t.seed == 1337 && t.keep_last == 2 && t.tokenizer == HPT_TOK_CHAR &&
           !strcmp(t.out_dir, "runs/latest") && t.epochs == 0, "text defaults as before the table");
     const char *models[2] = {"mlp", "cnn"};
@@ -138,7 +139,7 @@ static void test_defaults(void) {
         hpt_train_config_default_for(&t, "fashion-mnist", models[i]);
         CHECK(hpt_train_config_check(&t) == HPT_OK, "%s defaults: %s", models[i], hpt_errmsg());
         CHECK(!strcmp(t.model, models[i]) && t.epochs == (i ? 5 : 10) && t.batch_size == 128 &&
-              t.min_lr == 1e-5f && t.beta2 == 0.999f && t.eval_interval == -1 && !t.data_path,
+              t.min_lr == 0.0f && t.beta2 == 0.999f && t.eval_interval == -1 && !t.data_path,
               "%s defaults as before the table", models[i]);
     }
     hpt_hybrid_config h;

@@ -231,6 +231,10 @@ void hpt_run_options_default(hpt_run_options *o) {
 #undef X
 }
 
+void hpt_train_config_legacy(hpt_train_config *c, unsigned version) {
+    if (version < 3) c->schedule = "cosine";
+}
+
 hpt_status hpt_train_config_check(const hpt_train_config *c) {
     int n;
     const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);

@@ -74,7 +74,7 @@
     X(epochs, "epochs", INT, 0, 100000, 0, 0, 10, 5, "N",                                                      \
       "passes over the training set; sets --max-iters (0 = off)")                                              \
     X(lr, "lr", FLOAT, 1e-9, 10, 0, 1e-3f, 1e-3f, 1e-3f, "X", "peak learning rate")                            \
-    X(min_lr, "min-lr", FLOAT, 0, 10, 0, 1e-4f, 1e-5f, 1e-5f, "X",                                             \
+    X(min_lr, "min-lr", FLOAT, 0, 10, 0, 0.0f, 0.0f, 0.0f, "X",                                                \
       "learning rate at the end of the decay (--schedule), <= --lr")                                                 \
     X(weight_decay, "weight-decay", FLOAT, 0, 10, 0, 0.1f, 0.1f, 0.1f, "X",                                    \
       "AdamW decoupled decay, matrices only")                                                                  \
@@ -94,9 +94,10 @@
     X(ema_decay, "ema", FLOAT, 0, 1, MAX_OPEN | SINCE(2), 0.0f, 0.0f, 0.0f, "DECAY",                          \
       "also average the weights (EMA, decay per step) and report ema_val_loss beside val_loss; "               \
       "a control for hpt compare [0 = off]")                                                                  \
-    X(schedule, "schedule", NAME, 0, 0, SINCE(3), "cosine", "cosine", "cosine", NAMES_FROM(hpt_schedule_name),  \
-      "learning rate after the warmup, down to --min-lr: cosine, linear (--min-lr 0: decay to zero), "        \
-      "constant, or wsd (constant, then a cooldown over the last --decay-frac of the steps) [cosine]")         \
+    X(schedule, "schedule", NAME, 0, 0, SINCE(3), "linear", "linear", "linear", NAMES_FROM(hpt_schedule_name),  \
+      "learning rate after the warmup, down to --min-lr: linear (with --min-lr 0, the default: decay to zero, "  \
+      "D2Z), cosine, constant, or wsd (constant, then a cooldown over the last --decay-frac of the steps) "      \
+      "[linear]")                                                                                                \
     X(decay_frac, "decay-frac", FLOAT, 0, 1, SINCE(3), 0.2f, 0.2f, 0.2f, "F",                                  \
       "--schedule wsd: the share of the run's steps spent in the cooldown")                                    \
     X(cooldown, "cooldown", NAME, 0, 0, SINCE(3), "sqrt", "sqrt", "sqrt", CHOICES("linear", "sqrt"),            \
@@ -215,6 +216,10 @@
 /* The rows of the train and run groups (settings.c); the hybrid rows are
  * hpt_hybrid_settings (hybrid_config.c), and hpt_settings(g) any group's. */
 const hpt_setting *hpt_train_settings(hpt_setting_group g, int *n);
+/* After decoding a TCFG of `version`: the rows it lacks get the value runs
+ * of that version had, where it differs from today's default (a version-2
+ * run decayed by cosine; the default is linear to 0 since issue 12). */
+void hpt_train_config_legacy(hpt_train_config *c, unsigned version);
 
 /* Each value of cfg against its row. */
 hpt_status hpt_settings_check(const hpt_setting *rows, int n, const void *cfg);
