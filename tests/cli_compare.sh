@@ -84,7 +84,7 @@ EOF
 if [ "$(cat "$tmp/check")" = fine ]; then
     pass "results.json (headline, tuned LR = sweep minimum, baseline speedup 1), results.md, SVG and PNG plots"
 else fail "results: $(cat "$tmp/check")"; fi
-if grep -q "| hybrid (coast) |" "$tmp/out"; then pass "the table is printed"; else fail "no table on stdout"; fi
+if grep -q "| hybrid (outer) |" "$tmp/out"; then pass "the table is printed"; else fail "no table on stdout"; fi
 
 cp "$OUT/results.json" "$tmp/r1.json"
 inodes() { ls -i "$OUT/results.json" "$OUT/results.md" | awk '{print $1}' | tr '\n' ' '; }

@@ -97,7 +97,7 @@ if (b["budget_f_star"]["per_seed"], b["speedup_budget_to_target"]["per_seed"], b
 he = arms["hybrid-ema"]
 for i, s in enumerate(r["seeds"]):
     _, sm, args = summary("hybrid-ema", s)
-    if not all(w in args for w in ("--mode hybrid", "--predictor coast", "--ema 0.99", "--warmup-steps 10")) or \
+    if not all(w in args for w in ("--mode hybrid", "--predictor outer", "--ema 0.99", "--warmup-steps 10")) or \
             not near(he["final_val_loss"]["per_seed"][i], sm["final_ema_val_loss"]):
         errs.append("hybrid-ema seed %d: args %r, final val %r, summary ema %r" % (
             s, args[:200], he["final_val_loss"]["per_seed"][i], sm.get("final_ema_val_loss")))
@@ -108,7 +108,7 @@ if any(s.get("budget", 1) != 1 or s["arm"] == "hybrid-ema" for s in r["sweep"]) 
 md = open(d + "/results.md").read()
 if "Budget sweep:" not in md or "smallest f whose final val reaches" not in md or "| f=0.5 | f=1 |" not in md:
     errs.append("results.md has no budget table with its definition")
-if md.count("| hybrid-ema ") != 3 or "| hybrid-ema (coast) |" not in md:
+if md.count("| hybrid-ema ") != 3 or "| hybrid-ema (outer) |" not in md:
     errs.append("results.md: hybrid-ema rows %d (want 3: arms, clock budgets, budget sweep)" % md.count("| hybrid-ema "))
 if "| baseline | " not in md.split("Budget sweep:")[1] or "| 1.00x [1.00x, 1.00x] | 1.00x [1.00x, 1.00x] | 2/2 |" not in md:
     errs.append("results.md: the baseline's budget row is not 1.00x, 2/2")

@@ -154,7 +154,9 @@ static void test_defaults(void) {
     hpt_div_config_default(&dc);
     hpt_hyb_to_div_config(&h, &dt);
     CHECK(!memcmp(&dc, &dt, sizeof dc), "hybrid defaults = divergence monitor defaults");
-    CHECK(!strcmp(h.predictor, "coast") && h.correction_interval == 4 && h.probe_batches == 2 && !h.whole_phase &&
+    /* the predictor: outer since issue 12 (coast before) */
+    CHECK(!strcmp(h.predictor, "outer") && h.outer_interval == 50 && h.outer_lr == 1.0f && h.outer_momentum == 0.5f &&
+          !h.outer_adapt && !h.outer_gate && !h.outer_moments && h.correction_interval == 4 && h.probe_batches == 2 && !h.whole_phase &&
           h.count_cost == 1 && h.ensemble == 3 && h.hidden == 32 && h.bptt == 16, "hybrid defaults as before");
     const hpt_setting *p = hpt_setting_find("--predictor"), *w = hpt_setting_find("--div-window");
     for (int i = 0; hpt_setting_name(p, i); i++)

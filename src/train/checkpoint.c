@@ -77,7 +77,7 @@ static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings
     hpt_cursor k = {s->p, (size_t)s->n, 0};
     uint32_t version;
     char why[512];
-    hpt_train_config_default(c);  /* rows an older TCFG lacks (--ema, --decay-frac, ...) keep their defaults */
+    hpt_train_config_default(c);  /* rows an older TCFG lacks keep their defaults, or get hpt_train_config_legacy's */
     if (!hpt_cur_u32(&k, &version) || version < 1 || version > TCFG_VERSION || !hpt_cur_u32(&k, mode)) {
         hpt_fail(HPT_ERR_FORMAT, "bad TCFG section (version)");
         return 0;

@@ -143,7 +143,7 @@
     X(max_backoff, "max-backoff", INT, 1, 100000, 0, 64, "N", "cap on that doubling factor")                   \
     X(waste_budget, "predict-waste-budget", FLOAT, 0, 1, 0, 0.01f, "X",                                        \
       "share of steps that failed Predict phases may cost")                                                    \
-    X(predictor, "predictor", NAME, 0, 0, 0, "coast", NAMES_FROM(hpt_pred_name),                                 \
+    X(predictor, "predictor", NAME, 0, 0, 0, "outer", NAMES_FROM(hpt_pred_name),                                 \
       "how a Predict phase moves the weights")                                                                 \
     X(correction_interval, "correction-interval", INT, 1, 100000, 0, 4, "N",                                   \
       "predicted steps between probe-loss checks")                                                             \
