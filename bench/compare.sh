@@ -1,6 +1,7 @@
 #!/bin/sh
-# The benchmark comparisons of issue 6: `hpt compare` on three workloads,
-# each arm timed to the tuned baseline's final val loss on the training clock.
+# The benchmark comparisons of issues 6 and 12: `hpt compare` on three
+# workloads, each arm timed to the tuned baseline's final val loss on the
+# training clock; the tuned-* workloads are issue 12's protocol (below).
 #
 #   sh bench/compare.sh [WORKLOAD ...]     (default: all three, ~85 min on 2 cores)
 #
@@ -39,6 +40,13 @@ run_workload() {
 }
 
 workloads=${*:-shakespeare-cpu shakespeare-6x384 fashion-cnn}
+# issue 12's protocol (the strongest tuned baselines): each arm tuned over
+# --schedules cosine (to 10%), d2z, wsd x --lrs on the first seed; arms
+# baseline, hybrid (its default predictor: outer), ema, schedule-free and
+# hybrid-ema; every arm also at --budgets 0.9 and 0.8 of the steps
+# (speedup_budget_to_target). About 110 min (shakespeare-cpu), 50 min
+# (fashion-cnn) and 60 min (shakespeare-6x384) on 2 idle cores.
+I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-ema --budgets 0.9,0.8"
 for w in $workloads; do
     case $w in
     shakespeare-cpu)
@@ -53,6 +61,18 @@ for w in $workloads; do
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 1e-3,2e-3,4e-3,8e-3 \
             --seeds 5 --threads 2 ;;
-    *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn)" >&2; exit 2 ;;
+    tuned-shakespeare-cpu)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 3e-3,4e-3,6e-3 --seeds 5 $I12 --threads 2 ;;
+    tuned-shakespeare-6x384)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE --n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --batch-size 12 \
+            --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 5e-4,1e-3,2e-3 --seeds 3 $I12 --threads 2 ;;
+    tuned-fashion-cnn)
+        [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+        run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
+            --seeds 5 $I12 --threads 2 ;;
+    *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn," \
+            "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn)" >&2; exit 2 ;;
     esac
 done
