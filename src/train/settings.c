@@ -33,6 +33,8 @@ const hpt_setting *hpt_train_settings(hpt_setting_group g, int *n) {
 static void *field_of(const hpt_setting *s, const void *cfg) { return (char *)cfg + s->offset; }
 const char *hpt_setting_name(const hpt_setting *s, int i) {
     if (i < 0) return NULL;
+    /* i may come from a crafted checkpoint: never index past the NULL */
+    if (s->names) for (int k = 0; k < i; k++) if (!s->names[k]) return NULL;
     return s->names ? s->names[i] : s->name_at ? s->name_at(i) : NULL;
 }
 static int nnames(const hpt_setting *s) { int n = 0; while (hpt_setting_name(s, n)) n++; return n; }
