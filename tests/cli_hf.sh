@@ -82,4 +82,39 @@ run "$HPT" export --model $tmp/missing.bin --out $tmp/x.safetensors
 [ $rc -eq 1 ] && [ ! -e $tmp/x.safetensors ] && pass "export of a missing model: exit 1" || fail "export missing: rc $rc"
 run "$HPT" import --from $fx/model.safetensors
 [ $rc -eq 2 ] && pass "import without --out: usage error" || fail "import usage: rc $rc"
+# (g) the padded vocabulary: a char model (vocab 12, hpt pads wte to 16 rows)
+# exports its 11 real rows, and every matrix transposed to [in, out]
+printf 'abc def ghij\n' > $tmp/c.txt; i=0; while [ $i -lt 9 ]; do cat $tmp/c.txt $tmp/c.txt > $tmp/c2.txt; mv $tmp/c2.txt $tmp/c.txt; i=$((i + 1)); done
+run "$HPT" train --data $tmp/c.txt --n-layer 1 --n-head 2 --n-embd 8 --block-size 8 --batch-size 2 --max-iters 3 --eval-iters 1 --threads 1 --out $tmp/char
+run "$HPT" export --model $tmp/char/model.bin --out $tmp/char.safetensors
+run python3 - $tmp/char/model.bin $tmp/char.safetensors <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+off, secs = 32, {}
+while b[off:off + 4] != b"END!":
+    n = struct.unpack_from("<Q", b, off + 8)[0]
+    secs[b[off:off + 4]] = b[off + 16:off + 16 + n]
+    off += 16 + n
+conf = struct.unpack_from("<7I", secs[b"CONF"])
+V, T, L, NH, C = conf[2:7]
+Vp = (V + 7) // 8 * 8
+p = struct.unpack_from("<%df" % ((len(secs[b"PARM"]) - 8) // 4), secs[b"PARM"], 8)
+s = open(sys.argv[2], "rb").read()
+hn = struct.unpack_from("<Q", s)[0]
+h = json.loads(s[8:8 + hn])
+def get(name):
+    a, e = h[name]["data_offsets"]
+    return h[name]["shape"], struct.unpack_from("<%df" % ((e - a) // 4), s, 8 + hn + a)
+shape, wte = get("wte")
+assert V == 12 and Vp == 16 and shape == [V, C], (V, Vp, shape)
+assert list(wte) == list(p[:V * C]), "wte rows"
+assert any(x != 0 for x in p[:V * C])
+# qkvw follows wte (Vp x C) and wpe (T x C), then ln1w, ln1b: (L, 3C, C) in hpt, [C, 3C] in HF
+q0 = Vp * C + T * C + 2 * L * C
+shape, qkv = get("h.0.attn.c_attn.weight")
+assert shape == [C, 3 * C]
+assert all(qkv[i * 3 * C + o] == p[q0 + o * C + i] for i in range(C) for o in range(3 * C)), "qkvw transposed"
+print("V %d padded to %d: %d rows exported, c_attn [%d, %d] = qkvw transposed" % (V, Vp, V, C, 3 * C))
+PY
+[ $rc -eq 0 ] && pass "(g) $(cat $tmp/out)" || fail "(g) padded vocabulary: $(cat $tmp/out $tmp/err)"
 finish
