@@ -83,6 +83,10 @@ int cmd_eval(int argc, char **argv) {
     size_t tokens;
     hpt_status st = hpt_eval_text(model, data, &loss, &tokens);
     if (st != HPT_OK) die_status(st);
-    printf("{\"loss\": %.9g, \"ppl\": %.9g, \"tokens\": %zu}\n", loss, exp(loss), tokens);
+    /* JSON has no inf or nan: a perplexity past double's range is null */
+    char ppl[32];
+    if (isfinite(exp(loss))) snprintf(ppl, sizeof ppl, "%.9g", exp(loss));
+    else snprintf(ppl, sizeof ppl, "null");
+    printf("{\"loss\": %.9g, \"ppl\": %s, \"tokens\": %zu}\n", loss, ppl, tokens);
     return 0;
 }

@@ -78,6 +78,16 @@ run "$HPT" eval --model $tmp/f32.bin --data $tmp/one.txt
 [ $rc -eq 1 ] && grep -q "nothing to predict" $tmp/err && pass "eval of a 1-token file: refused" || fail "eval 1 token: rc $rc"
 run "$HPT" eval --model $fx/model.safetensors --data $fx/text.txt
 [ $rc -eq 1 ] && pass "eval of a file that is not an hpt model: exit 1" || fail "eval non-model: rc $rc"
+python3 - $tmp/f32.bin $tmp/nan.bin <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"PARM") + 16 + 8          # wte[0]
+b[i:i + 4] = struct.pack("<f", float("nan"))
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+run "$HPT" eval --model $tmp/nan.bin --data $fx/text.txt
+[ $rc -eq 1 ] && grep -q "not finite" $tmp/err && [ ! -s $tmp/out ] && pass "eval of a model holding a NaN: exit 1, no JSON with nan in it" || fail "eval NaN: rc $rc"
 run "$HPT" export --model $tmp/missing.bin --out $tmp/x.safetensors
 [ $rc -eq 1 ] && [ ! -e $tmp/x.safetensors ] && pass "export of a missing model: exit 1" || fail "export missing: rc $rc"
 run "$HPT" import --from $fx/model.safetensors

@@ -13,6 +13,7 @@
  */
 #include "../base/base.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *loss, size_t *tokens) {
@@ -41,6 +42,8 @@ hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *
         sum += (double)mean * (double)T;  /* the window's mean back to its sum */
         pos += T;
     }
+    if (st == HPT_OK && !isfinite(sum))
+        st = hpt_fail(HPT_ERR_NUMERIC, "'%s': the loss is not finite (weights holding NaN or Inf?)", model_path);
     if (st == HPT_OK) { *loss = sum / (double)(n - 1); *tokens = n - 1; }
     hpt_text_free(text);
     hpt_model_free(m);
