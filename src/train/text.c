@@ -114,24 +114,24 @@ hpt_status hpt_text_load(hpt_text **out, const char *path, hpt_tokenizer_kind ki
 
 hpt_status hpt_text_load_with(hpt_text **out, const char *path, const hpt_text *vocab) {
     *out = NULL;
-    if (vocab->kind != HPT_TOK_BYTE && vocab->kind != HPT_TOK_CHAR)
-        return hpt_fail(HPT_ERR_ARG, "tokenizer kind %d cannot encode a file", (int)vocab->kind);
+    /* a vocabulary fixed in advance (byte, and any such later kind) encodes
+     * the file as a fresh load does; only a char vocabulary is the model's own */
+    if (vocab->kind != HPT_TOK_CHAR) return hpt_text_load(out, path, vocab->kind);
     unsigned char *buf;
     size_t len;
     HPT_TRY(hpt_read_file(path, &buf, &len));
     if (len == 0) { free(buf); return hpt_fail(HPT_ERR_DATA, "data file '%s' is empty", path); }
     hpt_text *t = calloc(1, sizeof *t);
     if (t) t->tokens = malloc(len * sizeof(int));
-    if (t && vocab->cps) t->cps = malloc((size_t)vocab->V * sizeof(uint32_t));
-    if (!t || !t->tokens || (vocab->cps && !t->cps)) {
+    if (t) t->cps = malloc((size_t)vocab->V * sizeof(uint32_t));
+    if (!t || !t->tokens || !t->cps) {
         free(buf); hpt_text_free(t);
         return hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path);
     }
     t->kind = vocab->kind;
     t->V = vocab->V;
-    if (vocab->cps) memcpy(t->cps, vocab->cps, (size_t)vocab->V * sizeof(uint32_t));
+    memcpy(t->cps, vocab->cps, (size_t)vocab->V * sizeof(uint32_t));
     for (size_t i = 0; i < len;) {
-        if (t->kind == HPT_TOK_BYTE) { t->tokens[t->n++] = buf[i++]; continue; }
         uint32_t cp;
         int k = utf8_next(buf, i, len, &cp), id = char_id(t, cp);
         if (id < 0) {
