@@ -278,6 +278,14 @@ typedef struct hpt_train_config {
      * positions). Text task only. Stored in checkpoints from TCFG version 5:
      * a resume reads the file again for its tokenizer. */
     const char *init_path;
+    /* local-step mode (docs/distributed.md; 0: off, every step's gradients
+     * are all-reduced): every sync_interval steps the ranks average their
+     * displacement since the anchor and take the outer Nesterov step with
+     * rate sync_outer_lr and momentum sync_outer_momentum (DiLoCo); between
+     * syncs each rank steps alone on its own micro-batches with its own
+     * AdamW moments. Stored in checkpoints from TCFG version 6. */
+    int sync_interval;
+    float sync_outer_lr, sync_outer_momentum;
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,

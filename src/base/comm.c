@@ -87,6 +87,28 @@ hpt_status hpt_comm_bcast(hpt_comm *c, void *buf, size_t n, int root) {
     return HPT_OK;
 }
 
+hpt_status hpt_comm_send(hpt_comm *c, const float *buf, size_t n, int to) {
+    if (!c || c->size == 1) return HPT_OK;
+    for (size_t off = 0; off < n;) {
+        int k = n - off > (size_t)INT_MAX ? INT_MAX : (int)(n - off);
+        if (MPI_Send(buf + off, k, MPI_FLOAT, to, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+            return hpt_fail(HPT_ERR_IO, "MPI_Send of %d floats to rank %d failed", k, to);
+        off += (size_t)k;
+    }
+    return HPT_OK;
+}
+
+hpt_status hpt_comm_recv(hpt_comm *c, float *buf, size_t n, int from) {
+    if (!c || c->size == 1) return HPT_OK;
+    for (size_t off = 0; off < n;) {
+        int k = n - off > (size_t)INT_MAX ? INT_MAX : (int)(n - off);
+        if (MPI_Recv(buf + off, k, MPI_FLOAT, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return hpt_fail(HPT_ERR_IO, "MPI_Recv of %d floats from rank %d failed", k, from);
+        off += (size_t)k;
+    }
+    return HPT_OK;
+}
+
 int hpt_comm_all_ok(hpt_comm *c, int ok) {
     if (!c || c->size == 1) return ok != 0;
     int mine = ok != 0, all = 0;

@@ -40,6 +40,11 @@ int hpt_comm_size(const hpt_comm *c);   /* 1 for NULL */
 hpt_status hpt_comm_allreduce_sum(hpt_comm *c, float *buf, size_t n);
 /* Rank root's n bytes to every rank. */
 hpt_status hpt_comm_bcast(hpt_comm *c, void *buf, size_t n, int root);
+/* n floats from this rank to rank `to`, and their receipt from rank
+ * `from` (blocking; a checkpoint's gather of every rank's own state to the
+ * writing rank). Not counted in the statistics below. */
+hpt_status hpt_comm_send(hpt_comm *c, const float *buf, size_t n, int to);
+hpt_status hpt_comm_recv(hpt_comm *c, float *buf, size_t n, int from);
 /* 1 on every rank if every rank passed ok != 0, else 0 on every rank: a
  * check that one rank failed (a refused run directory, a bad checkpoint)
  * ends them all, not only the one that saw it. */

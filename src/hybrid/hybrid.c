@@ -820,6 +820,9 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     if (hpt_trainer_schedule_free(tr))  /* its predictors read and move AdamW's moments and weights */
         return hpt_fail(HPT_ERR_ARG, "--mode hybrid needs --optimizer adamw (schedule-free is not supported by "
                         "the hybrid controller)");
+    if (hpt_trainer_config(tr)->sync_interval > 0)  /* its steps would move each rank alone */
+        return hpt_fail(HPT_ERR_ARG, "--mode hybrid cannot be combined with --sync-interval (local-step mode): "
+                        "use one or the other");
     hybrid *h = calloc(1, sizeof *h);
     if (!h) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     h->cfg = *hc;

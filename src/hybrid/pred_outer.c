@@ -74,28 +74,12 @@ static void outer_apply_agree(hpt_predictor *p, float *params, float a, float b)
 static void outer_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                         const hpt_adamw *o, int t, float lr, int k, float scale) {
     const float mu = p->outer_mom, a = scale * (p->outer_lr - 1.0f), b = scale * p->outer_lr * mu;
-    float *th = params, *an = p->anchor, *u = p->outer_u;
-    const size_t n = p->n;
     if (p->outer_adapt) {
         outer_apply_agree(p, params, a, b);
         return;
     }
-    if (a == 0.0f && b == 0.0f) {
-        /* no departure: theta stays, bit for bit (even a -0.0f) */
-        #pragma omp parallel for simd
-        for (size_t i = 0; i < n; i++) {
-            u[i] = mu * u[i] + (th[i] - an[i]);
-            an[i] = th[i];
-        }
-        return;
-    }
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float d = th[i] - an[i];
-        u[i] = mu * u[i] + d;
-        th[i] += a * d + b * u[i];
-        an[i] = th[i];
-    }
+    /* the plain step: the kernel local-step training shares (optim.c) */
+    hpt_outer_step(params, p->anchor, p->outer_u, NULL, p->n, mu, a, b);
 }
 
 void hpt_pred_outer_reset(hpt_predictor *p, const float *params) {

@@ -16,6 +16,11 @@
  *   RANK  (runs under mpirun with more than one rank) the rank count, u32:
  *         a resume must use the same (another split of the step's
  *         micro-batches adds the gradients in another order). Absent: 1.
+ *   LSTP  (TCFG sync_interval > 0, local-step mode) the rank count R (u32)
+ *         and n (u64), the outer momentum u, then ranks 1..R-1's own AdamW
+ *         moments (m then v each; rank 0's are ADAM), gathered by rank 0.
+ *         Saved only right after a sync, where the ranks' weights are equal
+ *         and are the anchor (PARM): what each rank needs to go on alone.
  * Files: DIR/checkpoints/ckpt-<step, 8 digits>.bin, written atomically; the
  * keep_last newest are kept. Resume picks the newest that passes every check
  * and falls back to older ones, so a torn or flipped file costs progress,
@@ -39,13 +44,16 @@
 int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr->resume_mode == 1; }
 
 /* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay; 3
- * appends schedule, decay_frac and cooldown; 4 appends optimizer; 5 appends init_path. All load:
+ * appends schedule, decay_frac and cooldown; 4 appends optimizer; 5 appends init_path; 6 appends sync_interval,
+ * sync_outer_lr and sync_outer_momentum (older: off). All load:
  * a version-1 checkpoint resumes with the average off, versions 1 and 2
  * with the cosine schedule (the only one they knew), 1 to 3 with adamw. */
-#define TCFG_VERSION 5u
+#define TCFG_VERSION 6u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
 #define SFRE_LEN(n) (8 + 16 + 2 * (uint64_t)(n) * sizeof(float))
+#define LSTP_LEN(ranks, n) (4 + 8 + (1 + 2 * ((uint64_t)(ranks) - 1)) * (uint64_t)(n) * sizeof(float))
+#define LSTP_MAX_RANKS 65536u
 
 /* ---------------------------------------------------------------- encoding */
 
@@ -120,6 +128,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     if (tr->sf_z) size += 16 + SFRE_LEN(n);
     size += 16 + 8;  /* LOGS */
     if (tr->ranks > 1) size += 16 + 4;
+    if (tr->anchor) size += 16 + LSTP_LEN(tr->ranks, n);
     hpt_writer w = {.f = f};
     hpt_state_header(&w, size);
     hpt_state_write_model(&w, m, tok);
@@ -168,6 +177,19 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     if (tr->ranks > 1) {
         hpt_state_section(&w, "RANK", 4);
         hpt_w_u32(&w, (uint32_t)tr->ranks);
+    }
+    if (tr->anchor) {
+        hpt_state_section(&w, "LSTP", LSTP_LEN(tr->ranks, n));
+        hpt_w_u32(&w, (uint32_t)tr->ranks);
+        hpt_w_u64(&w, n);
+        hpt_w_bytes(&w, tr->outer_u, n * sizeof(float));
+        /* the other ranks' moments, one vector at a time through the free
+         * gradient-sum arena (they send them in hpt_trainer_save_checkpoint) */
+        for (int r = 1; r < tr->ranks; r++)
+            for (int half = 0; half < 2; half++) {
+                HPT_TRY(hpt_comm_recv(tr->comm, tr->grad_sum, n, r));
+                hpt_w_bytes(&w, tr->grad_sum, n * sizeof(float));
+            }
     }
     hpt_state_trailer(&w);
     if (w.err) return hpt_fail(HPT_ERR_IO, "write failed: %s", strerror(w.err));
@@ -232,7 +254,15 @@ static hpt_status sync_metrics(const hpt_trainer *tr) {
 }
 
 hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr) {
-    if (!hpt_trainer_writer(tr)) return HPT_OK;  /* rank 0 saves every rank's state (they are equal) */
+    if (!hpt_trainer_writer(tr)) {
+        /* rank 0 saves every rank's state: equal, but for local-step mode's
+         * own moments, which it gathers (write_ckpt) */
+        if (tr->anchor) {
+            HPT_TRY(hpt_comm_send(tr->comm, tr->m, tr->model->nparams, 0));
+            HPT_TRY(hpt_comm_send(tr->comm, tr->v, tr->model->nparams, 0));
+        }
+        return HPT_OK;
+    }
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoints", tr->cfg.out_dir);
     HPT_TRY(hpt_mkdir_p(dir));
@@ -301,6 +331,25 @@ static const char *decode_logs(const hpt_state_sec *lg, int64_t *bytes) {
     return NULL;
 }
 
+/* LSTP against the config: present exactly in local-step mode, for the
+ * RANK section's count, saved at a sync. A reason, or NULL. */
+static const char *check_lstp(const hpt_state_sec *secs, int nsec, const hpt_train_config *c, uint32_t step,
+                              uint64_t n) {
+    const hpt_state_sec *ls = hpt_state_find(secs, nsec, "LSTP"), *rk = hpt_state_find(secs, nsec, "RANK");
+    if (c->sync_interval <= 0) return ls ? "an LSTP section in a run without --sync-interval" : NULL;
+    uint32_t ranks = 0, stored = 1;
+    uint64_t ln = 0;
+    if (!ls || ls->n < 12) return "bad or missing LSTP section (--sync-interval run)";
+    memcpy(&ranks, ls->p, 4);
+    memcpy(&ln, ls->p + 4, 8);
+    if (rk && rk->n == 4) memcpy(&stored, rk->p, 4);
+    if (ranks < 1 || ranks > LSTP_MAX_RANKS || ranks != stored || ln != n || ls->n != LSTP_LEN(ranks, n))
+        return "bad LSTP section (its rank count or size does not match)";
+    if (step % (uint32_t)c->sync_interval != 0 && step != (uint32_t)c->max_iters)
+        return "bad LSTP section (saved between two syncs)";
+    return NULL;
+}
+
 /* A checkpoint whose container passed its checks: are the training-state
  * sections there and well-formed, every count, index and enum in range,
  * the config one that passes hpt_train_config_check? Returns a reason, or
@@ -356,7 +405,7 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, const cha
         memcpy(&wsum, sf->p + 16, 8);
         if (!nonneg(lr_max) || !nonneg(wsum)) return "bad SFRE section (a negative or non-finite rate sum)";
     }
-    return NULL;
+    return check_lstp(secs, nsec, c, tv_.step, n);
 }
 
 static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec *secs, int nsec) {
@@ -396,6 +445,22 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     tr->resumed = 1;
     if ((bad = decode_logs(hpt_state_find(secs, nsec, "LOGS"), &tr->metrics_bytes)))
         return hpt_fail(HPT_ERR_FORMAT, "'%s': %s", path, bad);
+    if (tr->anchor) {
+        /* saved at a sync: the weights are the anchor; u is every rank's,
+         * the moments this rank's own */
+        const unsigned char *ls = hpt_state_find(secs, nsec, "LSTP")->p;
+        uint32_t ranks;
+        memcpy(&ranks, ls, 4);
+        if ((int)ranks != tr->ranks)
+            return hpt_fail(HPT_ERR_FORMAT, "'%s': its LSTP section holds %u ranks' state, not %d", path, ranks, tr->ranks);
+        memcpy(tr->anchor, m->params, n * sizeof(float));
+        memcpy(tr->outer_u, ls + 12, n * sizeof(float));
+        if (tr->rank > 0) {
+            const unsigned char *own = ls + 12 + (1 + 2 * (size_t)(tr->rank - 1)) * n * sizeof(float);
+            memcpy(tr->m, own, n * sizeof(float));
+            memcpy(tr->v, own + n * sizeof(float), n * sizeof(float));
+        }
+    }
     const hpt_state_sec *hy = hpt_state_find(secs, nsec, "HYBR");
     if (tr->resume_mode == 1 && hy) {
         tr->resume_state = malloc(hy->n ? (size_t)hy->n : 1);

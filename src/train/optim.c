@@ -70,3 +70,32 @@ hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state 
     }
     return HPT_OK;
 }
+
+void hpt_outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b) {
+    float *th = theta, *an = anchor;
+    if (d) {
+        #pragma omp parallel for simd
+        for (size_t i = 0; i < n; i++) {
+            u[i] = mu * u[i] + d[i];
+            th[i] = (an[i] + d[i]) + (a * d[i] + b * u[i]);
+            an[i] = th[i];
+        }
+        return;
+    }
+    if (a == 0.0f && b == 0.0f) {
+        /* no departure: theta stays, bit for bit (even a -0.0f) */
+        #pragma omp parallel for simd
+        for (size_t i = 0; i < n; i++) {
+            u[i] = mu * u[i] + (th[i] - an[i]);
+            an[i] = th[i];
+        }
+        return;
+    }
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) {
+        float di = th[i] - an[i];
+        u[i] = mu * u[i] + di;
+        th[i] += a * di + b * u[i];
+        an[i] = th[i];
+    }
+}

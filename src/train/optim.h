@@ -51,4 +51,20 @@ void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_
 hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state *s, const hpt_adamw *o, int t,
                        float *grad_norm);
 
+/* ---------------------------------------------------------------- the outer Nesterov step
+ * DiLoCo's outer optimizer (Douillard et al. 2023, arXiv 2311.08105) on n
+ * values, in place: with the displacement D since the anchor,
+ *     u      <- mu * u + D
+ *     theta' =  anchor + eta * (D + mu * u)
+ * given as a = s (eta - 1), b = s eta mu (s: the caller's scale, 1 for the
+ * plain step), and theta' becomes the new anchor. Two callers:
+ *   d NULL: D = theta - anchor, this process's own displacement (the
+ *     hybrid's outer predictor, local-step mode in one process); computed
+ *     as theta' = theta + a D + b u, so that a = b = 0 leaves theta bit for
+ *     bit (even a -0.0f);
+ *   d given: D is the ranks' mean displacement (local-step mode under
+ *     mpirun), and theta' = (anchor + D) + a D + b u from values every rank
+ *     holds alike, so that the ranks end equal. */
+void hpt_outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
+
 #endif /* HPT_OPTIM_H */

@@ -116,6 +116,8 @@ hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *con
     /* more than one micro-batch per step (--grad-accum, or ranks): the
      * trainer sums their gradients in an arena of its own */
     int sum = (int64_t)c->grad_accum * hpt_comm_size(hpt_comm_world()) > 1;
+    /* local-step mode: the anchor and the outer momentum */
+    int outer = c->sync_interval > 0 ? 2 : 0;
     return hpt_model_check_memory(conf, nconf, B, T, ema ? "AdamW moments and weight average" : "AdamW moments",
-                                  (size_t)((ema ? 3 : 2) + sum) * n * sizeof(float));
+                                  (size_t)((ema ? 3 : 2) + sum + outer) * n * sizeof(float));
 }

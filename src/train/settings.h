@@ -107,7 +107,14 @@
       "the learning rate is the warmup then constant --lr, --schedule and --min-lr do not apply) [adamw]")      \
     X(init_path, "init", STR, 0, 4095, SINCE(5), NULL, NULL, NULL, "FILE",                                       \
       "fine-tune: start from this model file's weights and tokenizer (hpt import's, or a model.bin); "         \
-      "--n-layer, --n-head, --n-embd are taken from it, --block-size up to its positions [none]")
+      "--n-layer, --n-head, --n-embd are taken from it, --block-size up to its positions [none]")              \
+    X(sync_interval, "sync-interval", INT, 0, HPT_STEPS_MAX, SINCE(6), 0, 0, 0, "H",                             \
+      "local-step mode (DiLoCo): H steps per rank without communicating, then the ranks' displacements are "   \
+      "averaged and take the outer Nesterov step (0 = off: every step's gradients are all-reduced)")           \
+    X(sync_outer_lr, "sync-outer-lr", FLOAT, 0, 100, MIN_OPEN | SINCE(6), 1.0f, 1.0f, 1.0f, "X",                \
+      "--sync-interval: the outer step's rate (1 with momentum 0: plain averaging)")                           \
+    X(sync_outer_momentum, "sync-outer-momentum", FLOAT, 0, 1, MAX_OPEN | SINCE(6), 0.5f, 0.5f, 0.5f, "X",      \
+      "--sync-interval: the outer Nesterov momentum")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

@@ -35,6 +35,7 @@ void hpt_trainer_free(hpt_trainer *tr) {
     if (tr->task_) tr->task_->free(tr->task_);
     hpt_arena_free(tr->opt_arena);
     hpt_arena_free(tr->grad_sum);
+    hpt_arena_free(tr->outer_arena);
     free(tr->keep_steps);
     free(tr->resume_state);
     hpt_dir_unlock(tr->lock_fd);
@@ -68,9 +69,33 @@ hpt_status hpt_trainer_agree(hpt_comm *comm, hpt_status st) {
  * (the micro-steps of every rank, one process's --grad-accum micro). */
 static hpt_status init_micro(hpt_trainer *tr) {
     tr->micro = tr->cfg.grad_accum * tr->ranks;
+    /* local-step mode: a rank's gradient is the mean of its own micro-batches */
+    tr->share = tr->cfg.sync_interval > 0 ? tr->cfg.grad_accum : tr->micro;
     if (tr->micro == 1) return HPT_OK;  /* the plain step: no sum, no slots */
     tr->grad_sum = hpt_arena_alloc(tr->model->nparams + (size_t)tr->micro + 1);
     return tr->grad_sum ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
+}
+
+/* Local-step mode's anchor (the initial weights; a resume overwrites it)
+ * and outer momentum (0). The weight average and schedule-free's iterates
+ * would be each rank's own between syncs, so they are refused with it. */
+static hpt_status init_outer(hpt_trainer *tr) {
+    const hpt_train_config *c = &tr->cfg;
+    if (c->sync_interval <= 0) return HPT_OK;
+    if (c->ema_decay > 0.0f)
+        return hpt_fail(HPT_ERR_ARG, "--ema cannot be combined with --sync-interval (the ranks' weights differ "
+                        "between syncs, so their average would too)");
+    if (hpt_trainer_schedule_free(tr))
+        return hpt_fail(HPT_ERR_ARG, "--optimizer schedule-free cannot be combined with --sync-interval "
+                        "(local-step mode takes AdamW steps)");
+    size_t n = tr->model->nparams;
+    tr->outer_arena = hpt_arena_alloc(2 * n);
+    if (!tr->outer_arena) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    tr->anchor = tr->outer_arena;
+    tr->outer_u = tr->outer_arena + n;
+    memcpy(tr->anchor, tr->model->params, n * sizeof(float));
+    memset(tr->outer_u, 0, n * sizeof(float));
+    return HPT_OK;
 }
 
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
@@ -143,7 +168,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->final_ema_val = NAN;
     tr->keep_steps = malloc((size_t)c->keep_last * sizeof(int));
     if (!tr->keep_steps) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
-    if ((st = init_micro(tr)) != HPT_OK) { hpt_trainer_free(tr); return st; }
+    if ((st = init_micro(tr)) != HPT_OK || (st = init_outer(tr)) != HPT_OK) { hpt_trainer_free(tr); return st; }
     tr->final_val = NAN;
     tr->best_val = INFINITY;
     tr->final_acc = NAN;
@@ -234,11 +259,12 @@ static hpt_status bad_loss(const hpt_trainer *tr, float loss) {
 }
 
 /* One micro-batch's forward and backward into the (zeroed) gradient arena,
- * scaled by 1/micro: the mean over the step's micro-batches. */
+ * scaled by 1/share: the mean over the step's micro-batches (this rank's
+ * own, in local-step mode). */
 static hpt_status micro_step(hpt_trainer *tr, const hpt_batch *b, float *loss) {
     HPT_TRY(hpt_model_forward(tr->model, b, loss));
     if (!isfinite(*loss)) return HPT_OK;  /* the caller says so, once every rank knows */
-    return hpt_model_backward(tr->model, 1.0f / tr->micro);
+    return hpt_model_backward(tr->model, 1.0f / tr->share);
 }
 
 /* The step's gradient (micro > 1) as one fixed sum: each micro-step's
@@ -261,13 +287,20 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
         if (j < first || j >= last) continue;  /* another rank's */
         hpt_model_zero_grad(m);
         HPT_TRY(micro_step(tr, &b, &slots[j]));
-        if (!isfinite(slots[j]) && tr->ranks == 1) return bad_loss(tr, slots[j]);
+        if (!isfinite(slots[j]) && (tr->ranks == 1 || tr->share < tr->micro)) return bad_loss(tr, slots[j]);
         const float *g = m->grads;
         if (j == first) memcpy(sum, g, n * sizeof(float));
         else {
 #pragma omp parallel for schedule(static)
             for (size_t i = 0; i < n; i++) sum[i] += g[i];
         }
+    }
+    if (tr->share < tr->micro) {
+        /* local-step mode: this rank's own mean, no communication (its
+         * loss is its own micro-batches': rank 0's is the one logged) */
+        memcpy(m->grads, sum, n * sizeof(float));
+        for (int j = first; j < last; j++) *loss_sum += slots[j];
+        return HPT_OK;
     }
     /* a stop request rides along, so that every rank stops after the same step */
     slots[tr->micro] = stop_requested ? 1.0f : 0.0f;
@@ -297,6 +330,35 @@ static hpt_status single_gradient(hpt_trainer *tr, double *loss_sum, double *nto
     return HPT_OK;
 }
 
+/* Local-step mode's synchronisation, after every H-th step and the last:
+ * the ranks' mean displacement since the anchor (one all-reduce, a stop
+ * request riding along), then the outer Nesterov step (optim.c) from
+ * values every rank holds alike, so that the ranks leave it with equal
+ * parameters, which are the next anchor. In one process the displacement
+ * is its own and the step is the hybrid's outer predictor's arithmetic. */
+static hpt_status local_sync(hpt_trainer *tr) {
+    const hpt_train_config *c = &tr->cfg;
+    float *th = tr->model->params, *an = tr->anchor;
+    const size_t n = tr->model->nparams;
+    const float eta = c->sync_outer_lr, mu = c->sync_outer_momentum, a = eta - 1.0f, b = eta * mu;
+    if (tr->ranks == 1) {
+        tr->stop_seen = stop_requested;
+        hpt_outer_step(th, an, tr->outer_u, NULL, n, mu, a, b);
+        return HPT_OK;
+    }
+    float *d = tr->grad_sum;  /* free between steps: n + micro + 1 >= n + 1 floats */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] = th[i] - an[i];
+    d[n] = stop_requested ? 1.0f : 0.0f;
+    HPT_TRY(hpt_comm_allreduce_sum(tr->comm, d, n + 1));
+    tr->stop_seen = d[n] > 0.0f;
+    const float ranks = (float)tr->ranks;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] /= ranks;
+    hpt_outer_step(th, an, tr->outer_u, d, n, mu, a, b);
+    return HPT_OK;
+}
+
 hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     const hpt_train_config *c = &tr->cfg;
     hpt_model *m = tr->model;
@@ -311,6 +373,7 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     else HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
     tr->updates++;
     tr->step++;
+    if (tr->anchor && hpt_trainer_synced(tr)) HPT_TRY(local_sync(tr));
     double dt = hpt_now() - t0;
     tr->train_s += dt;
     tr->tokens += ntok;
@@ -318,7 +381,7 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
         memset(info, 0, sizeof *info);
         info->step = tr->step;
         info->max_iters = c->max_iters;
-        info->train_loss = (float)(loss_sum / tr->micro);
+        info->train_loss = (float)(loss_sum / tr->share);
         info->lr = lr;
         info->grad_norm = norm;
         info->step_s = dt;
@@ -535,7 +598,8 @@ typedef struct ledger { size_t params, grads, adamw, acts, data; } ledger;
 static ledger ledger_of(const hpt_trainer *tr) {
     ledger l;
     hpt_model_bytes(tr->model, &l.params, &l.grads, &l.acts);
-    l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0)) * tr->model->nparams * sizeof(float);
+    l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0) + (tr->anchor ? 2 : 0)) * tr->model->nparams *
+              sizeof(float);
     l.data = tr->task_->data_bytes(tr->task_);
     /* the step's gradient sum (micro > 1): gradients too */
     if (tr->grad_sum) l.grads += (tr->model->nparams + (size_t)tr->micro + 1) * sizeof(float);
@@ -558,6 +622,10 @@ static void log_start(const run *r) {
     if (tr->ranks > 1)
         hpt_logf(log, ctx, "ranks      %d (MPI, data-parallel): --batch-size and --grad-accum per rank, %d "
                  "micro-batches per step; rank 0 writes the run", tr->ranks, tr->micro);
+    if (c->sync_interval > 0)
+        hpt_logf(log, ctx, "local-step every %d steps the ranks' mean displacement takes the outer Nesterov step "
+                 "(lr %g, momentum %g); between syncs each rank steps alone on its %d micro-batch%s",
+                 c->sync_interval, c->sync_outer_lr, c->sync_outer_momentum, tr->share, tr->share == 1 ? "" : "es");
     if (tr->task_->tokens_per_sample > 1)
         hpt_logf(log, ctx, "training   batch %d x block %d x accum %d, %d iters, lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->block_size, c->grad_accum, c->max_iters,
@@ -572,7 +640,8 @@ static void log_start(const run *r) {
     ledger l = ledger_of(tr);
     hpt_logf(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
           "data %.1f MiB: %.1f MiB allocated%s", mib(l.params), mib(l.grads), mib(l.adamw), mib(l.acts), mib(l.data),
-          mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)" : "");
+          mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)"
+          : tr->anchor ? " (adamw includes the anchor and outer momentum)" : "");
     if (r->hooks->log_config) r->hooks->log_config(r->hooks->hctx, log, ctx);
 }
 
@@ -630,21 +699,27 @@ hpt_status hpt_trainer_check_ranks(const hpt_trainer *tr) {
 }
 
 /* Tests only: HPT_TEST_DRIFT_RANK=r makes rank r flip one parameter bit
- * after step 1, so that the drift check above can be seen to fire. */
+ * after step 1, so that the drift check above can be seen to fire. In
+ * local-step mode the bit is the anchor's (a parameter's would be averaged
+ * away by the next sync; the anchor is what the ranks must hold alike). */
 static void test_drift(hpt_trainer *tr) {
     const char *r = getenv("HPT_TEST_DRIFT_RANK");
     if (r && tr->ranks > 1 && tr->step == 1 && atoi(r) == tr->rank) {
+        float *p = tr->anchor ? tr->anchor : tr->model->params;
         uint32_t bits;
-        memcpy(&bits, tr->model->params, 4);
+        memcpy(&bits, p, 4);
         bits ^= 1u;
-        memcpy(tr->model->params, &bits, 4);
+        memcpy(p, &bits, 4);
     }
 }
 
 /* Evaluates when the step counter reaches or jumps past a multiple of the
- * interval (a Predict phase can move it by several steps), and at the end. */
+ * interval (a Predict phase can move it by several steps), and at the end;
+ * in local-step mode at the first sync at or after that (the ranks'
+ * weights are one model only there). */
 static hpt_status eval_if_due(hpt_trainer *tr, hpt_step_info *info) {
     const hpt_train_config *c = &tr->cfg;
+    if (!hpt_trainer_synced(tr)) return HPT_OK;
     if (tr->step < c->max_iters && tr->step < tr->next_eval) return HPT_OK;
     while (tr->next_eval <= tr->step) tr->next_eval += c->eval_interval > 0 ? c->eval_interval : c->max_iters;
     HPT_TRY(hpt_trainer_check_ranks(tr));
@@ -667,8 +742,13 @@ static hpt_status eval_if_due(hpt_trainer *tr, hpt_step_info *info) {
 static hpt_status after_step(run *r, int before, size_t rss) {
     hpt_trainer *tr = r->tr;
     const hpt_train_config *c = &tr->cfg;
-    /* every time the counter reaches or jumps past a multiple of the interval */
-    if (r->ckpt_ok && c->save_interval > 0 && tr->step / c->save_interval > before / c->save_interval) {
+    /* every time the counter reaches or jumps past a multiple of the
+     * interval; in local-step mode at the first sync at or after that (a
+     * checkpoint holds the synced weights, the anchor, and every rank's
+     * own moments) */
+    const int H = c->sync_interval, since = H > 0 ? (tr->step - 1) / H * H : before;
+    if (r->ckpt_ok && c->save_interval > 0 && hpt_trainer_synced(tr) &&
+        tr->step / c->save_interval > since / c->save_interval) {
         HPT_TRY(hpt_trainer_check_ranks(tr));
         HPT_TRY(hpt_trainer_save_checkpoint(tr));
         r->saved_at = tr->step;
@@ -681,13 +761,17 @@ static hpt_status after_step(run *r, int before, size_t rss) {
     int more = tr->step < c->max_iters;
     if (tr->rss_limit && rss > tr->rss_limit && more) {
         /* an emergency save while the process can still write one */
-        if (r->ckpt_ok && r->saved_at != tr->step) HPT_TRY(hpt_trainer_save_checkpoint(tr));
+        /* (local-step mode saves with every rank, at a sync: one rank alone cannot) */
+        int can = r->ckpt_ok && (H <= 0 || (tr->ranks == 1 && hpt_trainer_synced(tr)));
+        if (can && r->saved_at != tr->step) HPT_TRY(hpt_trainer_save_checkpoint(tr));
         return hpt_fail(HPT_ERR_NOMEM, "resident memory %.1f MiB passed --rss-limit %.1f MiB at step %d; "
                         "emergency checkpoint %s'%s'", mib(rss), mib(tr->rss_limit), tr->step,
-                        r->ckpt_ok ? "saved to " : "not possible: ", r->ckpt_ok ? tr->ckpt_path : "no state");
+                        can ? "saved to " : "not possible: ",
+                        can ? tr->ckpt_path : r->ckpt_ok ? "between local-step mode's syncs" : "no state");
     }
-    /* ranks stop together, after the step whose all-reduce carried a request */
-    int stop = tr->ranks > 1 ? tr->stop_seen : stop_requested;
+    /* ranks stop together, after the step whose all-reduce carried a
+     * request (in local-step mode: the next sync's) */
+    int stop = H > 0 ? hpt_trainer_synced(tr) && tr->stop_seen : tr->ranks > 1 ? tr->stop_seen : stop_requested;
     if (r->ckpt_ok && stop && more) {
         stop_requested = 0;  /* consumed: a later run in this process starts afresh */
         tr->stop_seen = 0;
@@ -742,8 +826,13 @@ static cJSON *summary_of(const run *r, double med, double flops, uint32_t crc, d
     hpt_json_u64(o, "optimizer_updates", (uint64_t)tr->updates);
     hpt_json_u64(o, "model_backward_calls", m->backward_calls);
     if (r->hooks->summary) r->hooks->summary(r->hooks->hctx, o);
+    if (tr->cfg.sync_interval > 0) {
+        hpt_json_u64(o, "sync_interval", (uint64_t)tr->cfg.sync_interval);
+        hpt_json_num(o, "sync_outer_lr", tr->cfg.sync_outer_lr);
+        hpt_json_num(o, "sync_outer_momentum", tr->cfg.sync_outer_momentum);
+    }
     if (tr->ranks > 1) {
-        /* the gradient all-reduces: one per real step */
+        /* the all-reduces: one per real step, or per sync in local-step mode */
         hpt_comm_stats cs = hpt_comm_stats_of(tr->comm);
         hpt_json_u64(o, "ranks", (uint64_t)tr->ranks);
         hpt_json_u64(o, "allreduce_calls", cs.calls);

@@ -59,7 +59,24 @@ struct hpt_trainer {
      * all-reduce as the gradients); NULL when micro == 1 */
     float *grad_sum;
     int stop_seen;         /* a rank asked to stop (the last all-reduce's flag) */
+    /* local-step mode (cfg.sync_interval H > 0, docs/distributed.md): each
+     * rank steps alone on its own micro-batches and AdamW moments; after
+     * every H-th step (and the last) the ranks average their displacement
+     * since the anchor and take the outer Nesterov step (hpt_outer_step).
+     * anchor and outer_u (nparams each, one arena) are equal on every rank;
+     * share is the micro-batches whose mean is this rank's gradient (micro
+     * when the step's gradients are all-reduced, grad_accum when not). */
+    float *outer_arena, *anchor, *outer_u;
+    int share;
 };
+
+/* Local-step mode: 1 after a step that synchronised the ranks (every H-th,
+ * and the last): the only steps at which the ranks' parameters are equal,
+ * evaluations run and checkpoints are saved. Always 1 otherwise. */
+static inline int hpt_trainer_synced(const hpt_trainer *tr) {
+    int H = tr->cfg.sync_interval;
+    return H <= 0 || tr->step % H == 0 || tr->step == tr->cfg.max_iters;
+}
 
 /* HPT_OK on every rank when st is HPT_OK on every rank; else the failing
  * rank keeps its own status and message, and the others fail with rank
