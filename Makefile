@@ -61,10 +61,10 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/%)
 
 .PHONY: all lib test check bench demo clean help
-all: hpt
+all: hpt $(if $(SANITIZE),,$(BUILD)/libhpt.so python/hpt/libhpt.so)
 
 help:
-	@echo "make            build ./hpt (and $(BUILD)/libhpt.a)"
+	@echo "make            build ./hpt (and $(BUILD)/libhpt.a, $(BUILD)/libhpt.so for python/hpt)"
 	@echo "make test       build and run every test (non-zero exit on any failure)"
 	@echo "make demo       hpt compare on the fortunes corpus: baseline, hybrid, controls"
 	@echo "make bench      build the bench/ programs"
@@ -75,6 +75,22 @@ $(BUILD)/libhpt.a: $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 lib: $(BUILD)/libhpt.a
+
+# The shared library for python/hpt (ctypes): the same sources compiled again
+# position-independent in $(BUILD)/pic/, so libhpt.a and ./hpt keep their
+# objects. OpenBLAS by rpath as above; OpenMPI is linked but MPI only starts
+# under mpirun (src/base/comm.c), so a plain python3 loads it. A copy beside
+# the package makes `pip install ./python` self-contained.
+PIC_OBJ := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+
+$(BUILD)/libhpt.so: $(PIC_OBJ)
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+
+python/hpt/libhpt.so: $(BUILD)/libhpt.so
+	cp $< $@.tmp && mv $@.tmp $@
 
 # The program: ./hpt for the normal build; a sanitizer build keeps its own
 # binary in its build directory, so it never replaces ./hpt.
@@ -103,7 +119,7 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Tests run single- and multi-threaded where it matters; see tests/run.sh.
-test check: $(HPT_BIN) $(TESTS)
+test check: $(HPT_BIN) $(TESTS) $(if $(SANITIZE),,python/hpt/libhpt.so)
 	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) sh tests/run.sh $(TESTS)
 
 bench: $(BENCHES)
@@ -123,6 +139,6 @@ demo: hpt $(DEMO_DATA)
 	@echo "  ./hpt sample --run runs/demo/runs/<arm-lr-seed> --tokens 300 --temperature 0.8 --top-k 20"
 
 clean:
-	rm -rf build build-* hpt
+	rm -rf build build-* hpt python/hpt/libhpt.so
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d)

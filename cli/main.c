@@ -368,10 +368,7 @@ static void apply_memory_limits(hpt_trainer *tr) {
 
 /* hpt train --resume DIR: the stored configuration, nothing else but
  * --threads (checked against the stored count) and --log-interval. */
-static int resume_train(const char *dir, const char *train_flag, int hybrid, int threads, int log_interval) {
-    if (train_flag)
-        die_usage("--resume DIR continues the run with its stored configuration: %s cannot be given with it "
-                  "(only --threads, equal to the stored count, and --log-interval can)", train_flag);
+static int resume_train(const char *dir, int hybrid, int threads, int log_interval) {
     hpt_trainer *tr;
     start_group(0, 1);  /* a resumed hybrid run's clock setting is checked below */
     install_stop_handlers();
@@ -399,99 +396,24 @@ static int resume_train(const char *dir, const char *train_flag, int hybrid, int
     return run_to_end(tr, &hc, log_interval);
 }
 
-/* a row of the settings table is a given field */
-#define IS(s, grp, type, field) ((s)->group == (grp) && (s)->offset == offsetof(type, field))
-
-/* hpt train --init FILE: the architecture flags not given come from the
- * model (given ones must match it: the library refuses a mismatch with the
- * reason); --block-size, when not given, is capped at its positions. */
-enum { GIVEN_LAYER = 1, GIVEN_HEAD = 2, GIVEN_EMBD = 4, GIVEN_BLOCK = 8, GIVEN_TOK = 16 };
-static void init_from_model(hpt_train_config *c, unsigned given) {
-    hpt_gpt2_config ic;
-    hpt_tokenizer_kind kind;
-    hpt_status st = hpt_weights_gpt2_info(c->init_path, &ic, &kind);
-    if (st != HPT_OK) die_status(st);
-    if (!(given & GIVEN_LAYER)) c->n_layer = ic.n_layer;
-    if (!(given & GIVEN_HEAD)) c->n_head = ic.n_head;
-    if (!(given & GIVEN_EMBD)) c->n_embd = ic.n_embd;
-    if (!(given & GIVEN_TOK)) c->tokenizer = kind;
-    if (!(given & GIVEN_BLOCK) && c->block_size > ic.block_size) c->block_size = ic.block_size;
-}
-
 static int cmd_train(int argc, char **argv) {
-    /* --task and --model choose the defaults, so read them first */
-    const char *task = "text", *model = NULL;
-    for (int i = 0; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--task")) task = argv[i + 1];
-        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
-        if (!strncmp(argv[i], "--task=", 7)) task = argv[i] + 7;
-        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
-    }
-    hpt_train_config c;
-    hpt_train_config_default_for(&c, task, model);
-    c.data_path = NULL;
-    hpt_hybrid_config hc;
-    hpt_hybrid_config_default(&hc);
-    hpt_run_options ro;
-    hpt_run_options_default(&ro);
-    void *const cfg_of[] = {[HPT_SET_TRAIN] = &c, [HPT_SET_RUN] = &ro, [HPT_SET_HYBRID] = &hc};
-    int set_iters = 0, set_epochs = 0, mode_given = 0, threads_flag = -1;
-    unsigned arch_given = 0;  /* GIVEN_* */
-    const char *hybrid_flag = NULL;  /* the first hybrid-only flag seen */
-    const char *train_flag = NULL;   /* the first flag --resume excludes */
-    const char *sched_flag = NULL;   /* the first learning-rate decay flag seen (schedule-free ignores them) */
-    args a = {.argc = argc, .argv = argv, .i = 0};
-    while (next_flag(&a)) {
-        if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage(stdout); return 0; }
-        const hpt_setting *s = hpt_setting_find(a.name);
-        if (!s) die_usage("unknown option '%s' for 'hpt train'", a.name);
-        set_flag(&a, s, cfg_of[s->group]);
-        if (!(s->flags & HPT_SET_RESUME_OK) && !train_flag) train_flag = s->flag;
-        if (s->group == HPT_SET_HYBRID && !hybrid_flag) hybrid_flag = s->flag;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, max_iters)) set_iters = 1;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) set_epochs = 1;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, threads)) threads_flag = c.threads;
-        if (IS(s, HPT_SET_RUN, hpt_run_options, hybrid)) mode_given = 1;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_layer)) arch_given |= GIVEN_LAYER;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_head)) arch_given |= GIVEN_HEAD;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_embd)) arch_given |= GIVEN_EMBD;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, block_size)) arch_given |= GIVEN_BLOCK;
-        if (IS(s, HPT_SET_TRAIN, hpt_train_config, tokenizer)) arch_given |= GIVEN_TOK;
-        if (!sched_flag && (IS(s, HPT_SET_TRAIN, hpt_train_config, schedule) ||
-                            IS(s, HPT_SET_TRAIN, hpt_train_config, min_lr) ||
-                            IS(s, HPT_SET_TRAIN, hpt_train_config, decay_frac) ||
-                            IS(s, HPT_SET_TRAIN, hpt_train_config, cooldown)))
-            sched_flag = s->flag;
-    }
-    const char *resume_dir = ro.resume_dir;
-    int hybrid = ro.hybrid, log_interval = ro.log_interval;
-    g_rss_warn_mib = ro.rss_warn_mib;
-    g_rss_limit_mib = ro.rss_limit_mib;
-    if (resume_dir) return resume_train(resume_dir, train_flag, mode_given ? hybrid : -1,
-                                    threads_flag, log_interval);
-    if (set_iters && set_epochs && c.epochs > 0) die_usage("%s", "give --max-iters or --epochs, not both");
-    if (set_iters) c.epochs = 0;  /* an explicit step count replaces the task's default epochs */
-    if (!c.data_path && !strcmp(c.task, "text")) die_usage("%s", "train needs --data PATH (a text file)");
-    if (hybrid_flag && !hybrid) die_usage("%s only applies with --mode hybrid", hybrid_flag);
-    if (!strcmp(c.optimizer, "schedule-free")) {
-        if (sched_flag)
-            die_usage("%s does not apply with --optimizer schedule-free (its rate is the warmup, then constant "
-                      "--lr; its averaging replaces the decay)", sched_flag);
-        if (hybrid) die_usage("%s", "--mode hybrid needs --optimizer adamw (schedule-free is not supported by the "
-                              "hybrid controller)");
-    }
-    if (c.init_path && *c.init_path && !strcmp(c.task, "text")) init_from_model(&c, arch_given);
-    hpt_status st = hpt_train_config_check(&c);
-    if (st != HPT_OK) die_status(st);
-    if (hybrid && (st = hpt_hybrid_config_check(&hc)) != HPT_OK) die_status(st);
+    hpt_train_args a;
+    hpt_status st = hpt_train_args_parse(&a, argc, argv);
+    if (st != HPT_OK) die_usage("%s", hpt_errmsg());
+    if (a.help) { usage(stdout); return 0; }
+    g_rss_warn_mib = a.run.rss_warn_mib;
+    g_rss_limit_mib = a.run.rss_limit_mib;
+    if (a.run.resume_dir) return resume_train(a.run.resume_dir, a.mode_given ? a.run.hybrid : -1, a.threads_given,
+                                              a.run.log_interval);
+    if ((st = hpt_train_args_resolve(&a)) != HPT_OK) die_status(st);
     hpt_trainer *tr;
-    start_group(hybrid, hc.count_cost);
+    start_group(a.run.hybrid, a.hybrid.count_cost);
     hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));  /* refused before allocating, if over */
-    st = hpt_trainer_init(&tr, &c);
+    st = hpt_trainer_init(&tr, &a.train);
     if (st != HPT_OK) die_status(st);
     apply_memory_limits(tr);
     install_stop_handlers();
-    return run_to_end(tr, hybrid ? &hc : NULL, log_interval);
+    return run_to_end(tr, a.run.hybrid ? &a.hybrid : NULL, a.run.log_interval);
 }
 
 /* ---------------------------------------------------------------- sample */
@@ -535,35 +457,6 @@ static int start_context(const hpt_text *tok, const char *prompt, int *ctx, int 
     return n;
 }
 
-/* One token drawn from logits (V): temperature, the top k kept by partial
- * selection, then an inverse-CDF draw with a 53-bit uniform from the
- * splitmix64 stream *rs. probs and order are (V) scratch. */
-static int draw_token(const float *logits, int V, float temp, int topk, uint64_t *rs, float *probs, int *order) {
-    float mx = -INFINITY;
-    for (int i = 0; i < V; i++) { probs[i] = logits[i] / temp; order[i] = i; if (probs[i] > mx) mx = probs[i]; }
-    int keep = topk > 0 && topk < V ? topk : V;
-    if (keep < V) {
-        for (int i = 0; i < keep; i++) {
-            int best = i;
-            for (int j = i + 1; j < V; j++) if (probs[order[j]] > probs[order[best]]) best = j;
-            int tmp = order[i]; order[i] = order[best]; order[best] = tmp;
-        }
-    }
-    double sum = 0.0;
-    for (int i = 0; i < keep; i++) sum += exp(probs[order[i]] - mx);
-    *rs += 0x9E3779B97F4A7C15ull;
-    uint64_t z = *rs;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    double u = (z >> 11) / 9007199254740992.0 * sum, acc = 0.0;
-    for (int i = 0; i < keep; i++) {
-        acc += exp(probs[order[i]] - mx);
-        if (u < acc) return order[i];
-    }
-    return order[keep - 1];
-}
-
 static int cmd_sample(int argc, char **argv) {
     sample_opts o = sample_defaults;
     char run_path[4200];
@@ -592,7 +485,7 @@ static int cmd_sample(int argc, char **argv) {
         if (st != HPT_OK) die_status(st);
         int nout, row;
         const float *logits = hpt_model_logits(m, &nout, &row) + (size_t)(T - 1) * row;
-        int pick = draw_token(logits, V, o.temperature, o.top_k, &rs, probs, order);
+        int pick = hpt_sample_token(logits, V, o.temperature, o.top_k, &rs, probs, order);
         ctx[n++] = pick;
         char out[4];
         int len = hpt_text_decode(tok, pick, out);

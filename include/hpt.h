@@ -509,6 +509,37 @@ hpt_status hpt_setting_parse(const hpt_setting *s, void *cfg, const char *text);
  * snprintf would write. */
 int hpt_setting_format(const hpt_setting *s, const void *cfg, char *buf, size_t n);
 
+/* `hpt train`'s argument list ("--flag value" or "--flag=value", every row
+ * of the table above) as the three configs, with the checks between flags
+ * (--max-iters or --epochs, hybrid flags only with --mode hybrid, ...). The
+ * command line and the Python binding both parse here. */
+typedef struct hpt_train_args {
+    hpt_train_config train;
+    hpt_run_options run;
+    hpt_hybrid_config hybrid;
+    int help;              /* --help was given: nothing after it was read */
+    int threads_given;     /* --threads' value, -1 if not given (a resume checks it against the run's) */
+    int mode_given;        /* --mode was given (a resume checks it against the checkpoint) */
+    unsigned arch_given;   /* which architecture flags were given (--init takes the others from its model) */
+} hpt_train_args;
+
+/* Defaults for --task / --model, then each flag in turn; HPT_ERR_ARG with a
+ * message naming the flag. Strings point into argv: it must outlive a. */
+hpt_status hpt_train_args_parse(hpt_train_args *a, int argc, char *const *argv);
+/* A new run's last step before training (not for --resume): --init's
+ * architecture from its model file, then the train and hybrid checks. */
+hpt_status hpt_train_args_resolve(hpt_train_args *a);
+/* The config struct of group g inside a (for hpt_setting_format). */
+void *hpt_train_args_group(hpt_train_args *a, hpt_setting_group g);
+/* sizeof(hpt_train_args), for bindings that allocate it without this header. */
+size_t hpt_train_args_sizeof(void);
+/* The run a describes, start to end, in this process (one rank): a new
+ * trainer or the --resume DIR one, the memory limits, hpt_trainer_run or
+ * hpt_trainer_run_hybrid, the trainer freed. HPT_ERR_INTERRUPTED after
+ * hpt_request_stop, with a checkpoint to resume. (`hpt train` adds the
+ * mpirun group, signal handlers and plots around the same steps.) */
+hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+
 /* ---------------------------------------------------------------- weights */
 
 /* model.bin: the model config, the tokenizer (NULL for non-text models) and
@@ -518,6 +549,12 @@ hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok)
 /* Loads a model reserved for batches of B x T (T <= 0: its full context) and
  * its tokenizer (*tok is NULL when the file has none). */
 hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok);
+
+/* One token drawn from a row of logits (V): temperature, the top k kept
+ * (topk <= 0 or >= V: all), then an inverse-CDF draw with a 53-bit uniform
+ * from the splitmix64 stream *rs (hpt sample seeds it with
+ * seed * 0x9E3779B97F4A7C15 + 1). probs and order are (V) scratch. */
+int hpt_sample_token(const float *logits, int V, float temperature, int topk, uint64_t *rs, float *probs, int *order);
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */
 

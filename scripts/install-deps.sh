@@ -13,8 +13,9 @@
 #   python3                 the CLI tests check JSON outputs with it
 #   libopenmpi-dev          MPI for data-parallel training (mpirun -np N ./hpt train)
 #   openmpi-bin             mpirun itself (tests/cli_mpi.sh)
+#   python3-numpy, python3-pytest  the Python binding (python/hpt) and its tests (tests/cli_python.sh)
 set -eu
-pkgs="gcc make libc6-dev pkg-config libopenblas-openmp-dev zlib1g-dev libcjson-dev libcairo2-dev fonts-dejavu-core fortunes dataset-fashion-mnist python3 libopenmpi-dev openmpi-bin"
+pkgs="gcc make libc6-dev pkg-config libopenblas-openmp-dev zlib1g-dev libcjson-dev libcairo2-dev fonts-dejavu-core fortunes dataset-fashion-mnist python3 libopenmpi-dev openmpi-bin python3-numpy python3-pytest"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,108 @@
+"""hpt.train against `hpt train`: the same options give the same run bit for
+bit (param_crc32); sample and eval against the CLI's; errors and stops."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import hpt
+
+OPTS = dict(n_layer=1, n_head=2, n_embd=32, block_size=16, batch_size=4, max_iters=30, eval_interval=10,
+            eval_iters=2, threads=1, lr=4e-3, seed=5)
+HYBRID = dict(mode="hybrid", warmup_steps=5, full_steps=4, predictor="outer", outer_interval=4)
+
+
+def cli_train(hpt_bin, out, **opts):
+    argv = [hpt_bin, "train"]
+    for k, v in opts.items():
+        argv += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
+    p = subprocess.run(argv + ["--out", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(out, "summary.json")) as f:
+        return json.load(f)
+
+
+def metrics(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    clock = ("_s", "_ms", "rss_bytes")  # times and memory differ from run to run
+    return [{k: v for k, v in r.items() if not k.endswith(clock)} for r in rows]
+
+
+@pytest.mark.parametrize("extra", [{}, HYBRID], ids=["baseline", "hybrid"])
+def test_train_equals_the_cli_bit_for_bit(hpt_bin, corpus, tmp_path, extra):
+    cli = cli_train(hpt_bin, tmp_path / "cli", data=corpus, **OPTS, **extra)
+    steps = []
+    py = hpt.train(data=corpus, out=str(tmp_path / "py"), progress=steps.append, **OPTS, **extra)
+    assert py["param_crc32"] == cli["param_crc32"]
+    assert py["final_val_loss"] == cli["final_val_loss"]
+    assert metrics(tmp_path / "py") == metrics(tmp_path / "cli")
+    assert [s["step"] for s in steps][-1] == 30 and ("phase" in steps[0]) == bool(extra)
+    # another seed is another run: the comparison can fail
+    other = hpt.train(data=corpus, out=str(tmp_path / "py2"), **dict(OPTS, seed=6), **extra)
+    assert other["param_crc32"] != cli["param_crc32"]
+
+
+def test_sample_and_eval_equal_the_cli(hpt_bin, corpus, tmp_path):
+    hpt.train(data=corpus, out=str(tmp_path / "r"), **OPTS)
+    path = str(tmp_path / "r" / "model.bin")
+    m = hpt.load(path)
+    for kw in (dict(tokens=60, temperature=0.8, top_k=5, seed=3, prompt="the "), dict(tokens=40, seed=9)):
+        argv = [hpt_bin, "sample", "--model", path, "--threads", "1"]
+        for k, v in kw.items():
+            argv += ["--" + k.replace("_", "-"), str(v)]
+        cli = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        assert m.sample(**kw) == cli[:-1]  # hpt sample ends with a newline
+    cli = json.loads(subprocess.run([hpt_bin, "eval", "--model", path, "--data", corpus, "--threads", "1"], capture_output=True,
+                                    text=True, check=True).stdout)
+    ev = m.eval(corpus)
+    assert ev["tokens"] == cli["tokens"] and abs(ev["loss"] - cli["loss"]) <= 1e-8 * cli["loss"]
+    # a checkpoint loads as a model too
+    hpt.train(data=corpus, out=str(tmp_path / "c"), save_interval=10, **OPTS)
+    ck = hpt.load(str(tmp_path / "c" / "checkpoints" / "ckpt-00000030.bin"))
+    assert (ck.params == m.params).all()
+
+
+def test_options_come_from_the_settings_table():
+    opts = hpt.train_options()
+    assert opts["max_iters"]["flag"] == "--max-iters" and opts["cost_by_time"]["type"] == "switch"
+    assert "hybrid" in opts["mode"]["choices"] and opts["resume"]["group"] == "run"
+    assert opts["outer_interval"]["group"] == "hybrid"
+
+
+def test_train_errors_raise_with_the_cli_message(hpt_bin, corpus, tmp_path):
+    cases = [
+        (dict(n_layer=0), None),
+        (dict(bogus=1), "unknown option 'bogus'"),
+        (dict(schedule="nope"), None),
+        (dict(warmup_steps=3), "--warmup-steps only applies with --mode hybrid"),
+        (dict(max_iters=5, epochs=2, task="fashion-mnist", model="mlp"), "give --max-iters or --epochs, not both"),
+    ]
+    for opts, msg in cases:
+        with pytest.raises(hpt.Error) as e:
+            hpt.train(data=corpus, out=str(tmp_path / "x"), **opts)
+        if msg is None:  # the CLI's own words
+            argv = [hpt_bin, "train", "--data", corpus, "--out", str(tmp_path / "x")]
+            for k, v in opts.items():
+                argv += ["--" + k.replace("_", "-"), str(v)]
+            p = subprocess.run(argv, capture_output=True, text=True)
+            assert p.returncode == 2 and str(e.value) in p.stderr, (str(e.value), p.stderr)
+        else:
+            assert msg in str(e.value)
+    with pytest.raises(hpt.Error, match="missing.txt"):
+        hpt.train(data=str(tmp_path / "missing.txt"), out=str(tmp_path / "m"), **OPTS)
+
+
+def test_a_callback_exception_stops_with_a_checkpoint_and_resume_continues(corpus, tmp_path):
+    full = hpt.train(data=corpus, out=str(tmp_path / "full"), **OPTS)
+
+    def stop_at_12(info):
+        if info["step"] == 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        hpt.train(data=corpus, out=str(tmp_path / "cut"), progress=stop_at_12, **OPTS)
+    assert os.listdir(tmp_path / "cut" / "checkpoints") and not os.path.exists(tmp_path / "cut" / "summary.json")
+    resumed = hpt.train(resume=str(tmp_path / "cut"))
+    assert resumed["param_crc32"] == full["param_crc32"]

@@ -1,0 +1,170 @@
+/*
+ * train_args.c — `hpt train`'s argument list, turned into the three configs
+ * (train, run, hybrid) by the settings table, with the checks between flags.
+ * The command line (cli/main.c) and the Python binding (python/hpt) both
+ * come here, so a run asked for in either is the same run.
+ */
+#include "settings.h"
+#include "trainer.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* a row of the settings table is a given field */
+#define IS(s, grp, type, field) ((s)->group == (grp) && (s)->offset == offsetof(type, field))
+
+enum { GIVEN_LAYER = 1, GIVEN_HEAD = 2, GIVEN_EMBD = 4, GIVEN_BLOCK = 8, GIVEN_TOK = 16 };
+
+/* --task and --model choose the defaults, so they are read first */
+static void defaults(hpt_train_args *a, int argc, char *const *argv) {
+    const char *task = "text", *model = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--task")) task = argv[i + 1];
+        if (i + 1 < argc && !strcmp(argv[i], "--model")) model = argv[i + 1];
+        if (!strncmp(argv[i], "--task=", 7)) task = argv[i] + 7;
+        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
+    }
+    memset(a, 0, sizeof *a);
+    hpt_train_config_default_for(&a->train, task, model);
+    a->train.data_path = NULL;
+    hpt_hybrid_config_default(&a->hybrid);
+    hpt_run_options_default(&a->run);
+    a->threads_given = -1;
+}
+
+void *hpt_train_args_group(hpt_train_args *a, hpt_setting_group g) {
+    return g == HPT_SET_TRAIN ? (void *)&a->train : g == HPT_SET_RUN ? (void *)&a->run : (void *)&a->hybrid;
+}
+
+/* What a given flag tells beyond its value. */
+typedef struct seen {
+    int iters, epochs;
+    const char *hybrid_flag;  /* the first hybrid-only flag */
+    const char *train_flag;   /* the first flag --resume excludes */
+    const char *sched_flag;   /* the first learning-rate decay flag (schedule-free ignores them) */
+} seen;
+
+static void note(hpt_train_args *a, const hpt_setting *s, seen *w) {
+    if (!(s->flags & HPT_SET_RESUME_OK) && !w->train_flag) w->train_flag = s->flag;
+    if (s->group == HPT_SET_HYBRID && !w->hybrid_flag) w->hybrid_flag = s->flag;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, max_iters)) w->iters = 1;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) w->epochs = 1;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, threads)) a->threads_given = a->train.threads;
+    if (IS(s, HPT_SET_RUN, hpt_run_options, hybrid)) a->mode_given = 1;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_layer)) a->arch_given |= GIVEN_LAYER;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_head)) a->arch_given |= GIVEN_HEAD;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_embd)) a->arch_given |= GIVEN_EMBD;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, block_size)) a->arch_given |= GIVEN_BLOCK;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, tokenizer)) a->arch_given |= GIVEN_TOK;
+    if (!w->sched_flag && (IS(s, HPT_SET_TRAIN, hpt_train_config, schedule) ||
+                           IS(s, HPT_SET_TRAIN, hpt_train_config, min_lr) ||
+                           IS(s, HPT_SET_TRAIN, hpt_train_config, decay_frac) ||
+                           IS(s, HPT_SET_TRAIN, hpt_train_config, cooldown)))
+        w->sched_flag = s->flag;
+}
+
+/* The checks between flags, after all were read. */
+static hpt_status cross_check(hpt_train_args *a, const seen *w) {
+    hpt_train_config *c = &a->train;
+    if (a->run.resume_dir) {
+        if (w->train_flag)
+            return hpt_fail(HPT_ERR_ARG, "--resume DIR continues the run with its stored configuration: %s cannot be "
+                            "given with it (only --threads, equal to the stored count, and --log-interval can)",
+                            w->train_flag);
+        return HPT_OK;
+    }
+    if (w->iters && w->epochs && c->epochs > 0) return hpt_fail(HPT_ERR_ARG, "give --max-iters or --epochs, not both");
+    if (w->iters) c->epochs = 0;  /* an explicit step count replaces the task's default epochs */
+    if (!c->data_path && !strcmp(c->task, "text")) return hpt_fail(HPT_ERR_ARG, "train needs --data PATH (a text file)");
+    if (w->hybrid_flag && !a->run.hybrid)
+        return hpt_fail(HPT_ERR_ARG, "%s only applies with --mode hybrid", w->hybrid_flag);
+    if (!strcmp(c->optimizer, "schedule-free")) {
+        if (w->sched_flag)
+            return hpt_fail(HPT_ERR_ARG, "%s does not apply with --optimizer schedule-free (its rate is the warmup, "
+                            "then constant --lr; its averaging replaces the decay)", w->sched_flag);
+        if (a->run.hybrid)
+            return hpt_fail(HPT_ERR_ARG, "--mode hybrid needs --optimizer adamw (schedule-free is not supported by "
+                            "the hybrid controller)");
+    }
+    return HPT_OK;
+}
+
+size_t hpt_train_args_sizeof(void) { return sizeof(hpt_train_args); }
+
+hpt_status hpt_train_args_parse(hpt_train_args *a, int argc, char *const *argv) {
+    defaults(a, argc, argv);
+    seen w = {0};
+    char name[128];
+    for (int i = 0; i < argc;) {
+        const char *arg = argv[i++], *eq = strchr(arg, '='), *val = NULL;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) { a->help = 1; return HPT_OK; }
+        if (strncmp(arg, "--", 2) != 0) return hpt_fail(HPT_ERR_ARG, "unexpected argument '%s'", arg);
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        if (eq) val = eq + 1;
+        if (!strcmp(name, "--help")) { a->help = 1; return HPT_OK; }
+        const hpt_setting *s = hpt_setting_find(name);
+        if (!s) return hpt_fail(HPT_ERR_ARG, "unknown option '%s' for 'hpt train'", name);
+        if (s->type != HPT_SET_SWITCH && !val) {
+            if (i >= argc) return hpt_fail(HPT_ERR_ARG, "%s needs a value", name);
+            val = argv[i++];
+        }
+        hpt_status st = hpt_setting_parse(s, hpt_train_args_group(a, s->group), val);
+        if (st != HPT_OK) return st;
+        note(a, s, &w);
+    }
+    return cross_check(a, &w);
+}
+
+hpt_status hpt_train_args_resolve(hpt_train_args *a) {
+    hpt_train_config *c = &a->train;
+    if (c->init_path && *c->init_path && !strcmp(c->task, "text")) {
+        /* --init FILE: the architecture flags not given come from the model
+         * (given ones must match it: the trainer refuses a mismatch with the
+         * reason); --block-size, when not given, is capped at its positions */
+        hpt_gpt2_config ic;
+        hpt_tokenizer_kind kind;
+        hpt_status st = hpt_weights_gpt2_info(c->init_path, &ic, &kind);
+        if (st != HPT_OK) return st;
+        if (!(a->arch_given & GIVEN_LAYER)) c->n_layer = ic.n_layer;
+        if (!(a->arch_given & GIVEN_HEAD)) c->n_head = ic.n_head;
+        if (!(a->arch_given & GIVEN_EMBD)) c->n_embd = ic.n_embd;
+        if (!(a->arch_given & GIVEN_TOK)) c->tokenizer = kind;
+        if (!(a->arch_given & GIVEN_BLOCK) && c->block_size > ic.block_size) c->block_size = ic.block_size;
+    }
+    hpt_status st = hpt_train_config_check(c);
+    if (st != HPT_OK) return st;
+    return a->run.hybrid ? hpt_hybrid_config_check(&a->hybrid) : HPT_OK;
+}
+
+/* A resumed run: the mode comes from its checkpoint, and a hybrid run's
+ * config too. */
+static hpt_status run_resumed(hpt_train_args *a, hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    int hybrid = hpt_trainer_resumed_hybrid(tr);
+    if (a->mode_given && a->run.hybrid != hybrid)
+        return hpt_fail(HPT_ERR_ARG, "%s", a->run.hybrid ? "--resume: --mode hybrid, but the run is a --mode baseline "
+                                                           "run (the mode comes from the checkpoint)"
+                                                         : "--resume: --mode baseline, but the run is a --mode hybrid "
+                                                           "run (the mode comes from the checkpoint)");
+    if (!hybrid) return hpt_trainer_run(tr, log, on_step, ctx);
+    hpt_hybrid_config hc;
+    hpt_status st = hpt_hybrid_config_resumed(tr, &hc);
+    return st != HPT_OK ? st : hpt_trainer_run_hybrid(tr, &hc, log, on_step, ctx);
+}
+
+hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+    const double mib = 1048576.0;
+    hpt_set_memory_ceiling((size_t)(a->run.rss_limit_mib * mib));  /* refused before allocating, if over */
+    hpt_trainer *tr = NULL;
+    hpt_status st = a->run.resume_dir ? hpt_trainer_resume(&tr, a->run.resume_dir, a->threads_given, log, ctx)
+                                      : hpt_trainer_init(&tr, &a->train);
+    if (st == HPT_OK) {
+        hpt_trainer_set_memory_limits(tr, (size_t)(a->run.rss_warn_mib * mib), (size_t)(a->run.rss_limit_mib * mib));
+        if (a->run.resume_dir) st = run_resumed(a, tr, log, on_step, ctx);
+        else st = a->run.hybrid ? hpt_trainer_run_hybrid(tr, &a->hybrid, log, on_step, ctx)
+                                : hpt_trainer_run(tr, log, on_step, ctx);
+    }
+    hpt_trainer_free(tr);
+    hpt_set_memory_ceiling(0);  /* the process goes on (a library caller): the limit was this run's */
+    return st;
+}
