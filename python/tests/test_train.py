@@ -3,6 +3,7 @@ bit (param_crc32); sample and eval against the CLI's; errors and stops."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -37,6 +38,7 @@ def test_train_equals_the_cli_bit_for_bit(hpt_bin, corpus, tmp_path, extra):
     py = hpt.train(data=corpus, out=str(tmp_path / "py"), progress=steps.append, **OPTS, **extra)
     assert py["param_crc32"] == cli["param_crc32"]
     assert py["final_val_loss"] == cli["final_val_loss"]
+    assert py["blas_core"] == cli["blas_core"] == hpt.blas_core()  # the CLI's re-exec, the binding's environment
     assert metrics(tmp_path / "py") == metrics(tmp_path / "cli")
     assert [s["step"] for s in steps][-1] == 30 and ("phase" in steps[0]) == bool(extra)
     # another seed is another run: the comparison can fail
@@ -106,3 +108,25 @@ def test_a_callback_exception_stops_with_a_checkpoint_and_resume_continues(corpu
     assert os.listdir(tmp_path / "cut" / "checkpoints") and not os.path.exists(tmp_path / "cut" / "summary.json")
     resumed = hpt.train(resume=str(tmp_path / "cut"))
     assert resumed["param_crc32"] == full["param_crc32"]
+
+
+def test_compare_runs_the_program_and_returns_results(hpt_bin, corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPT_BIN", hpt_bin)
+    res = hpt.compare(out=str(tmp_path / "cmp"), data=corpus, arms=["baseline", "ema"], lrs=[4e-3], seeds=1,
+                      n_layer=1, n_head=2, n_embd=16, block_size=16, batch_size=4, max_iters=20, eval_iters=2,
+                      threads=1)
+    assert sorted(res["arms"]) == ["baseline", "ema"] and res["seeds"] == [1337] and res["lrs"] == [4e-3]
+    with open(tmp_path / "cmp" / "results.json") as f:
+        assert json.load(f) == res
+    with pytest.raises(hpt.Error, match="unknown arm 'nope'") as e:
+        hpt.compare(out=str(tmp_path / "bad"), data=corpus, arms="baseline,nope")
+    assert e.value.status == "HPT_ERR_ARG"
+
+
+def test_openblas_core_is_chosen_before_the_library_loads(tmp_path):
+    # a user's OPENBLAS_CORETYPE is kept, and takes effect: it is in the
+    # environment when OpenBLAS loads with libhpt.so
+    code = "import hpt; print(hpt.blas_core())"
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", PYTHONPATH=os.path.dirname(os.path.dirname(hpt.__file__)))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "Haswell"
