@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -430,9 +431,25 @@ def train(progress=None, log=None, **options):
             raised.append(e)
             lib.hpt_request_stop()
 
+    def on_sigint(_sig, _frame):
+        # Python runs this between the bytecodes of a callback: raising here
+        # would escape the callback (ctypes can only print and drop it), so
+        # Ctrl-C asks for a stop, as hpt train's handler does, and is raised
+        # once the run has saved its checkpoint
+        raised.append(KeyboardInterrupt())
+        lib.hpt_request_stop()
+
     log_cb, step_cb = _lib.LOG_FN(on_log), _lib.STEP_FN(on_step)
     del run
-    st = lib.hpt_train_args_run(ta, log_cb, step_cb, None)
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: signals go to the main thread's handler
+        previous = None
+    try:
+        st = lib.hpt_train_args_run(ta, log_cb, step_cb, None)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     if raised:
         raise raised[0]
     check(st)

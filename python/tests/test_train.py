@@ -2,8 +2,10 @@
 bit (param_crc32); sample and eval against the CLI's; errors and stops."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -130,3 +132,32 @@ def test_openblas_core_is_chosen_before_the_library_loads(tmp_path):
     env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", PYTHONPATH=os.path.dirname(os.path.dirname(hpt.__file__)))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "Haswell"
+
+
+def test_a_stop_requested_in_the_last_step_does_not_stop_the_next_run(corpus, tmp_path):
+    def late(info):
+        if info["step"] == OPTS["max_iters"]:
+            raise ValueError("late")
+
+    with pytest.raises(ValueError, match="late"):
+        hpt.train(data=corpus, out=str(tmp_path / "a"), progress=late, **OPTS)
+    assert hpt.train(data=corpus, out=str(tmp_path / "b"), **OPTS)["steps"] == OPTS["max_iters"]
+
+
+def test_sigint_stops_with_a_checkpoint_and_keyboardinterrupt(corpus, tmp_path):
+    out = tmp_path / "sig"
+    code = ("import hpt, sys; hpt.train(data=sys.argv[1], out=sys.argv[2], n_layer=1, n_head=2, n_embd=16, "
+            "block_size=16, batch_size=4, max_iters=1000000, eval_interval=0, threads=1)")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(hpt.__file__)))
+    p = subprocess.Popen([sys.executable, "-c", code, corpus, str(out)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(3000):  # until it is training
+            if (out / "metrics.jsonl").exists() and (out / "metrics.jsonl").stat().st_size > 0:
+                break
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert os.listdir(out / "checkpoints")

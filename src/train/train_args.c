@@ -165,6 +165,7 @@ hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_
                                 : hpt_trainer_run(tr, log, on_step, ctx);
     }
     hpt_trainer_free(tr);
+    hpt_trainer_clear_stop();    /* a request during the last step was this run's */
     hpt_set_memory_ceiling(0);  /* the process goes on (a library caller): the limit was this run's */
     return st;
 }

@@ -53,6 +53,7 @@ const char *hpt_trainer_checkpoint(const hpt_trainer *tr) { return tr->ckpt_path
 
 static volatile sig_atomic_t stop_requested;
 void hpt_request_stop(void) { stop_requested = 1; }
+void hpt_trainer_clear_stop(void) { stop_requested = 0; }
 
 int hpt_trainer_writes(const hpt_trainer *tr) { return hpt_trainer_writer(tr); }
 

@@ -124,4 +124,8 @@ void hpt_json_u64(cJSON *obj, const char *key, uint64_t v);
  * (malloc'd, *out_n bytes): equal to the payload byte for byte. */
 hpt_status hpt_hybrid_state_roundtrip(hpt_trainer *tr, unsigned char **out, size_t *out_n);
 
+/* Drops a stop request the run ended without consuming (one made during
+ * its last step): a later run in this process starts afresh. */
+void hpt_trainer_clear_stop(void);
+
 #endif /* HPT_TRAINER_H */
