@@ -232,8 +232,20 @@ class Model:
 
     # -- files
     def save(self, path):
-        """Writes the model file (model.bin's format; hpt sample reads it)."""
-        check(lib.hpt_weights_save(os.fsencode(path), self._handle(), self._arena.tok))
+        """Writes the model file (model.bin's format; hpt sample reads it). A
+        GPT-2 file needs a tokenizer: a model built here with vocab_size 256
+        is saved with the byte tokenizer; another size is refused (train it
+        with hpt.train, whose model.bin has its corpus's tokenizer)."""
+        h = self._handle()
+        if self.kind == "gpt2" and not self._arena.tok:
+            V = getattr(self, "_vocab", None)
+            if V != 256:
+                raise Error("save: a GPT-2 model file needs a tokenizer: this model (vocab_size %s) has none; only "
+                            "vocab_size 256 is saved with the byte tokenizer" % V)
+            tok = ctypes.c_void_p()
+            check(lib.hpt_text_from_vocab(ctypes.byref(tok), 0, None, 256))
+            self._arena.tok = tok.value
+        check(lib.hpt_weights_save(os.fsencode(path), h, self._arena.tok))
 
     @property
     def vocab_size(self):
@@ -302,8 +314,9 @@ def GPT2(vocab_size, block_size, n_layer, n_head, n_embd, batch, seed=1337):
     """A GPT-2 with activations for batches of up to `batch` sequences of up
     to block_size tokens, initialised as GPT-2 from seed."""
     cfg = _lib.GPT2Config(vocab_size, block_size, n_layer, n_head, n_embd)
-    return Model(_init(lib.hpt_gpt2_init, cfg, int(batch), int(block_size), int(seed)), None, batch, block_size,
-                 "gpt2")
+    m = Model(_init(lib.hpt_gpt2_init, cfg, int(batch), int(block_size), int(seed)), None, batch, block_size, "gpt2")
+    m._vocab = int(vocab_size)
+    return m
 
 
 def MLP(n_in=784, hidden=(256, 128), n_classes=10, batch=128, seed=1337):

@@ -139,3 +139,20 @@ def test_close_refuses_calls_and_keeps_views_valid():
     del m2
     gc.collect()
     assert arena2() is None
+
+
+def test_save_and_load_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    mlp = hpt.MLP(n_in=12, hidden=(8,), n_classes=4, batch=3, seed=2)
+    mlp.save(str(tmp_path / "mlp.bin"))
+    back = hpt.load(str(tmp_path / "mlp.bin"), batch=3)
+    x, y = rng.standard_normal((3, 12)), rng.integers(0, 4, 3)
+    assert np.array_equal(back.params, mlp.params) and back.forward(x, y) == mlp.forward(x, y)
+    with pytest.raises(hpt.Error, match="not a language model|needs a language model"):
+        back.sample(5)
+    g = hpt.GPT2(vocab_size=256, block_size=8, n_layer=1, n_head=2, n_embd=16, batch=1, seed=4)
+    g.save(str(tmp_path / "g.bin"))
+    gb = hpt.load(str(tmp_path / "g.bin"))
+    assert np.array_equal(gb.params, g.params) and gb.vocab_size == 256 and len(gb.sample(tokens=5)) >= 1
+    with pytest.raises(hpt.Error, match="needs a tokenizer"):
+        small_gpt2().save(str(tmp_path / "v11.bin"))
