@@ -19,6 +19,8 @@
 #       reaches (c)'s param_crc32 and metrics.jsonl (every rank's own AdamW
 #       moments came back from rank 0's file)
 #   (e) a drifting anchor on rank 1 (a test hook) stops the job
+#   (f) SIGTERM to mpirun: the ranks stop at the next sync (H 7) and save
+#       there; the resume reaches the uninterrupted run's param_crc32
 test_name=cli_mpi_local; . tests/lib.sh
 [ -n "${SANITIZED:-}" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
@@ -101,5 +103,24 @@ HPT_TEST_DRIFT_RANK=1 run timeout 60 $MPI -x HPT_TEST_DRIFT_RANK "$HPT" train $C
 if [ $rc -ne 0 ] && grep -q "parameters drifted apart at step 20" "$tmp/err" && [ ! -e "$tmp/drift/summary.json" ]; then
     pass "a drifting anchor stops the job (exit $rc) at the step-20 check"
 else fail "drift: status $rc (want non-zero and 'drifted apart')"; fi
+
+# (f) SIGTERM to mpirun mid-run: the stop request rides the next sync's
+# all-reduce; the checkpoint is at that sync, and the resume is exact
+SIG="$CFG --max-iters 3000 --eval-interval 1000 --sync-interval 7"
+$MPI "$HPT" train $SIG --out "$tmp/sig" >"$tmp/sig.log" 2>&1 &
+mpid=$!; pids="$pids $mpid"
+i=0
+while [ "$(cat "$tmp/sig/metrics.jsonl" 2>/dev/null | wc -l)" -lt 50 ] && kill -0 $mpid 2>/dev/null && [ $i -lt 3000 ]; do
+    sleep 0.01; i=$((i + 1)); done
+kill -TERM $mpid 2>/dev/null
+wait $mpid 2>/dev/null
+saved=$(ls "$tmp/sig/checkpoints" 2>/dev/null | head -n 1 | sed 's/ckpt-0*\([0-9]*\)\.bin/\1/')
+run timeout 120 $MPI "$HPT" train $SIG --out "$tmp/sigfull"
+full=$(crc_of "$tmp/sigfull")
+run timeout 120 $MPI "$HPT" train --resume "$tmp/sig"
+if [ -n "$saved" ] && [ $((saved % 7)) -eq 0 ] && [ "$saved" -lt 3000 ] && grep -q "interrupted after step $saved" "$tmp/sig.log" &&
+   [ $rc -eq 0 ] && [ -n "$full" ] && [ "$(crc_of "$tmp/sig")" = "$full" ]; then
+    pass "SIGTERM to mpirun: stopped and saved at the sync at step $saved; the resume reaches crc $full"
+else fail "SIGTERM in local-step mode: saved at '$saved', resume status $rc, crc '$(crc_of "$tmp/sig")' (want '$full')"; fi
 
 finish
