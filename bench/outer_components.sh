@@ -2,7 +2,7 @@
 # The outer predictor and the schedules, component by component (issue 12
 # items 3, 4 and 7), on three workloads: nanoGPT's CPU config (txt-*: L4 H4
 # C128, block 64, batch 12, 2000 steps, tinyshakespeare), the Fashion-MNIST
-# CNN (cnn-*: 2 epochs, 938 steps) and the 6x384 GPT reduced to 400 steps
+# CNN (cnn-*: 2 epochs, 938 steps; mlp-*: the MLP's 10 epochs, schedules only) and the 6x384 GPT reduced to 400 steps
 # (x6-*). Plain training under each schedule, and the hybrid's outer
 # predictor with one change at a time against its defaults (eta 1, mu 0.5,
 # H 50, moments kept, no per-tensor gate, no dynamics gate), at D2Z (linear
@@ -29,6 +29,7 @@ mkdir -p "$dir"
 txt="--data $data --eval-iters 20 --eval-interval 100 --threads 1"
 cnn="--task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --threads 1"
 cnnb="--task fashion-mnist --model cnn --eval-interval 94 --threads 1"   # budgets: --max-iters instead of --epochs
+mlp="--task fashion-mnist --model mlp --threads 1"
 x6="--data $data --n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --batch-size 12 --max-iters 400 --warmup-iters 40 --eval-iters 20 --eval-interval 20 --threads 1"
 d2z="--schedule linear --min-lr 0"
 outer="--mode hybrid --predictor outer"
@@ -77,6 +78,16 @@ cnn-outer-budget0.8-s1337|$cnnb --max-iters 750 --lr 4e-3 $d2z $outer --seed 133
 cnn-outer-budget0.8-s1338|$cnnb --max-iters 750 --lr 4e-3 $d2z $outer --seed 1338
 cnn-outer-budget0.65-s1337|$cnnb --max-iters 610 --lr 4e-3 $d2z $outer --seed 1337
 cnn-outer-budget0.65-s1338|$cnnb --max-iters 610 --lr 4e-3 $d2z $outer --seed 1338
+cnn-outer-budget0.8-s1339|$cnnb --max-iters 750 --lr 4e-3 $d2z $outer --seed 1339
+cnn-outer-budget0.8-s1340|$cnnb --max-iters 750 --lr 4e-3 $d2z $outer --seed 1340
+cnn-outer-budget0.9-s1337|$cnnb --max-iters 844 --lr 4e-3 $d2z $outer --seed 1337
+cnn-outer-budget0.9-s1338|$cnnb --max-iters 844 --lr 4e-3 $d2z $outer --seed 1338
+cnn-outer-budget0.9-s1339|$cnnb --max-iters 844 --lr 4e-3 $d2z $outer --seed 1339
+cnn-outer-budget0.9-s1340|$cnnb --max-iters 844 --lr 4e-3 $d2z $outer --seed 1340
+mlp-cosine-s1337|$mlp --schedule cosine --min-lr 1e-5 --seed 1337
+mlp-cosine-s1338|$mlp --schedule cosine --min-lr 1e-5 --seed 1338
+mlp-d2z-s1337|$mlp $d2z --seed 1337
+mlp-d2z-s1338|$mlp $d2z --seed 1338
 x6-d2z-s1337|$x6 --lr 1e-3 $d2z --seed 1337
 x6-d2z-s1338|$x6 --lr 1e-3 $d2z --seed 1338
 x6-d2z-2e-3-s1337|$x6 --lr 2e-3 $d2z --seed 1337
