@@ -57,6 +57,7 @@ txt-outer-mu0.3|$txt $d2z --lr 4e-3 $outer --outer-momentum 0.3
 txt-outer-H25|$txt $d2z --lr 4e-3 $outer --outer-interval 25
 txt-outer-H100|$txt $d2z --lr 4e-3 $outer --outer-interval 100
 txt-outer-gate-dynamics|$txt $d2z --lr 4e-3 $outer --outer-gate dynamics
+txt-outer-K1|$txt $d2z --lr 4e-3 $outer --outer-check 1
 cnn-cosine-s1337|$cnn --lr 4e-3 --schedule cosine --min-lr 4e-5 --seed 1337
 cnn-cosine-s1338|$cnn --lr 4e-3 --schedule cosine --min-lr 4e-5 --seed 1338
 cnn-cosine-s1339|$cnn --lr 4e-3 --schedule cosine --min-lr 4e-5 --seed 1339
@@ -70,6 +71,8 @@ cnn-outer-s1338|$cnn --lr 4e-3 $d2z $outer --seed 1338
 cnn-outer-s1339|$cnn --lr 4e-3 $d2z $outer --seed 1339
 cnn-outer-s1340|$cnn --lr 4e-3 $d2z $outer --seed 1340
 cnn-outer-agree-s1337|$cnn --lr 4e-3 $d2z $outer --outer-adapt agree --seed 1337
+cnn-outer-K1-s1337|$cnn --lr 4e-3 $d2z $outer --outer-check 1 --seed 1337
+cnn-outer-K1-s1338|$cnn --lr 4e-3 $d2z $outer --outer-check 1 --seed 1338
 cnn-outer-H100-s1337|$cnn --lr 4e-3 $d2z $outer --outer-interval 100 --seed 1337
 cnn-outer-mu0.7-s1337|$cnn --lr 4e-3 $d2z $outer --outer-momentum 0.7 --seed 1337
 cnn-outer-eta1.5-s1337|$cnn --lr 4e-3 $d2z $outer --outer-lr 1.5 --seed 1337
