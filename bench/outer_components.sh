@@ -137,6 +137,27 @@ for r in out["rows"]:
     j = f"{oj['kept']}/{oj['applied']}" if oj else ""
     own = ((r["controller_overhead_s"] or 0) + (r["predictor_overhead_s"] or 0)) / r["train_s"] * 100
     print(f"{r['row']:28s} {r['final_val_loss']:9.4f} {j:>18s} {own:10.2f}")
+# the CNN's budget sweep: per seed, the smallest budget f at which the outer
+# predictor's final val reaches D2Z's full-budget final val, linear in log f
+# between the budgets around the crossing (hpt compare's rule); its steps
+# speedup is 1/f* (the outer path's own time is ~0.03% of the clock)
+import math
+fv = {r["row"]: r["final_val_loss"] for r in out["rows"]}
+out["cnn_budget"] = []
+for seed in (1337, 1338, 1339, 1340):
+    target = fv.get(f"cnn-d2z-s{seed}")
+    pts = sorted((f, fv[n]) for f, n in ((1.0, f"cnn-outer-s{seed}"), (0.9, f"cnn-outer-budget0.9-s{seed}"),
+                 (0.8, f"cnn-outer-budget0.8-s{seed}"), (0.65, f"cnn-outer-budget0.65-s{seed}")) if n in fv)
+    if target is None or not pts: continue
+    fstar = None
+    if pts[0][1] <= target: fstar = pts[0][0]  # a lower bound on the speedup
+    for (f0, v0), (f1, v1) in zip(pts, pts[1:]):
+        if fstar is None and v1 <= target <= v0:
+            fstar = math.exp(math.log(f0) + (v0 - target) / (v0 - v1) * (math.log(f1) - math.log(f0)))
+    out["cnn_budget"].append({"seed": seed, "target": target, "budgets": pts, "f_star": fstar,
+                              "speedup_steps": 1 / fstar if fstar else None})
+    print(f"cnn seed {seed}: target {target:.4f}, f* {fstar if fstar else float('nan'):.3f}, "
+          f"speedup in steps {1 / fstar if fstar else float('nan'):.3f}")
 tmp = "bench/results/outer_components.json.tmp"
 json.dump(out, open(tmp, "w"), indent=1)
 import os; os.replace(tmp, "bench/results/outer_components.json")
