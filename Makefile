@@ -129,12 +129,12 @@ $(DEMO_DATA):
 	@mkdir -p data
 	sh scripts/fortunes-corpus.sh > $@.tmp && mv $@.tmp $@
 
-# The main job: a short `hpt compare` (17 runs of a 2-layer GPT, about two
+# The main job: a short `hpt compare` (19 runs of a 2-layer GPT, about two
 # minutes on 2 cores): the table on stdout, plots in runs/demo/.
 demo: hpt $(DEMO_DATA)
 	./hpt compare --data $(DEMO_DATA) --n-layer 2 --n-head 2 --n-embd 64 --block-size 64 \
 	    --batch-size 12 --max-iters 800 --warmup-iters 50 --eval-iters 20 \
-	    --lrs 2e-3,4e-3 --seeds 3 --out runs/demo
+	    --lrs 2e-3,4e-3,8e-3 --seeds 3 --out runs/demo
 	@echo "plots: runs/demo/val_vs_time.png, runs/demo/val_vs_step.png (and .svg); sample a model with"
 	@echo "  ./hpt sample --run runs/demo/runs/<arm-lr-seed> --tokens 300 --temperature 0.8 --top-k 20"
 
