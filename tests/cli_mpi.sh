@@ -88,15 +88,7 @@ if [ $rc -eq 0 ] && python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys
 else fail "2 ranks x accum 2: status $rc, val '$(field "$tmp/a22" final_val_loss)' vs '$(field "$tmp/a4" final_val_loss)'"; fi
 
 # (d) SIGKILL one rank after the 3rd checkpoint, resume on 2 ranks
-$MPI "$HPT" train $BASE --grad-accum 1 --save-interval 20 --keep-last 10 --out "$tmp/k" >"$tmp/k.log" 2>&1 &
-mpid=$!; pids="$pids $mpid"
-i=0
-while [ "$(nckpt "$tmp/k")" -lt 3 ] && kill -0 $mpid 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
-rank=$(ps -o pid= --ppid $mpid 2>/dev/null | tail -n 1 | tr -d ' ')
-how="finished first: replayed"
-[ -n "$rank" ] && kill -9 "$rank" 2>/dev/null && how="rank pid $rank killed at $(nckpt "$tmp/k") checkpoints"
-i=0
-while kill -0 $mpid 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+kill_rank_after "$tmp/k" 3 $MPI "$HPT" train $BASE --grad-accum 1 --save-interval 20 --keep-last 10 --out "$tmp/k"
 if kill -0 $mpid 2>/dev/null; then fail "mpirun still running 30 s after a rank was killed"; kill -9 $mpid 2>/dev/null
 else pass "one rank SIGKILLed: the job ended ($how)"; fi
 wait $mpid 2>/dev/null

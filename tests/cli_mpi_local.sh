@@ -75,15 +75,7 @@ if [ -n "$first" ] && python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < 
 else fail "local-step did not learn: final val '$(field "$tmp/two" final_val_loss)', first train loss '$first'"; fi
 
 # (d) checkpoints at syncs; SIGKILL one rank; resume bit-exact
-$MPI "$HPT" train $LOCAL --save-interval 25 --keep-last 10 --out "$tmp/k" >"$tmp/k.log" 2>&1 &
-mpid=$!; pids="$pids $mpid"
-i=0
-while [ "$(nckpt "$tmp/k")" -lt 3 ] && kill -0 $mpid 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
-rank=$(ps -o pid= --ppid $mpid 2>/dev/null | tail -n 1 | tr -d ' ')
-how="finished first: replayed"
-[ -n "$rank" ] && kill -9 "$rank" 2>/dev/null && how="rank pid $rank killed at $(nckpt "$tmp/k") checkpoints"
-i=0
-while kill -0 $mpid 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+kill_rank_after "$tmp/k" 3 $MPI "$HPT" train $LOCAL --save-interval 25 --keep-last 10 --out "$tmp/k"
 wait $mpid 2>/dev/null
 names=$(ls "$tmp/k/checkpoints" | head -n 3 | tr '\n' ' ')
 if [ "$names" = "ckpt-00000030.bin ckpt-00000050.bin ckpt-00000080.bin " ]; then

@@ -70,6 +70,23 @@ kill_after() {
     [ "$how" = "finished first: replayed" ] && cut_after "$_d" "$_s"
 }
 
+# kill_rank_after DIR K CMD...: run CMD (an mpirun job writing to DIR, its
+# output in DIR.log) in the background, SIGKILL one of its ranks once DIR
+# holds K checkpoints, and wait up to 30 s for the job to end. Sets mpid
+# (still running if the job hung) and how (what happened, for messages).
+kill_rank_after() {
+    _d=$1; _k=$2; shift 2
+    "$@" >"$_d.log" 2>&1 &
+    mpid=$!; pids="$pids $mpid"
+    _i=0
+    while [ "$(nckpt "$_d")" -lt "$_k" ] && kill -0 $mpid 2>/dev/null && [ $_i -lt 3000 ]; do sleep 0.01; _i=$((_i + 1)); done
+    _rank=$(ps -o pid= --ppid $mpid 2>/dev/null | tail -n 1 | tr -d ' ')
+    how="finished first: replayed"
+    [ -n "$_rank" ] && kill -9 "$_rank" 2>/dev/null && how="rank pid $_rank killed at $(nckpt "$_d") checkpoints"
+    _i=0
+    while kill -0 $mpid 2>/dev/null && [ $_i -lt 3000 ]; do sleep 0.01; _i=$((_i + 1)); done
+}
+
 # finish: the closing line; the test's exit status
 finish() {
     echo "$test_name: $failures failed"
