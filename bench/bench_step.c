@@ -10,6 +10,7 @@
  *   build/bench_step [--n-layer N] [--n-head N] [--n-embd N] [--vocab V]
  *                    [--block-size N] [--batch B] [--seq T] [--steps N]
  *                    [--warmup N] [--threads N] [--seed N] [--json OUT]
+ *                    [--profile] [--sgemm-probe]
  *
  * Reports the median ms/step, the step's FLOPs (hpt_model_train_flops), the
  * achieved GFLOP/s, the median of each phase (zero_grad, forward, backward,
@@ -17,11 +18,22 @@
  * timed steps. A benchmark, not a test: it never fails on slowness. Like the
  * CLI, it re-executes itself with a better OPENBLAS_CORETYPE where OpenBLAS
  * falls back to Prescott (see choose_blas_kernels).
+ *
+ * --profile adds the per-kernel table (src/base/prof.h): the median over the
+ * timed steps of each kernel's ms/step, its share of the median step, its
+ * FLOPs (GEMMs and attention) and GFLOP/s; what no slot covers is the
+ * "unattributed" row. --sgemm-probe trains nothing: it times every GEMM shape
+ * of the step alone, through hpt's own matmul kernels and as one plain
+ * cblas_sgemm call with OpenBLAS' threading, on separate buffers (run it as
+ * its own process so the training run's peak RSS stays the model's), and
+ * reports the best of each: the machine's sgemm rate at the step's shapes.
  */
 #include "hpt.h"
 #include "../src/base/base.h"
 #include "../src/model/model.h"
 #include "../src/train/optim.h"
+#include "../src/kernels/kernels.h"
+#include "../src/base/prof.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -37,6 +49,7 @@
 
 typedef struct opts {
     int n_layer, n_head, n_embd, vocab, block_size, batch, seq, steps, warmup, threads;
+    int profile, probe;
     long seed;
     const char *json;
 } opts;
@@ -50,7 +63,9 @@ static void usage(FILE *f) {
 "  --batch B        [4]      --seq T      [64]     (T <= block-size)\n"
 "  --steps N        [5]      timed steps  --warmup N [1]  untimed steps first\n"
 "  --threads N      [0]      OpenMP + OpenBLAS threads, 0 = all cores\n"
-"  --seed N         [1337]   --json OUT   write the results as JSON\n");
+"  --seed N         [1337]   --json OUT   write the results as JSON\n"
+"  --profile        per-kernel table (ms/step, %% of step, GFLOP/s)\n"
+"  --sgemm-probe    no training: time the step's GEMM shapes alone (sgemm rate)\n");
 }
 
 static long parse_int(const char *flag, const char *v, long lo, long hi) {
@@ -83,6 +98,8 @@ static void parse(opts *o, int argc, char **argv) {
         INTFLAG("--warmup", warmup, 0, 1000000)
         INTFLAG("--threads", threads, 0, 1024)
 #undef INTFLAG
+        else if (!strcmp(a, "--profile")) o->profile = 1;
+        else if (!strcmp(a, "--sgemm-probe")) o->probe = 1;
         else if (!strcmp(a, "--seed")) { o->seed = parse_int(a, v, 0, LONG_MAX); i++; }
         else if (!strcmp(a, "--json")) {
             if (!v) { fprintf(stderr, "bench_step: --json needs a path\n"); exit(2); }
@@ -165,11 +182,156 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* ---------------------------------------------------------------- sgemm probe */
+
+/* The step's GEMMs: one row per family and direction (fwd, dx, dw), with
+ * the family's linear layer shape (N rows, C in, OC out) and calls per step. */
+typedef struct gemm_kind { int slot, dir, C, OC, bias, per_step; } gemm_kind;
+enum { FWD, DX, DW };
+
+static int gemm_kinds(const opts *o, gemm_kind *k) {
+    const int C = o->n_embd, L = o->n_layer, Vp = hpt_gpt2_padded_vocab(o->vocab);
+    const struct { int fwd, dx, dw, C, OC, bias, per_step; } fam[] = {
+        {HPT_PROF_QKV_FWD, HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, C, 3 * C, 1, L},
+        {HPT_PROF_ATTPROJ_FWD, HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, C, C, 1, L},
+        {HPT_PROF_FC_FWD, HPT_PROF_FC_DX, HPT_PROF_FC_DW, C, 4 * C, 1, L},
+        {HPT_PROF_FCPROJ_FWD, HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, 4 * C, C, 1, L},
+        {HPT_PROF_LMHEAD_FWD, HPT_PROF_LMHEAD_DX, HPT_PROF_LMHEAD_DW, C, Vp, 0, 1},
+    };
+    int n = 0;
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        const int slots[3] = {fam[f].fwd, fam[f].dx, fam[f].dw};
+        for (int d = 0; d < 3; d++)
+            k[n++] = (gemm_kind){slots[d], d, fam[f].C, fam[f].OC, fam[f].bias, fam[f].per_step};
+    }
+    return n;
+}
+
+typedef struct probe_bufs { float *inp, *w, *out, *bias, *dinp; } probe_bufs;
+
+/* One GEMM of kind k on N rows: impl 0 through hpt's kernels (the step's
+ * own code path), impl 1 as one cblas_sgemm call threaded by OpenBLAS. */
+static void probe_call(int impl, const gemm_kind *k, const probe_bufs *b, int N) {
+    const int C = k->C, OC = k->OC;
+    if (impl == 0) {
+        if (k->dir == FWD) matmul_forward(b->out, b->inp, b->w, k->bias ? b->bias : NULL, N, C, OC);
+        else if (k->dir == DX) matmul_backward_dinp(b->dinp, b->out, b->w, N, C, OC);
+        else matmul_backward_dweight(b->w, k->bias ? b->bias : NULL, b->out, b->inp, N, C, OC);
+        return;
+    }
+#ifndef HPT_NO_BLAS
+    if (k->dir == FWD)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, b->inp, C, b->w, C, 1.0f, b->out, OC);
+    else if (k->dir == DX)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, b->out, OC, b->w, C, 1.0f, b->dinp, C);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, b->out, OC, b->inp, C, 1.0f, b->w, C);
+#endif
+}
+
+/* Best seconds per call: one warm call, then at least 3 and until 0.3 s. */
+static double probe_time(int impl, const gemm_kind *k, const probe_bufs *b, int N) {
+    probe_call(impl, k, b, N);
+    double best = INFINITY, t_all = hpt_now();
+    for (int r = 0; r < 3 || (hpt_now() - t_all < 0.3 && r < 50); r++) {
+        double t0 = hpt_now();
+        probe_call(impl, k, b, N);
+        double dt = hpt_now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+static int run_probe(const opts *o) {
+    const int N = o->batch * o->seq;
+    gemm_kind k[15];
+    const int nk = gemm_kinds(o, k);
+    size_t max_in = 0, max_w = 0, max_out = 0;
+    for (int i = 0; i < nk; i++) {
+        size_t in = (size_t)N * k[i].C, w = (size_t)k[i].OC * k[i].C, out = (size_t)N * k[i].OC;
+        if (in > max_in) max_in = in;
+        if (w > max_w) max_w = w;
+        if (out > max_out) max_out = out;
+    }
+    probe_bufs b = {hpt_arena_alloc(max_in), hpt_arena_alloc(max_w), hpt_arena_alloc(max_out),
+                    hpt_arena_alloc(max_out / N), hpt_arena_alloc(max_in)};
+    if (!b.inp || !b.w || !b.out || !b.bias || !b.dinp) { fprintf(stderr, "bench_step: out of memory\n"); return 1; }
+    hpt_rng rng;
+    hpt_rng_seed(&rng, (uint64_t)o->seed);
+    float *all[] = {b.inp, b.w, b.out, b.dinp};
+    size_t len[] = {max_in, max_w, max_out, max_in};
+    for (int j = 0; j < 4; j++)
+        for (size_t i = 0; i < len[j]; i++) all[j][i] = 0.02f * ((float)hpt_rng_below(&rng, 2001) - 1000.0f) / 1000.0f;
+#ifndef HPT_NO_BLAS
+    const char *blas_core = openblas_get_corename();
+#else
+    const char *blas_core = "none";
+#endif
+    static const char *op[3] = {"NT", "NN", "TN"};
+    double hs[15], bs[15];
+    double mix_flops = 0.0, mix_s = 0.0;
+    fprintf(stderr, "sgemm probe: B%d T%d (N = %d rows), %d threads, OpenBLAS core %s\n",
+            o->batch, o->seq, N, hpt_get_threads(), blas_core);
+    printf("%-24s %-24s %3s %10s %12s %12s\n", "kernel", "M x N x K", "op", "GFLOP", "hpt GFLOP/s", "sgemm GFLOP/s");
+    for (int i = 0; i < nk; i++) {
+        const int M = k[i].dir == DW ? k[i].OC : N, Nn = k[i].dir == FWD ? k[i].OC : k[i].C;
+        const int K = k[i].dir == FWD ? k[i].C : k[i].dir == DX ? k[i].OC : N;
+        const double f = 2.0 * N * k[i].C * k[i].OC;
+        hs[i] = f / probe_time(0, &k[i], &b, N) * 1e-9;
+#ifndef HPT_NO_BLAS
+        bs[i] = f / probe_time(1, &k[i], &b, N) * 1e-9;
+#else
+        bs[i] = 0.0;
+#endif
+        const double best = fmax(hs[i], bs[i]);
+        mix_flops += f * k[i].per_step;
+        mix_s += f * k[i].per_step / (best * 1e9);
+        char shape[64];
+        snprintf(shape, sizeof shape, "%d x %d x %d", M, Nn, K);
+        printf("%-24s %-24s %3s %10.3f %12.1f %12.1f\n", hpt_prof_name(k[i].slot), shape, op[k[i].dir], f * 1e-9,
+               hs[i], bs[i]);
+    }
+    const double mix_rate = mix_flops / mix_s * 1e-9;
+    printf("%-24s %.1f GFLOP/s (the step's GEMM mix at each shape's best rate; %.2f GFLOP/step)\n",
+           "sgemm rate at the step", mix_rate, mix_flops * 1e-9);
+    if (o->json) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", o->json);
+        FILE *f = fopen(tmp, "w");
+        if (!f) { fprintf(stderr, "bench_step: cannot write '%s': %s\n", tmp, strerror(errno)); return 1; }
+        fprintf(f, "{\n  \"benchmark\": \"bench_step --sgemm-probe\",\n  \"openblas_core\": ");
+        json_str(f, blas_core);
+        fprintf(f, ",\n  \"threads\": %d,\n  \"rows\": %d,\n  \"shapes\": [\n", hpt_get_threads(), N);
+        for (int i = 0; i < nk; i++) {
+            const int M = k[i].dir == DW ? k[i].OC : N, Nn = k[i].dir == FWD ? k[i].OC : k[i].C;
+            const int K = k[i].dir == FWD ? k[i].C : k[i].dir == DX ? k[i].OC : N;
+            fprintf(f, "    {\"kernel\": ");
+            json_str(f, hpt_prof_name(k[i].slot));
+            fprintf(f, ", \"m\": %d, \"n\": %d, \"k\": %d, \"op\": \"%s\", \"calls_per_step\": %d, "
+                    "\"gflop\": %.6g, \"hpt_gflops_per_s\": %.4f, \"sgemm_gflops_per_s\": %.4f, "
+                    "\"best_gflops_per_s\": %.4f}%s\n", M, Nn, K, op[k[i].dir], k[i].per_step,
+                    2.0 * N * k[i].C * k[i].OC * 1e-9, hs[i], bs[i], fmax(hs[i], bs[i]), i + 1 < nk ? "," : "");
+        }
+        fprintf(f, "  ],\n  \"step_gemm_gflop\": %.6g,\n  \"rate_at_step_mix_gflops_per_s\": %.4f\n}\n",
+                mix_flops * 1e-9, mix_rate);
+        int werr = ferror(f);
+        if (fclose(f) != 0 || werr || rename(tmp, o->json) != 0) {
+            fprintf(stderr, "bench_step: cannot write '%s'\n", o->json);
+            return 1;
+        }
+        fprintf(stderr, "wrote %s\n", o->json);
+    }
+    for (int j = 0; j < 4; j++) hpt_arena_free(all[j]);
+    hpt_arena_free(b.bias);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     hpt_blas_reexec(argv);
     opts o;
     parse(&o, argc, argv);
     hpt_set_threads(o.threads);
+    if (o.probe) return run_probe(&o);
     const int B = o.batch, T = o.seq;
     hpt_gpt2_config cfg = {.vocab_size = o.vocab, .block_size = o.block_size, .n_layer = o.n_layer,
                            .n_head = o.n_head, .n_embd = o.n_embd};
@@ -188,6 +350,12 @@ int main(int argc, char **argv) {
     double *ph = malloc((size_t)5 * o.steps * sizeof(double));  /* zero, fwd, bwd, opt, step */
     float *losses = malloc((size_t)total * sizeof(float));
     if (!mom || !x || !y || !ph || !losses) { fprintf(stderr, "bench_step: out of memory\n"); return 1; }
+    /* --profile: each timed step's ms per kernel slot, and one step's FLOPs and calls */
+    double *kt = o.profile ? malloc((size_t)o.steps * HPT_PROF_NSLOTS * sizeof(double)) : NULL;
+    double kf[HPT_PROF_NSLOTS] = {0};
+    long kc[HPT_PROF_NSLOTS] = {0};
+    if (o.profile && !kt) { fprintf(stderr, "bench_step: out of memory\n"); return 1; }
+    hpt_prof_enable(o.profile);
     double *zg = ph, *fw = ph + o.steps, *bw = ph + 2 * o.steps, *op = ph + 3 * o.steps, *sp = ph + 4 * o.steps;
 
     size_t pb, gb, ab;
@@ -219,6 +387,7 @@ int main(int argc, char **argv) {
         if (s == o.warmup) proc_stat(&tot0, &stl0);
         hpt_batch b = {.B = B, .T = T, .tokens = x, .targets = y};
         float loss, norm;
+        hpt_prof_reset();
         double t0 = hpt_now();
         hpt_model_zero_grad(m);
         double t1 = hpt_now();
@@ -240,6 +409,11 @@ int main(int argc, char **argv) {
         if (k >= 0) {
             zg[k] = (t1 - t0) * 1e3; fw[k] = (t2 - t1) * 1e3; bw[k] = (t3 - t2) * 1e3;
             op[k] = (t4 - t3) * 1e3; sp[k] = (t4 - t0) * 1e3;
+            for (int i = 0; kt && i < HPT_PROF_NSLOTS; i++) {
+                kt[(size_t)i * o.steps + k] = hpt_prof_acc[i].seconds * 1e3;
+                kf[i] = hpt_prof_acc[i].flops;
+                kc[i] = hpt_prof_acc[i].calls;
+            }
         }
     }
     proc_stat(&tot1, &stl1);
@@ -260,10 +434,27 @@ int main(int argc, char **argv) {
            "zero_grad / fwd / bwd / opt", mzg, mfw, mbw, mop,
            100 * mzg / med, 100 * mfw / med, 100 * mbw / med, 100 * mop / med);
     printf("%-28s %.2f GFLOP/step, %.1f GFLOP/s, %.0f tokens/s\n", "throughput", flops * 1e-9, gflops, B * T / (med * 1e-3));
-    printf("%-28s %.1f MiB (arenas %.1f MiB)\n", "peak RSS (getrusage)", peak / 1048576.0,
-           (pb + gb + ab + 2.0 * n * sizeof(float)) / 1048576.0);
+    const double ledger = pb + gb + ab + 2.0 * n * sizeof(float);
+    printf("%-28s params %.1f + grads %.1f + adamw moments %.1f + activations %.1f = %.1f MiB\n", "memory ledger",
+           pb / 1048576.0, gb / 1048576.0, 2.0 * n * sizeof(float) / 1048576.0, ab / 1048576.0, ledger / 1048576.0);
+    printf("%-28s %.1f MiB (ledger + %.1f MiB: binary, libraries, thread stacks, heap)\n", "peak RSS (getrusage)",
+           peak / 1048576.0, (peak - ledger) / 1048576.0);
     printf("%-28s %llu of %llu jiffies (%.2f %%)\n", "steal during timed steps", dstl, dtot, steal_pct);
     printf("%-28s %.2f before, %.2f after\n", "load average (1 min)", load0, load1);
+    double km[HPT_PROF_NSLOTS] = {0}, ksum = 0.0;
+    if (kt) {
+        printf("\n%-24s %6s %10s %7s %10s %10s\n", "kernel (median of steps)", "calls", "ms/step", "% step",
+               "GFLOP", "GFLOP/s");
+        for (int i = 0; i < HPT_PROF_NSLOTS; i++) {
+            km[i] = median(kt + (size_t)i * N, N);
+            ksum += km[i];
+            if (!kc[i]) continue;
+            printf("%-24s %6ld %10.2f %7.1f", hpt_prof_name(i), kc[i], km[i], 100.0 * km[i] / med);
+            if (kf[i] > 0 && km[i] > 0) printf(" %10.3f %10.1f\n", kf[i] * 1e-9, kf[i] / (km[i] * 1e-3) * 1e-9);
+            else printf("\n");
+        }
+        printf("%-24s %6s %10.2f %7.1f\n", "unattributed", "", med - ksum, 100.0 * (med - ksum) / med);
+    }
 
     if (o.json) {
         char tmp[4200];
@@ -304,7 +495,21 @@ int main(int argc, char **argv) {
         }
         fprintf(f, "],\n  \"memory_bytes\": {\"params\": %zu, \"grads\": %zu, \"adamw\": %zu, \"activations\": %zu},\n",
                 pb, gb, 2 * n * sizeof(float), ab);
+        fprintf(f, "  \"memory_ledger_bytes\": %.0f,\n", ledger);
         fprintf(f, "  \"peak_rss_bytes_getrusage\": %zu,\n  \"init_s\": %.4f,\n", peak, init_s);
+        if (kt) {
+            fprintf(f, "  \"profile\": [\n");
+            for (int i = 0, first = 1; i < HPT_PROF_NSLOTS; i++) {
+                if (!kc[i]) continue;
+                fprintf(f, "%s    {\"kernel\": ", first ? "" : ",\n");
+                json_str(f, hpt_prof_name(i));
+                fprintf(f, ", \"gemm\": %s, \"calls\": %ld, \"ms\": %.4f, \"pct_of_step\": %.3f, \"gflop\": %.6g, "
+                        "\"gflops_per_s\": %.4f}", hpt_prof_is_gemm(i) ? "true" : "false", kc[i], km[i],
+                        100.0 * km[i] / med, kf[i] * 1e-9, km[i] > 0 ? kf[i] / (km[i] * 1e-3) * 1e-9 : 0.0);
+                first = 0;
+            }
+            fprintf(f, "\n  ],\n  \"profile_unattributed_ms\": %.4f,\n", med - ksum);
+        }
         fprintf(f, "  \"loadavg1_before_after\": [%.2f, %.2f],\n", load0, load1);
         fprintf(f, "  \"steal\": {\"steal_jiffies\": %llu, \"total_jiffies\": %llu, \"steal_pct\": %.3f}\n}\n",
                 dstl, dtot, steal_pct);
@@ -315,7 +520,7 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr, "wrote %s\n", o.json);
     }
-    free(ph); free(losses); free(x); free(y);
+    free(ph); free(losses); free(x); free(y); free(kt);
     hpt_arena_free(mom);
     hpt_model_free(m);
     return 0;

@@ -27,6 +27,12 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
  * dinp or dbias may be NULL (not needed). */
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int C, int OC);
+/* matmul_backward's two halves, for callers that time them apart:
+ * dinp += dout . weight; dweight += dout^T . inp and dbias += sum_n dout
+ * (dbias may be NULL). matmul_backward = dinp half, then dweight half. */
+void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
+void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
+                             int N, int C, int OC);
 void matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
                         int N, int C, int OC);
 void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,

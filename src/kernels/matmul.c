@@ -25,20 +25,21 @@ void matmul_forward_ref(float *out, const float *inp, const float *weight, const
     }
 }
 
-void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC) {
-    /* Two loops so each thread owns its outputs: rows of dinp, then rows of dweight. */
-    if (dinp) {
-        #pragma omp parallel for
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * OC;
-            float *dx = dinp + (size_t)n * C;
-            for (int o = 0; o < OC; o++) {
-                const float *w = weight + (size_t)o * C;
-                for (int c = 0; c < C; c++) dx[c] += d[o] * w[c];
-            }
+/* Two loops so each thread owns its outputs: rows of dinp, then rows of dweight. */
+static void matmul_backward_dinp_ref(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * OC;
+        float *dx = dinp + (size_t)n * C;
+        for (int o = 0; o < OC; o++) {
+            const float *w = weight + (size_t)o * C;
+            for (int c = 0; c < C; c++) dx[c] += d[o] * w[c];
         }
     }
+}
+
+static void matmul_backward_dweight_ref(float *dweight, float *dbias, const float *dout, const float *inp,
+                                        int N, int C, int OC) {
     #pragma omp parallel for
     for (int o = 0; o < OC; o++) {
         float *dw = dweight + (size_t)o * C;
@@ -51,6 +52,12 @@ void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float 
         }
         if (dbias) dbias[o] += db;
     }
+}
+
+void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
+                         const float *inp, const float *weight, int N, int C, int OC) {
+    if (dinp) matmul_backward_dinp_ref(dinp, dout, weight, N, C, OC);
+    matmul_backward_dweight_ref(dweight, dbias, dout, inp, N, C, OC);
 }
 
 /* dbias (OC) += column sums of dout (N,OC). Threads own column blocks and
@@ -79,9 +86,13 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     matmul_forward_ref(out, inp, weight, bias, N, C, OC);
 }
 
-void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int C, int OC) {
-    matmul_backward_ref(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
+    matmul_backward_dinp_ref(dinp, dout, weight, N, C, OC);
+}
+
+void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
+                             int N, int C, int OC) {
+    matmul_backward_dweight_ref(dweight, dbias, dout, inp, N, C, OC);
 }
 
 #else
@@ -124,11 +135,22 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     sgemm_rows(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC, bias);
 }
 
-void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                     const float *inp, const float *weight, int N, int C, int OC) {
-    if (dinp) sgemm_rows(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C, NULL);
+void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
+    sgemm_rows(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C, NULL);
+}
+
+void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
+                             int N, int C, int OC) {
     sgemm_rows(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C, NULL);
     if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
 #endif
+
+/* Both builds: the dinp half, then the dweight half (the order the BLAS
+ * build always had). */
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int C, int OC) {
+    if (dinp) matmul_backward_dinp(dinp, dout, weight, N, C, OC);
+    matmul_backward_dweight(dweight, dbias, dout, inp, N, C, OC);
+}

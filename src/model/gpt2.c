@@ -11,6 +11,7 @@
  * and then into dlogits in place.
  */
 #include "family.h"
+#include "../base/prof.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +91,32 @@ static double gpt2_train_flops(const hpt_model *m, int B, int T) {
     return (double)B * T * (6.0 * N + 12.0 * c->n_layer * c->n_embd * (double)T);
 }
 
+/* ---------------------------------------------------------------- profiled kernel calls
+ * Every kernel call of the step goes through HPT_PROF (src/base/prof.h):
+ * free when profiling is off, per-kernel seconds and FLOPs when on. */
+
+static double gemm_flops(int N, int C, int OC) { return 2.0 * N * C * OC; }
+
+/* causal attention's q.k and att.v products: T(T+1)/2 pairs per (b, head),
+ * 2 hs FLOPs each for both; the backward does twice that */
+static double attn_fwd_flops(int B, int T, int C) { return 2.0 * B * C * (double)T * (T + 1); }
+
+static void linear_forward(int slot, float *out, const float *inp, const float *w, const float *b,
+                           int N, int C, int OC) {
+    HPT_PROF(slot, gemm_flops(N, C, OC), matmul_forward(out, inp, w, b, N, C, OC));
+}
+
+/* = matmul_backward (dinp half, then dweight half), each half in its own slot */
+static void linear_backward(int slot_dx, int slot_dw, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC) {
+    HPT_PROF(slot_dx, gemm_flops(N, C, OC), matmul_backward_dinp(dinp, dout, w, N, C, OC));
+    HPT_PROF(slot_dw, gemm_flops(N, C, OC), matmul_backward_dweight(dw, db, dout, inp, N, C, OC));
+}
+
+static void zero_scratch(float *p, size_t n) {
+    HPT_PROF(HPT_PROF_BWD_MEMSET, 0, memset(p, 0, n * sizeof(float)));
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss) {
@@ -110,7 +137,7 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
     float *P[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) P[i] = hpt_tensor_ptr(m->params, m, i);
 
-    encoder_forward(a->encoded, batch->tokens, P[WTE], P[WPE], B, T, C);
+    HPT_PROF(HPT_PROF_EMBED_FWD, 0, encoder_forward(a->encoded, batch->tokens, P[WTE], P[WPE], B, T, C));
     for (int l = 0; l < L; l++) {
         const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         /* this layer's slices: per-layer activations are (L, B, T, ...) with the
@@ -123,24 +150,30 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
         float *res3 = a->residual3 + l * BTC;
 
-        layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C);
-        matmul_forward(qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C, B * T, C, 3 * C);
-        attention_forward(atty, att, qkv, B, T, C, NH);
-        matmul_forward(a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C, B * T, C, C);
-        residual_forward(res2, resid, a->proj, BTC);
-        layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C);
-        matmul_forward(fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C, B * T, C, 4 * C);
-        gelu_forward(fch_gelu, fch, BTC * 4);
-        matmul_forward(a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, P[FCPROJB] + l * C, B * T, 4 * C, C);
-        residual_forward(res3, res2, a->proj, BTC);
+        HPT_PROF(HPT_PROF_LN_FWD, 0,
+                 layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C));
+        linear_forward(HPT_PROF_QKV_FWD, qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C,
+                       B * T, C, 3 * C);
+        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), attention_forward(atty, att, qkv, B, T, C, NH));
+        linear_forward(HPT_PROF_ATTPROJ_FWD, a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C,
+                       B * T, C, C);
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, residual_forward(res2, resid, a->proj, BTC));
+        HPT_PROF(HPT_PROF_LN_FWD, 0,
+                 layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C));
+        linear_forward(HPT_PROF_FC_FWD, fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C,
+                       B * T, C, 4 * C);
+        HPT_PROF(HPT_PROF_GELU_FWD, 0, gelu_forward(fch_gelu, fch, BTC * 4));
+        linear_forward(HPT_PROF_FCPROJ_FWD, a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C,
+                       P[FCPROJB] + l * C, B * T, 4 * C, C);
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, residual_forward(res3, res2, a->proj, BTC));
     }
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC,
-                      P[LNFW], P[LNFB], B * T, C);
-    matmul_forward(a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
+    HPT_PROF(HPT_PROF_LN_FWD, 0, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC,
+                                                   P[LNFW], P[LNFB], B * T, C));
+    linear_forward(HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
 
     m->logits = a->logits; m->n_out = V; m->out_row = Vp;
     if (batch->targets) {
-        softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp);
+        HPT_PROF(HPT_PROF_XENT_FWD, 0, softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp));
         float mean = hpt_mean_loss(a->losses, (size_t)B * T);
         if (loss) *loss = mean;
     }
@@ -161,12 +194,14 @@ static hpt_status gpt2_backward(hpt_model *m, float loss_scale) {
         G[i] = hpt_tensor_ptr(m->grads, m, i);
     }
     /* The loss is the mean over B*T positions, scaled for accumulation. */
-    softmax_xent_backward(a->logits, g->targets, loss_scale / ((float)B * T), B * T, V, Vp);
-    memset(a->dln, 0, BTC * sizeof(float));
-    matmul_backward(a->dln, G[WTE], NULL, a->logits, a->lnf, P[WTE], B * T, C, Vp);
-    memset(a->dresid, 0, BTC * sizeof(float));
-    layernorm_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC,
-                       P[LNFW], a->lnf_mean, a->lnf_rstd, B * T, C);
+    HPT_PROF(HPT_PROF_XENT_BWD, 0,
+             softmax_xent_backward(a->logits, g->targets, loss_scale / ((float)B * T), B * T, V, Vp));
+    zero_scratch(a->dln, BTC);
+    linear_backward(HPT_PROF_LMHEAD_DX, HPT_PROF_LMHEAD_DW, a->dln, G[WTE], NULL, a->logits, a->lnf, P[WTE],
+                    B * T, C, Vp);
+    zero_scratch(a->dresid, BTC);
+    HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC,
+                                                    P[LNFW], a->lnf_mean, a->lnf_rstd, B * T, C));
 
     /* dresid holds d(residual stream) between blocks; each block adds its
      * branch's contribution to it, walking the layers backwards. */
@@ -180,30 +215,31 @@ static hpt_status gpt2_backward(hpt_model *m, float loss_scale) {
         const float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
 
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        memset(a->dfch_gelu, 0, BTC * 4 * sizeof(float));
-        matmul_backward(a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C, G[FCPROJB] + l * C,
-                        a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C);
-        memset(a->dfch, 0, BTC * 4 * sizeof(float));
-        gelu_backward(a->dfch, fch, a->dfch_gelu, BTC * 4);
-        memset(a->dln, 0, BTC * sizeof(float));
-        matmul_backward(a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
+        zero_scratch(a->dfch_gelu, BTC * 4);
+        linear_backward(HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C,
+                        G[FCPROJB] + l * C, a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C);
+        zero_scratch(a->dfch, BTC * 4);
+        HPT_PROF(HPT_PROF_GELU_BWD, 0, gelu_backward(a->dfch, fch, a->dfch_gelu, BTC * 4));
+        zero_scratch(a->dln, BTC);
+        linear_backward(HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
                         a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C);
-        layernorm_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2,
-                           P[LN2W] + l * C, ln2_mean, ln2_rstd, B * T, C);
+        HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2,
+                                                        P[LN2W] + l * C, ln2_mean, ln2_rstd, B * T, C));
 
         /* attention branch: res2 = resid + attproj(attn(qkv(ln1(resid)))) */
-        memset(a->datty, 0, BTC * sizeof(float));
-        matmul_backward(a->datty, G[ATTPROJW] + (size_t)l * C * C, G[ATTPROJB] + l * C,
-                        a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C);
-        memset(a->dqkv, 0, BTC * 3 * sizeof(float));
-        attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH);
-        memset(a->dln, 0, BTC * sizeof(float));
-        matmul_backward(a->dln, G[QKVW] + (size_t)l * 3 * C * C, G[QKVB] + l * 3 * C,
-                        a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C);
-        layernorm_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid,
-                           P[LN1W] + l * C, ln1_mean, ln1_rstd, B * T, C);
+        zero_scratch(a->datty, BTC);
+        linear_backward(HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
+                        G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C);
+        zero_scratch(a->dqkv, BTC * 3);
+        HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
+                 attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH));
+        zero_scratch(a->dln, BTC);
+        linear_backward(HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
+                        G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C);
+        HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid,
+                                                        P[LN1W] + l * C, ln1_mean, ln1_rstd, B * T, C));
     }
-    encoder_backward(G[WTE], G[WPE], a->dresid, g->tokens, B, T, C);
+    HPT_PROF(HPT_PROF_EMBED_BWD, 0, encoder_backward(G[WTE], G[WPE], a->dresid, g->tokens, B, T, C));
     return HPT_OK;
 }
 

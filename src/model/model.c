@@ -3,6 +3,7 @@
  * two parameter-shaped arenas, and the public accessors.
  */
 #include "model.h"
+#include "../base/prof.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,9 @@ hpt_status hpt_model_backward(hpt_model *m, float loss_scale) {
     return m->ops->backward(m, loss_scale);
 }
 
-void hpt_model_zero_grad(hpt_model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+void hpt_model_zero_grad(hpt_model *m) {
+    HPT_PROF(HPT_PROF_ZERO_GRAD, 0, memset(m->grads, 0, m->nparams * sizeof(float)));
+}
 
 float *hpt_model_params(hpt_model *m, size_t *n) { if (n) *n = m->nparams; return m->params; }
 float *hpt_model_grads(hpt_model *m, size_t *n) { if (n) *n = m->nparams; return m->grads; }

@@ -3,19 +3,22 @@
  */
 #include "optim.h"
 #include "../kernels/kernels.h"
+#include "../base/prof.h"
 
 #include <math.h>
 
 /* Global-norm clipping of m->grads (torch.nn.utils.clip_grad_norm_). */
 static hpt_status clip(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm) {
-    float norm = (float)sqrt(sumsq(m->grads, m->nparams));
+    double ss;
+    HPT_PROF(HPT_PROF_GRAD_NORM, 2.0 * m->nparams, ss = sumsq(m->grads, m->nparams));
+    float norm = (float)sqrt(ss);
     if (grad_norm) *grad_norm = norm;
     if (!isfinite(norm))
         return hpt_fail(HPT_ERR_NUMERIC, "gradient norm is %f at step %d; try a lower --lr", norm, t);
     if (o->grad_clip > 0.0f) {
         /* coefficient clamped to 1 */
         float coef = o->grad_clip / (norm + 1e-6f);
-        if (coef < 1.0f) scale_inplace(m->grads, coef, m->nparams);
+        if (coef < 1.0f) HPT_PROF(HPT_PROF_GRAD_CLIP, (double)m->nparams, scale_inplace(m->grads, coef, m->nparams));
     }
     return HPT_OK;
 }
@@ -24,8 +27,9 @@ hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adam
     HPT_TRY(clip(m, o, t, grad_norm));
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor_info *ti = &m->tensors[i];
-        adamw_update(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset, mom2 + ti->offset,
-                     ti->numel, o->lr, o->beta1, o->beta2, o->eps, ti->decay ? o->weight_decay : 0.0f, t);
+        HPT_PROF(HPT_PROF_ADAMW, 0,
+                 adamw_update(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset, mom2 + ti->offset,
+                              ti->numel, o->lr, o->beta1, o->beta2, o->eps, ti->decay ? o->weight_decay : 0.0f, t));
     }
     return HPT_OK;
 }
