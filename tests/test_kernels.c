@@ -669,6 +669,29 @@ static void test_adamw(void) {
     CHECK(z == 0.0f, "adamw: a zero parameter with zero gradient moved to %g", z);
 }
 
+/* The clip scale folded into the update gives scale_inplace + adamw_update's
+ * bits: parameters, moments and the clipped gradients left behind; scale 1
+ * leaves the gradients untouched. */
+static void test_adamw_scaled(void) {
+    enum { N = 1000, STEPS = 3 };
+    float *p = frand(N, 0.0f, 1.0f), *g = frand(N, 0.0f, 2.0f);
+    float p2[N], g2[N], m[N] = {0}, v[N] = {0}, m2[N] = {0}, v2[N] = {0};
+    memcpy(p2, p, sizeof p2);
+    int same = 1;
+    for (int t = 1; t <= STEPS; t++) {
+        const float s = t == 2 ? 1.0f : 0.37f;
+        for (int i = 0; i < N; i++) g[i] = (float)hpt_rng_normal(&g_rng);
+        memcpy(g2, g, sizeof g2);
+        if (s != 1.0f) scale_inplace(g2, s, N);
+        adamw_update(p2, g2, m2, v2, N, 1e-3f, 0.9f, 0.99f, 1e-8f, 0.1f, t);
+        adamw_update_scaled(p, g, m, v, N, s, 1e-3f, 0.9f, 0.99f, 1e-8f, 0.1f, t);
+        same &= !memcmp(p, p2, sizeof p2) && !memcmp(m, m2, sizeof m2) && !memcmp(v, v2, sizeof v2) &&
+                !memcmp(g, g2, sizeof g2);
+    }
+    CHECK(same, "adamw_update_scaled differs from scale_inplace + adamw_update");
+    free(p); free(g);
+}
+
 /* ---------------------------------------------------------------- sumsq, scale */
 
 static void test_sumsq(void) {
@@ -931,6 +954,7 @@ int main(int argc, char **argv) {
     test_encoder();
     printf("adamw\n");
     test_adamw();
+    test_adamw_scaled();
     printf("sumsq\n");
     test_sumsq();
     printf("threads (OpenBLAS %s kernels)\n", hpt_blas_core());

@@ -45,8 +45,8 @@
     X(BWD_MEMSET,  "bwd scratch memset")                    \
     X(ZERO_GRAD,   "zero_grad")                             \
     X(GRAD_NORM,   "grad norm")                             \
-    X(GRAD_CLIP,   "grad clip scale")                       \
-    X(ADAMW,       "adamw")
+    X(GRAD_CLIP,   "grad clip scale (sf)")                  \
+    X(ADAMW,       "adamw (+ clip scale)")
 
 #define HPT_PROF_ENUM_(id, name) HPT_PROF_##id,
 enum { HPT_PROF_SLOTS(HPT_PROF_ENUM_) HPT_PROF_NSLOTS };

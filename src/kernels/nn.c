@@ -216,6 +216,18 @@ void softmax_xent_backward(float *probs, const int *targets, float dloss, int N,
 
 /* ---------------------------------------------------------------- optimizer */
 
+/* One element of AdamW, g the gradient: the same expressions in every loop
+ * below, so that the fused and the plain update give the same bits. */
+#define ADAMW_ELEMENT(i, g)                                                     \
+    do {                                                                        \
+        float mi = beta1 * m[i] + (1.0f - beta1) * (g);                         \
+        float vi = beta2 * v[i] + (1.0f - beta2) * (g) * (g);                   \
+        m[i] = mi;                                                              \
+        v[i] = vi;                                                              \
+        float p = params[i] * decay;                                            \
+        params[i] = p - step * mi / (sqrtf(vi) / bc2_sqrt + eps);               \
+    } while (0)
+
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     /* Same arithmetic order as torch.optim.AdamW (non-fused): decay first,
@@ -227,14 +239,29 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float p = params[i] * decay;
-        params[i] = p - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+        ADAMW_ELEMENT(i, g);
     }
 }
+
+void adamw_update_scaled(float *params, float *grads, float *m, float *v, size_t n, float gscale,
+                         float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+    if (gscale == 1.0f) {
+        adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+        return;
+    }
+    float bc1 = 1.0f - powf(beta1, (float)t);
+    float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
+    float step = lr / bc1;
+    float decay = 1.0f - lr * weight_decay;
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] * gscale;   /* = scale_inplace's product, bit for bit */
+        grads[i] = g;
+        ADAMW_ELEMENT(i, g);
+    }
+}
+
+#undef ADAMW_ELEMENT
 
 double sumsq(const float *x, size_t n) {
     /* 64 fixed chunks summed in order: the same bits for any thread count. */

@@ -7,29 +7,43 @@
 
 #include <math.h>
 
-/* Global-norm clipping of m->grads (torch.nn.utils.clip_grad_norm_). */
-static hpt_status clip(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm) {
+/* The global gradient norm (*grad_norm) and the factor that clips it to
+ * o->grad_clip (torch.nn.utils.clip_grad_norm_; 1 where no clipping). */
+static hpt_status clip_coef(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm, float *coef) {
     double ss;
     HPT_PROF(HPT_PROF_GRAD_NORM, 2.0 * m->nparams, ss = sumsq(m->grads, m->nparams));
     float norm = (float)sqrt(ss);
     if (grad_norm) *grad_norm = norm;
+    *coef = 1.0f;
     if (!isfinite(norm))
         return hpt_fail(HPT_ERR_NUMERIC, "gradient norm is %f at step %d; try a lower --lr", norm, t);
     if (o->grad_clip > 0.0f) {
         /* coefficient clamped to 1 */
-        float coef = o->grad_clip / (norm + 1e-6f);
-        if (coef < 1.0f) HPT_PROF(HPT_PROF_GRAD_CLIP, (double)m->nparams, scale_inplace(m->grads, coef, m->nparams));
+        float c = o->grad_clip / (norm + 1e-6f);
+        if (c < 1.0f) *coef = c;
     }
     return HPT_OK;
 }
 
+/* Global-norm clipping of m->grads in place. */
+static hpt_status clip(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm) {
+    float coef;
+    HPT_TRY(clip_coef(m, o, t, grad_norm, &coef));
+    if (coef < 1.0f) HPT_PROF(HPT_PROF_GRAD_CLIP, (double)m->nparams, scale_inplace(m->grads, coef, m->nparams));
+    return HPT_OK;
+}
+
 hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *o, int t, float *grad_norm) {
-    HPT_TRY(clip(m, o, t, grad_norm));
+    /* the clipping scale rides in the AdamW sweep (adamw_update_scaled), which
+     * also leaves the clipped gradients in m->grads, as clip() would */
+    float coef;
+    HPT_TRY(clip_coef(m, o, t, grad_norm, &coef));
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor_info *ti = &m->tensors[i];
         HPT_PROF(HPT_PROF_ADAMW, 0,
-                 adamw_update(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset, mom2 + ti->offset,
-                              ti->numel, o->lr, o->beta1, o->beta2, o->eps, ti->decay ? o->weight_decay : 0.0f, t));
+                 adamw_update_scaled(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset,
+                                     mom2 + ti->offset, ti->numel, coef, o->lr, o->beta1, o->beta2, o->eps,
+                                     ti->decay ? o->weight_decay : 0.0f, t));
     }
     return HPT_OK;
 }
