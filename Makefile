@@ -100,7 +100,7 @@ ifneq ($(HPT_BIN),hpt)
 hpt: $(HPT_BIN)
 endif
 CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o $(BUILD)/cli/compare_md.o $(BUILD)/cli/compare_run.o $(BUILD)/cli/compare_results.o $(BUILD)/cli/compare_budget.o $(BUILD)/cli/runlog.o
-CLI_OBJ += $(BUILD)/cli/hf.o
+CLI_OBJ += $(BUILD)/cli/hf.o $(BUILD)/cli/tokenize.o
 $(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

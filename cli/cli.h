@@ -46,6 +46,8 @@ void usage_compare(FILE *f);
 int cmd_import(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+void usage_tokenize(FILE *f);
 void usage_hf(FILE *f);
 
 #endif /* HPT_CLI_H */

@@ -12,13 +12,14 @@
 #include <string.h>
 
 void usage_hf(FILE *f) {
-    fputs("  hpt import --from FILE.safetensors --out FILE [--n-head N] [--tokenizer NAME]\n"
+    fputs("  hpt import --from FILE.safetensors --out FILE [--n-head N] [--tokenizer NAME] [--vocab DIR]\n"
           "                         a GPT-2 in Hugging Face's layout (F32/F16/BF16) as an hpt model file;\n"
           "                         n_head from config.json beside FILE unless --n-head is given; the\n"
           "                         tokenizer: the one whose vocabulary has the model's size unless given\n"
           "  hpt export --model FILE --out FILE.safetensors   a GPT-2 model back to Hugging Face's layout (F32)\n"
           "  hpt eval --model FILE --data PATH [--threads N]  mean next-token loss over a text file, as\n"
-          "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}\n", f);
+          "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}\n"
+          "                         (each takes --vocab DIR: a gpt2 model's tokenizer files)\n", f);
 }
 
 /* --tokenizer's names: the settings table's own choices */
@@ -40,6 +41,7 @@ int cmd_import(int argc, char **argv) {
         else if (!strcmp(a.name, "--out")) out = flag_value(&a);
         else if (!strcmp(a.name, "--n-head")) n_head = (int)parse_int("--n-head", flag_value(&a), 1, 256);
         else if (!strcmp(a.name, "--tokenizer")) tok = (int)tokenizer_named(flag_value(&a));
+        else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
         else die_usage("unknown option '%s' for 'hpt import'", a.name);
     }
     if (!from || !out) die_usage("%s", "import needs --from FILE.safetensors and --out FILE");
@@ -57,6 +59,7 @@ int cmd_export(int argc, char **argv) {
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage_hf(stdout); return 0; }
         else if (!strcmp(a.name, "--model")) model = flag_value(&a);
         else if (!strcmp(a.name, "--out")) out = flag_value(&a);
+        else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
         else die_usage("unknown option '%s' for 'hpt export'", a.name);
     }
     if (!model || !out) die_usage("%s", "export needs --model FILE and --out FILE.safetensors");
@@ -75,6 +78,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a.name, "--model")) model = flag_value(&a);
         else if (!strcmp(a.name, "--data")) data = flag_value(&a);
         else if (!strcmp(a.name, "--threads")) threads = (int)parse_int("--threads", flag_value(&a), 0, 1024);
+        else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
         else die_usage("unknown option '%s' for 'hpt eval'", a.name);
     }
     if (!model || !data) die_usage("%s", "eval needs --model FILE and --data PATH");

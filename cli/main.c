@@ -199,7 +199,7 @@ static void help_settings(FILE *f, hpt_setting_group g) {
 /* hpt sample's options: rows like the settings table's, of the CLI's own
  * struct (the library parses and describes them the same way). */
 typedef struct sample_opts {
-    const char *model, *run, *prompt;
+    const char *model, *run, *prompt, *vocab;
     int tokens, top_k, threads;
     float temperature;
     uint64_t seed;
@@ -219,6 +219,7 @@ static const hpt_setting sample_rows[] = {
     SAMPLE_ROW(prompt, STR, 0, 10000000, 0, "TEXT", "text to continue [newline]"),
     SAMPLE_ROW(seed, U64, 0, 0, 0, "N", "seed of the draws"),
     SAMPLE_ROW(threads, INT, 0, 1024, 0, "N", "OpenMP and OpenBLAS threads, 0 = all cores"),
+    SAMPLE_ROW(vocab, STR, 0, 4095, 0, "DIR", "a gpt2 model's tokenizer files [$HPT_VOCAB, else /usr/local/share/hpt/gpt2]"),
 };
 #define NSAMPLE ((int)(sizeof sample_rows / sizeof sample_rows[0]))
 
@@ -235,6 +236,7 @@ static void usage(FILE *f) {
           "                         tuned baseline vs hybrid vs controls ('hpt compare --help')\n"
           "  hpt plot DIR           redraw a run's DIR/loss.{svg,png} (hpt train draws it at the end)\n", f);
     usage_hf(f);
+    usage_tokenize(f);
     fputs(          "  hpt --help | --version\n"
           "\n"
           "train options (defaults: nanoGPT's CPU shakespeare_char recipe; fashion-mnist's where they differ):\n", f);
@@ -445,6 +447,7 @@ static int start_context(const hpt_text *tok, const char *prompt, int *ctx, int 
     if (prompt && *prompt) {
         size_t bad = 0;
         int n = hpt_text_encode(tok, prompt, ctx, cap, &bad);
+        if (n == -2) { fprintf(stderr, "hpt: out of memory encoding the prompt\n"); exit(1); }
         if (n < 0) {
             fprintf(stderr, "hpt: the prompt's character at byte %zu is not in the model's vocabulary\n", bad);
             exit(2);
@@ -462,6 +465,7 @@ static int cmd_sample(int argc, char **argv) {
     char run_path[4200];
     const char *model_path = parse_sample_flags(argc, argv, &o, run_path, sizeof run_path);
     hpt_set_threads(o.threads);
+    hpt_set_vocab_dir(o.vocab);
     hpt_model *m;
     hpt_text *tok;
     hpt_status st = hpt_weights_load(model_path, 1, 0, &m, &tok);
@@ -487,7 +491,7 @@ static int cmd_sample(int argc, char **argv) {
         const float *logits = hpt_model_logits(m, &nout, &row) + (size_t)(T - 1) * row;
         int pick = hpt_sample_token(logits, V, o.temperature, o.top_k, &rs, probs, order);
         ctx[n++] = pick;
-        char out[4];
+        char out[HPT_TOKEN_MAX_BYTES];
         int len = hpt_text_decode(tok, pick, out);
         fwrite(out, 1, (size_t)len, stdout);
         fflush(stdout);
@@ -502,7 +506,7 @@ static int cmd_sample(int argc, char **argv) {
 /* The subcommands: a new one is a row here and its cmd_ function. */
 static const struct { const char *name; int (*run)(int argc, char **argv); } commands[] = {
     {"train", cmd_train}, {"sample", cmd_sample}, {"compare", cmd_compare}, {"plot", cmd_plot},
-    {"import", cmd_import}, {"export", cmd_export}, {"eval", cmd_eval},
+    {"import", cmd_import}, {"export", cmd_export}, {"eval", cmd_eval}, {"tokenize", cmd_tokenize},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

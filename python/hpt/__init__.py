@@ -275,7 +275,7 @@ class Model:
                 ctx[0], n = 0, 1
         rs = ctypes.c_uint64((int(seed) * 0x9E3779B97F4A7C15 + 1) & 0xFFFFFFFFFFFFFFFF)
         probs, order = (ctypes.c_float * V)(), (ctypes.c_int * V)()
-        buf, out = ctypes.create_string_buffer(4), bytearray(pb)
+        buf, out = ctypes.create_string_buffer(256), bytearray(pb)  # 256: HPT_TOKEN_MAX_BYTES
         base = ctypes.addressof(ctx)
         for _ in range(int(tokens)):
             T = min(n, maxT)

@@ -60,8 +60,11 @@
     X(existing_run, "overwrite", SWITCH, 0, 2, NOT_STORED, HPT_RUNDIR_REFUSE, HPT_RUNDIR_REFUSE, HPT_RUNDIR_REFUSE, \
       "", "replace a run already in --out (its logs, checkpoints, model); without it such a directory is "       \
       "refused (continue it with --resume)")                                                                   \
-    X(tokenizer, "tokenizer", ENUM, 0, 0, 0, HPT_TOK_CHAR, HPT_TOK_CHAR, HPT_TOK_CHAR, CHOICES("byte", "char"), \
-      "byte: vocab 256; char: the corpus's distinct characters")                                               \
+    X(tokenizer, "tokenizer", ENUM, 0, 0, 0, HPT_TOK_CHAR, HPT_TOK_CHAR, HPT_TOK_CHAR,                         \
+      CHOICES("byte", "char", "gpt2"),                                                                         \
+      "byte: vocab 256; char: the corpus's distinct characters; gpt2: GPT-2's BPE (vocab 50257)")               \
+    X(vocab_dir, "vocab", STR, 0, 4095, NOT_STORED | RESUME_OK, NULL, NULL, NULL, "DIR",                       \
+      "the gpt2 tokenizer's encoder.json and vocab.bpe [$HPT_VOCAB, else /usr/local/share/hpt/gpt2]")          \
     X(n_layer, "n-layer", INT, 1, 256, 0, 4, 4, 4, "N", "transformer blocks")                                  \
     X(n_head, "n-head", INT, 1, 256, 0, 4, 4, 4, "N", "attention heads")                                       \
     X(n_embd, "n-embd", INT, 1, 16384, 0, 128, 128, 128, "N", "channels, divisible by --n-head")               \

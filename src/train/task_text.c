@@ -33,8 +33,9 @@ static void text_val_batch(hpt_task *t, int i, hpt_batch *b) {
 
 static void text_describe(const hpt_task *t, char *buf, size_t n) {
     const text_task *tt = t->impl;
-    snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens",
-             hpt_text_kind(tt->text) == HPT_TOK_CHAR ? "char" : "byte", hpt_text_vocab_size(tt->text),
+    static const char *const names[] = {[HPT_TOK_BYTE] = "byte", [HPT_TOK_CHAR] = "char", [HPT_TOK_GPT2] = "gpt2"};
+    snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens", names[hpt_text_kind(tt->text)],
+             hpt_text_vocab_size(tt->text),
              hpt_text_tokens(tt->text, 0), hpt_text_tokens(tt->text, 1));
 }
 
@@ -120,6 +121,7 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     hpt_model *init = NULL;
     hpt_text *vocab = NULL;
     hpt_status st = HPT_OK;
+    hpt_set_vocab_dir(c->vocab_dir);  /* the gpt2 tokenizer's files (--vocab) */
     if (c->init_path && *c->init_path) {
         st = open_init(c, &init, &vocab);
         if (st == HPT_OK) st = hpt_text_load_with(&tt->text, c->data_path, vocab);

@@ -5,8 +5,10 @@
  * The char tokenizer works on Unicode codepoints decoded from UTF-8; a byte
  * that is not valid UTF-8 becomes the codepoint 0xDC00 + byte (Python's
  * "surrogateescape"), so any file round-trips exactly through encode/decode.
+ * The gpt2 tokenizer is GPT-2's byte-level BPE (bpe.c), any bytes too.
  */
 #include "../base/base.h"
+#include "bpe.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@ struct hpt_text {
     hpt_tokenizer_kind kind;
     int V;
     uint32_t *cps;        /* (V) sorted codepoints, char tokenizer only */
+    hpt_bpe *bpe;         /* gpt2 tokenizer only (shared by reference) */
     int *tokens;          /* (n) whole corpus */
     size_t n, n_train;    /* tokens [0, n_train) train, [n_train, n) val */
 };
@@ -55,15 +58,52 @@ static int char_id(const hpt_text *t, uint32_t cp) {
     return -1;
 }
 
+/* --vocab: where the gpt2 tokenizer's files are (NULL: bpe.c's default). */
+static char vocab_dir[4096];
+
+void hpt_set_vocab_dir(const char *dir) { snprintf(vocab_dir, sizeof vocab_dir, "%s", dir ? dir : ""); }
+
 void hpt_text_free(hpt_text *t) {
     if (!t) return;
+    hpt_bpe_free(t->bpe);
     free(t->cps);
     free(t->tokens);
     free(t);
 }
 
+/* A file encoded with GPT-2's BPE (bpe, one more owner taken). */
+static hpt_status load_gpt2(hpt_text **out, const char *path, hpt_bpe *bpe) {
+    unsigned char *buf;
+    size_t len, n = 0, cap = 0;
+    HPT_TRY(hpt_read_file(path, &buf, &len));
+    if (len == 0) { free(buf); return hpt_fail(HPT_ERR_DATA, "data file '%s' is empty", path); }
+    int *ids = NULL;
+    hpt_status st = hpt_bpe_encode(bpe, buf, len, &ids, &n, &cap);
+    free(buf);
+    hpt_text *t = st == HPT_OK ? calloc(1, sizeof *t) : NULL;
+    if (!t) {
+        free(ids);
+        return st != HPT_OK ? st : hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    t->kind = HPT_TOK_GPT2;
+    t->V = HPT_GPT2_VOCAB;
+    t->bpe = hpt_bpe_ref(bpe);
+    t->tokens = ids;
+    t->n = n;
+    t->n_train = (size_t)(t->n * 0.9);
+    *out = t;
+    return HPT_OK;
+}
+
 hpt_status hpt_text_load(hpt_text **out, const char *path, hpt_tokenizer_kind kind) {
     *out = NULL;
+    if (kind == HPT_TOK_GPT2) {
+        hpt_bpe *bpe;
+        HPT_TRY(hpt_bpe_load(&bpe, vocab_dir));
+        hpt_status st = load_gpt2(out, path, bpe);
+        hpt_bpe_free(bpe);
+        return st;
+    }
     if (kind != HPT_TOK_BYTE && kind != HPT_TOK_CHAR) return hpt_fail(HPT_ERR_ARG, "unknown tokenizer %d", kind);
     unsigned char *buf;
     size_t len;
@@ -116,6 +156,7 @@ hpt_status hpt_text_load_with(hpt_text **out, const char *path, const hpt_text *
     *out = NULL;
     /* a vocabulary fixed in advance (byte, and any such later kind) encodes
      * the file as a fresh load does; only a char vocabulary is the model's own */
+    if (vocab->kind == HPT_TOK_GPT2) return load_gpt2(out, path, vocab->bpe);
     if (vocab->kind != HPT_TOK_CHAR) return hpt_text_load(out, path, vocab->kind);
     unsigned char *buf;
     size_t len;
@@ -161,6 +202,14 @@ hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const ui
     t->kind = kind;
     if (kind == HPT_TOK_BYTE) {
         t->V = 256;
+    } else if (kind == HPT_TOK_GPT2) {
+        if (V != HPT_GPT2_VOCAB) {
+            free(t);
+            return hpt_fail(HPT_ERR_FORMAT, "the gpt2 tokenizer has %d tokens, not %d", HPT_GPT2_VOCAB, V);
+        }
+        hpt_status st = hpt_bpe_load(&t->bpe, vocab_dir);
+        if (st != HPT_OK) { free(t); return st; }
+        t->V = V;
     } else {
         if (!cps) { free(t); return hpt_fail(HPT_ERR_ARG, "tokenizer kind %d needs a vocabulary", (int)kind); }
         if (V < 2) { free(t); return hpt_fail(HPT_ERR_FORMAT, "char vocabulary of %d entries", V); }
@@ -180,6 +229,7 @@ hpt_status hpt_text_from_vocab(hpt_text **out, hpt_tokenizer_kind kind, const ui
 }
 
 int hpt_text_vocab_size(const hpt_text *t) { return t->V; }
+uint32_t hpt_text_vocab_crc(const hpt_text *t) { return t->bpe ? hpt_bpe_crc(t->bpe) : 0; }
 hpt_tokenizer_kind hpt_text_kind(const hpt_text *t) { return t->kind; }
 const uint32_t *hpt_text_codepoints(const hpt_text *t) { return t->cps; }
 size_t hpt_text_tokens(const hpt_text *t, int split) { return split == 0 ? t->n_train : t->n - t->n_train; }
@@ -211,7 +261,22 @@ void hpt_text_val_batch(const hpt_text *t, int i, int n, int B, int T, int *x, i
     }
 }
 
+/* GPT-2's BPE of the whole string, the first max ids kept. */
+static int encode_gpt2(const hpt_text *t, const char *s, int *ids, int max) {
+    int *all = NULL;
+    size_t n = 0, cap = 0;
+    if (hpt_bpe_encode(t->bpe, (const unsigned char *)s, strlen(s), &all, &n, &cap) != HPT_OK) {
+        free(all);
+        return -2;
+    }
+    int k = n < (size_t)max ? (int)n : max;
+    if (k > 0) memcpy(ids, all, (size_t)k * sizeof *ids);
+    free(all);
+    return k;
+}
+
 int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t *bad) {
+    if (t->kind == HPT_TOK_GPT2) return encode_gpt2(t, s, ids, max);
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
     int k = 0;
@@ -230,6 +295,7 @@ int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t 
 int hpt_text_decode(const hpt_text *t, int id, char *buf) {
     if (id < 0 || id >= t->V) return 0;
     if (t->kind == HPT_TOK_BYTE) { buf[0] = (char)id; return 1; }
+    if (t->kind == HPT_TOK_GPT2) return hpt_bpe_decode(t->bpe, id, buf);
     uint32_t c = t->cps[id];
     if (c >= 0xDC80 && c <= 0xDCFF) { buf[0] = (char)(c - 0xDC00); return 1; }  /* escaped raw byte */
     if (c < 0x80) { buf[0] = (char)c; return 1; }

@@ -44,9 +44,11 @@ void hpt_state_trailer(hpt_writer *w) {
     hpt_w_u32(w, crc);
 }
 
+/* TOKN: kind, V, then the char tokenizer's codepoints or the gpt2
+ * tokenizer's token-table CRC (a different vocabulary is refused at load). */
 static uint64_t tok_len(const hpt_text *tok) {
-    int is_char = tok && hpt_text_kind(tok) == HPT_TOK_CHAR;
-    return 8 + (is_char ? 4ull * hpt_text_vocab_size(tok) : 0);
+    hpt_tokenizer_kind k = tok ? hpt_text_kind(tok) : HPT_TOK_BYTE;
+    return 8 + (k == HPT_TOK_CHAR ? 4ull * hpt_text_vocab_size(tok) : k == HPT_TOK_GPT2 ? 4 : 0);
 }
 
 uint64_t hpt_state_model_bytes(const hpt_model *m, const hpt_text *tok) {
@@ -59,11 +61,13 @@ void hpt_state_write_model(hpt_writer *w, const hpt_model *m, const hpt_text *to
     hpt_w_u32(w, (uint32_t)m->nconf);
     hpt_w_bytes(w, m->conf, 4ull * m->nconf);
     if (tok) {
-        int V = hpt_text_vocab_size(tok), is_char = hpt_text_kind(tok) == HPT_TOK_CHAR;
+        int V = hpt_text_vocab_size(tok);
+        hpt_tokenizer_kind k = hpt_text_kind(tok);
         hpt_state_section(w, "TOKN", tok_len(tok));
-        hpt_w_u32(w, is_char ? 1 : 0);
+        hpt_w_u32(w, (uint32_t)k);
         hpt_w_u32(w, (uint32_t)V);
-        if (is_char) hpt_w_bytes(w, hpt_text_codepoints(tok), 4ull * V);
+        if (k == HPT_TOK_CHAR) hpt_w_bytes(w, hpt_text_codepoints(tok), 4ull * V);
+        if (k == HPT_TOK_GPT2) hpt_w_u32(w, hpt_text_vocab_crc(tok));
     }
     hpt_state_section(w, "PARM", 8 + m->nparams * sizeof(float));
     hpt_w_u64(w, m->nparams);
@@ -166,8 +170,15 @@ hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int
         } else if (!memcmp(tag, "TOKN", 4)) {
             uint32_t kind, V;
             if (t) BAD("'%s' has two TOKN sections", path);
-            if (!hpt_cur_u32(&s, &kind) || !hpt_cur_u32(&s, &V) || kind > 1) BAD("'%s': bad TOKN section", path);
-            if (kind == 1) {
+            if (!hpt_cur_u32(&s, &kind) || !hpt_cur_u32(&s, &V) || kind > 2) BAD("'%s': bad TOKN section", path);
+            if (kind == HPT_TOK_GPT2) {
+                uint32_t crc;
+                if (slen != 12 || V != 50257 || !hpt_cur_u32(&s, &crc)) BAD("'%s': bad gpt2 TOKN section", path);
+                if ((st = hpt_text_from_vocab(&t, HPT_TOK_GPT2, NULL, (int)V)) != HPT_OK) goto done;
+                if (hpt_text_vocab_crc(t) != crc)
+                    BAD("'%s' was made with a GPT-2 vocabulary whose token table has CRC %08x; the one loaded has "
+                        "%08x (--vocab / HPT_VOCAB point elsewhere?)", path, crc, hpt_text_vocab_crc(t));
+            } else if (kind == 1) {
                 if (V < 2 || V > (1u << 24) || (uint64_t)V * 4 != slen - 8) BAD("'%s': bad char vocabulary", path);
                 uint32_t *cps = malloc((size_t)V * 4);
                 if (!cps) { st = hpt_fail(HPT_ERR_NOMEM, "out of memory"); goto done; }

@@ -1,0 +1,87 @@
+/*
+ * tokenize.c — `hpt tokenize`: a file's token ids, one per line (or, with
+ * --decode, ids back to their bytes). How the tokenizer tests look at the
+ * encoding, and handy for counting a corpus's tokens.
+ */
+#include "cli.h"
+#include "../src/base/base.h"   /* hpt_read_file */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void usage_tokenize(FILE *f) {
+    fputs("  hpt tokenize [--tokenizer gpt2|byte] [--vocab DIR] [--decode] FILE\n"
+          "                         FILE's token ids, one per line (gpt2 by default); --decode: FILE holds\n"
+          "                         ids (whitespace-separated), their bytes go to stdout\n", f);
+}
+
+static int encode_file(hpt_tokenizer_kind kind, const char *path) {
+    unsigned char *buf;
+    size_t len;
+    hpt_status st = hpt_read_file(path, &buf, &len);
+    if (st != HPT_OK) die_status(st);
+    free(buf);
+    if (len == 0) return 0;  /* no tokens (hpt_text_load refuses an empty corpus) */
+    hpt_text *t;
+    if ((st = hpt_text_load(&t, path, kind)) != HPT_OK) die_status(st);
+    size_t n;
+    const int *ids = hpt_text_ids(t, &n);
+    for (size_t i = 0; i < n; i++) printf("%d\n", ids[i]);
+    hpt_text_free(t);
+    return 0;
+}
+
+static int decode_file(hpt_tokenizer_kind kind, const char *path) {
+    unsigned char *buf;
+    size_t len;
+    hpt_status st = hpt_read_file(path, &buf, &len);
+    if (st != HPT_OK) die_status(st);
+    hpt_text *t;
+    if ((st = hpt_text_from_vocab(&t, kind, NULL, kind == HPT_TOK_GPT2 ? 50257 : 256)) != HPT_OK) die_status(st);
+    const int V = hpt_text_vocab_size(t);
+    char out[HPT_TOKEN_MAX_BYTES];
+    size_t k = 0, line = 1;
+    while (k < len) {
+        while (k < len && strchr(" \t\r\n", buf[k])) line += buf[k++] == '\n';
+        if (k == len) break;
+        char *end;
+        long id = strtol((const char *)buf + k, &end, 10);
+        if (end == (const char *)buf + k || (*end && !strchr(" \t\r\n", *end)) || id < 0 || id >= V) {
+            fprintf(stderr, "hpt: tokenize --decode: '%s' line %zu: not a token id in [0, %d)\n", path, line, V);
+            exit(1);
+        }
+        fwrite(out, 1, (size_t)hpt_text_decode(t, (int)id, out), stdout);
+        k = (size_t)(end - (const char *)buf);
+    }
+    hpt_text_free(t);
+    free(buf);
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL, *kind_name = "gpt2";
+    int decode = 0;
+    args a = {.argc = argc, .argv = argv, .i = 0};
+    while (a.i < argc) {
+        if (!strcmp(argv[a.i], "-h")) { usage_tokenize(stdout); return 0; }
+        if (strncmp(argv[a.i], "--", 2)) {  /* the file, anywhere among the flags */
+            if (path) die_usage("tokenize takes one FILE, got a second: '%s'", argv[a.i]);
+            path = argv[a.i++];
+            continue;
+        }
+        next_flag(&a);
+        if (!strcmp(a.name, "--help")) { usage_tokenize(stdout); return 0; }
+        else if (!strcmp(a.name, "--tokenizer")) kind_name = flag_value(&a);
+        else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
+        else if (!strcmp(a.name, "--decode")) decode = 1;
+        else die_usage("unknown option '%s' for 'hpt tokenize'", a.name);
+    }
+    if (!path) die_usage("%s", "tokenize needs a FILE");
+    hpt_tokenizer_kind kind;
+    if (!strcmp(kind_name, "gpt2")) kind = HPT_TOK_GPT2;
+    else if (!strcmp(kind_name, "byte")) kind = HPT_TOK_BYTE;
+    else die_usage("--tokenizer: '%s' is not gpt2 or byte (the char tokenizer's vocabulary is a corpus's own)",
+                   kind_name);
+    return decode ? decode_file(kind, path) : encode_file(kind, path);
+}
