@@ -127,4 +127,25 @@ assert all(qkv[i * 3 * C + o] == p[q0 + o * C + i] for i in range(C) for o in ra
 print("V %d padded to %d: %d rows exported, c_attn [%d, %d] = qkvw transposed" % (V, Vp, V, C, 3 * C))
 PY
 [ $rc -eq 0 ] && pass "(g) $(cat $tmp/out)" || fail "(g) padded vocabulary: $(cat $tmp/out $tmp/err)"
+
+# (h) GPT-2's own vocabulary (50257, as the hub's 124M file): imported with
+# the gpt2 tokenizer recorded (needs scripts/install-deps.sh's vocabulary),
+# eval counts the file's gpt2 tokens, sample decodes, export gives it back
+mkdir $tmp/v50k && sed 's/"vocab_size": 256/"vocab_size": 50257/' $fx/config.json >$tmp/v50k/config.json
+run python3 tests/hf_files.py widen $fx/model.safetensors $tmp/v50k/model.safetensors 50257
+run "$HPT" import --from $tmp/v50k/model.safetensors --out $tmp/v50k.bin
+i_rc=$rc
+kind=$(python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read(); i=b.index(b"TOKN"); print(*struct.unpack_from("<2I", b, i+16))' $tmp/v50k.bin 2>/dev/null)
+n=$("$HPT" tokenize $fx/text.txt 2>/dev/null | wc -l)
+run "$HPT" eval --model $tmp/v50k.bin --data $fx/text.txt --threads 1
+if [ $i_rc -eq 0 ] && [ "$kind" = "2 50257" ] && [ $rc -eq 0 ] && [ "$(field tokens)" = $((n - 1)) ]; then
+    pass "(h) vocab 50257: imported as gpt2 (TOKN $kind), eval over $(field tokens) tokens = hpt tokenize's $n - 1"
+else fail "(h) vocab 50257: import rc $i_rc, TOKN '$kind', eval rc $rc: $(cat $tmp/out) (tokenize: $n)"; fi
+run "$HPT" sample --model $tmp/v50k.bin --tokens 8 --prompt "Hello" --seed 3
+s_rc=$rc
+run "$HPT" export --model $tmp/v50k.bin --out $tmp/v50k.safetensors
+e_rc=$rc
+run python3 tests/hf_files.py compare $tmp/v50k/model.safetensors $tmp/v50k.safetensors
+[ $s_rc -eq 0 ] && [ $e_rc -eq 0 ] && [ $rc -eq 0 ] && pass "(h) sample, export: $(cat $tmp/out)" ||
+    fail "(h) sample rc $s_rc, export rc $e_rc: $(cat $tmp/out $tmp/err)"
 finish

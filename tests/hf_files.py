@@ -11,6 +11,7 @@ hf_files.py — safetensors helpers for tests/cli_hf.sh (plain python3, no torch
     hf_files.py craft GOOD DIR          writes DIR/<case>.safetensors, each bad
                                         in one way, and DIR/cases.txt: "case
                                         words-the-refusal-must-contain"
+    hf_files.py widen GOOD OUT V        GOOD with wte grown to V rows
 """
 import json
 import os
@@ -140,5 +141,32 @@ def craft(good, out):
     open(os.path.join(out, "cases.txt"), "w").write("".join("%s\t%s\n" % c for c in cases))
 
 
+def widen(good, out, vocab):
+    """GOOD with its wte grown to VOCAB rows (the new ones small values of an
+    LCG, the same on every machine): a model of GPT-2's vocabulary size"""
+    h, d, _ = read(good)
+    V = int(vocab)
+    rows, C = h["wte"]["shape"]
+    assert h["wte"]["dtype"] == "F32" and V > rows
+    s, extra = 12345, []
+    for _ in range((V - rows) * C):
+        s = (s * 1103515245 + 12345) % 2147483648
+        extra.append((s / 2147483648.0 - 0.5) * 0.04)
+    nh, nd, off = {}, b"", 0
+    for name in sorted(h, key=lambda k: h[k]["data_offsets"][0] if k != "__metadata__" else -1):
+        if name == "__metadata__":
+            nh[name] = h[name]
+            continue
+        a, b = h[name]["data_offsets"]
+        raw = d[a:b]
+        e = dict(h[name])
+        if name == "wte":
+            raw += struct.pack("<%df" % len(extra), *extra)
+            e["shape"] = [V, C]
+        e["data_offsets"] = [off, off + len(raw)]
+        nh[name], nd, off = e, nd + raw, off + len(raw)
+    write(out, nh, nd)
+
+
 if __name__ == "__main__":
-    {"compare": compare, "craft": craft}[sys.argv[1]](*sys.argv[2:])
+    {"compare": compare, "craft": craft, "widen": widen}[sys.argv[1]](*sys.argv[2:])

@@ -391,16 +391,17 @@ static hpt_status fill_params(st_file *f, const hf_shape *s, hpt_model *m) {
 }
 
 /* The model file's tokenizer: kind, or (kind < 0) the one whose vocabulary
- * has the model's size. TODO(issue 14.1): 50257 -> gpt2 once GPT-2's BPE is
- * in the tree. */
+ * has the model's size (256: byte, 50257: gpt2, GPT-2's own). */
 static hpt_status import_tokenizer(const hf_shape *s, int kind, hpt_text **tok) {
-    if (kind < 0 && s->V != 256)
+    if (kind < 0 && s->V != 256 && s->V != 50257)
         return hpt_fail(HPT_ERR_DATA, "the model's vocabulary has %d tokens and no tokenizer of this hpt has that "
-                        "many (byte: 256)", s->V);
-    if (kind < 0) kind = HPT_TOK_BYTE;
+                        "many (byte: 256, gpt2: 50257)", s->V);
+    if (kind < 0) kind = s->V == 256 ? HPT_TOK_BYTE : HPT_TOK_GPT2;
+    if (kind == HPT_TOK_GPT2 && s->V != 50257)
+        return hpt_fail(HPT_ERR_ARG, "the gpt2 tokenizer has 50257 tokens, the model's vocabulary is %d", s->V);
     if (kind == HPT_TOK_CHAR)
         return hpt_fail(HPT_ERR_ARG, "a char tokenizer's vocabulary comes from a corpus, not from a model file: "
-                        "import with --tokenizer byte (vocab 256)");
+                        "import with --tokenizer byte (vocab 256) or gpt2 (vocab 50257)");
     if (kind == HPT_TOK_BYTE && s->V != 256)
         return hpt_fail(HPT_ERR_ARG, "the byte tokenizer has 256 tokens, the model's vocabulary is %d", s->V);
     HPT_TRY(hpt_text_from_vocab(tok, (hpt_tokenizer_kind)kind, NULL, s->V));
