@@ -4,7 +4,8 @@
 # installs (the README's test command runs it): its absence is a failure.
 #
 #   (a) every tests/fixtures/gpt2_tok/*.txt (English; emoji, CJK, combining
-#       marks, CRLF, runs of spaces, Unicode spaces, digits, contractions)
+#       marks, CRLF, runs of spaces, Unicode spaces, digits, contractions;
+#       long.txt: pieces over 256 bytes, which bpe.c merges with a heap)
 #       encodes to its .ids, made by js-tiktoken (tools/ref/gpt2_tokenizer_ref.mjs)
 #   (b) decoding gives the bytes back: the fixtures, and bytes that are not
 #       UTF-8; hpt tokenize --tokenizer byte too
