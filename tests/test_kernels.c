@@ -695,7 +695,7 @@ static void test_adamw_scaled(void) {
 /* ---------------------------------------------------------------- sumsq, scale */
 
 static void test_sumsq(void) {
-    static const size_t sizes[] = {0, 1, 5, 63, 64, 65, 1000, 100003};
+    static const size_t sizes[] = {0, 1, 5, 63, 64, 65, 511, 513, 1000, 100003};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
         float *x = frand(n, 0.1f, 2.0f);
@@ -704,6 +704,13 @@ static void test_sumsq(void) {
         double s = sumsq(x, n);
         double err = fabs((double)(s - ref)) / ((double)ref + 1e-300);
         CHECK(n == 0 ? s == 0.0 : err <= 1e-12, "sumsq n=%zu: %.17g vs %.17Lg (rel %.3g)", n, s, ref, err);
+        /* bit for bit the definition: 64 chunks, each summed in index order,
+         * then the chunks in order (the gradient norm, hence clipping and
+         * every trained bit, depends on it) */
+        double part = 0.0, chunks = 0.0;
+        for (int c = 0; c < 64; c++, chunks += part, part = 0.0)
+            for (size_t i = n * c / 64; i < n * (c + 1) / 64; i++) part += (double)x[i] * x[i];
+        CHECK(s == chunks, "sumsq n=%zu: %.17g, not the chunked order's %.17g", n, s, chunks);
         free(x);
     }
     float x[7] = {1, -2, 3, -4, 5, -6, 7};

@@ -264,15 +264,36 @@ void adamw_update_scaled(float *params, float *grads, float *m, float *v, size_t
 #undef ADAMW_ELEMENT
 
 double sumsq(const float *x, size_t n) {
-    /* 64 fixed chunks summed in order: the same bits for any thread count. */
-    enum { K = 64 };
+    /* 64 fixed chunks, each summed in index order, the chunks' sums added in
+     * order: the same bits for any thread count. A chunk's sum is one chain
+     * of dependent adds, so a thread walks G chunks in lockstep (G
+     * independent chains the core overlaps) instead of one after another;
+     * every chunk still adds its own elements in the same order. */
+    enum { K = 64, G = 8 };
     double part[K];
     #pragma omp parallel for
-    for (int k = 0; k < K; k++) {
-        size_t i0 = n * k / K, i1 = n * (k + 1) / K;
-        double s = 0.0;
-        for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
-        part[k] = s;
+    for (int g = 0; g < K / G; g++) {
+        size_t i0[G], len[G], common = (size_t)-1;
+        double s[G];
+        for (int c = 0; c < G; c++) {
+            const int k = g * G + c;
+            i0[c] = n * k / K;
+            len[c] = n * (k + 1) / K - i0[c];
+            if (len[c] < common) common = len[c];
+            s[c] = 0.0;
+        }
+        for (size_t j = 0; j < common; j++)
+            for (int c = 0; c < G; c++) {
+                const double v = x[i0[c] + j];
+                s[c] += v * v;
+            }
+        for (int c = 0; c < G; c++) {
+            for (size_t j = common; j < len[c]; j++) {
+                const double v = x[i0[c] + j];
+                s[c] += v * v;
+            }
+            part[g * G + c] = s[c];
+        }
     }
     double s = 0.0;
     for (int k = 0; k < K; k++) s += part[k];
