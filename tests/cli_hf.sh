@@ -148,4 +148,10 @@ e_rc=$rc
 run python3 tests/hf_files.py compare $tmp/v50k/model.safetensors $tmp/v50k.safetensors
 [ $s_rc -eq 0 ] && [ $e_rc -eq 0 ] && [ $rc -eq 0 ] && pass "(h) sample, export: $(cat $tmp/out)" ||
     fail "(h) sample rc $s_rc, export rc $e_rc: $(cat $tmp/out $tmp/err)"
+# and fine-tuned from it (train --init: the tokenizer comes from the file)
+run "$HPT" train --init $tmp/v50k.bin --data tests/fixtures/gpt2_tok/english.txt --block-size 8 --batch-size 2 \
+    --max-iters 4 --eval-iters 1 --eval-interval 4 --threads 1 --out $tmp/ft50k
+kind=$(python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read(); i=b.index(b"TOKN"); print(*struct.unpack_from("<2I", b, i+16))' $tmp/ft50k/model.bin 2>/dev/null)
+[ $rc -eq 0 ] && [ "$kind" = "2 50257" ] && cat $tmp/out $tmp/err | grep -q "gpt2 tokenizer, vocab 50257" &&
+    pass "(h) train --init of it: gpt2 tokenizer, model.bin TOKN $kind" || fail "(h) train --init: rc $rc, TOKN '$kind'"
 finish
