@@ -779,6 +779,8 @@ static buf run_blas_odd_shapes(uint64_t seed) {
     hpt_rng_seed(&g_rng, seed);
     run_matmul(&out, 0, 96, 72, 200);
     run_matmul(&out, 0, 200, 64, 136);
+    /* a weight of 8M floats or more: forward and dinp split columns (sgemm_split) */
+    run_matmul(&out, 0, 20, 520, 16200);
     return out;
 }
 
@@ -964,6 +966,11 @@ int main(int argc, char **argv) {
     test_adamw_scaled();
     printf("sumsq\n");
     test_sumsq();
+    /* a weight of 8M floats or more: forward and dinp split columns
+     * (sgemm_split); last, so the earlier tests keep their random draws */
+    printf("matmul, column split\n");
+    test_matmul_forward_agree(20, 520, 16200);
+    test_matmul_backward_agree(20, 520, 16200);
     printf("threads (OpenBLAS %s kernels)\n", hpt_blas_core());
     test_threads();
     test_threads_other_cores(argv[0]);

@@ -98,26 +98,54 @@ void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, co
 #else
 
 /* Each thread runs a single-threaded sgemm on its own block of output rows
- * (OpenBLAS' OpenMP build goes single-threaded inside a parallel region).
+ * or columns (OpenBLAS' OpenMP build goes single-threaded inside a parallel region).
  * At hpt's small shapes this beats OpenBLAS' own threading, whose workers
  * synchronise by spinning on sched_yield, and one fork/join per GEMM is the
  * only synchronisation. Output rows are owned, so the result is the same
- * whatever the timing. Measured on 2 busy cores at the nanoGPT config: OpenBLAS'
+ * whatever the timing (rows or columns: an output element is owned either way). Measured on 2 busy cores at the nanoGPT config: OpenBLAS'
  * threading took 64-512 ms/step, this split 60-74 ms/step. */
-/* C (M,N) = beta C + op(A) op(B), split into blocks of rows. If bias is
- * given, every row of C is first set to it (and beta must be 1), inside the
- * same parallel region: one pass and one fork/join. */
-static void sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                       const float *A, int lda, const float *B, int ldb, float beta, float *Cm, int ldc,
-                       const float *bias) {
-    /* Row blocks depend on M alone, never on the thread count: OpenBLAS may
-     * return different bits for a row when rows are split into calls
-     * differently (tests/test_kernels.c caught it with the Haswell and
-     * SkylakeX kernels). About 4 blocks, each a multiple of 16 rows so the
-     * microkernel stays on its full-width path. */
-    const int rows = ((M + 3) / 4 + 15) / 16 * 16, nblk = (M + rows - 1) / rows;
+/* About 4 blocks of a dimension of n, each a multiple of 16 so the
+ * microkernel stays on its full-width path. */
+static int block_of(int n) { return ((n + 3) / 4 + 15) / 16 * 16; }
+
+/* C (M,N) = beta C + op(A) op(B), split into blocks of rows or of columns.
+ * If bias is given, every row of C is first set to it (and beta must be 1),
+ * inside the same parallel region: one pass and one fork/join.
+ *
+ * Blocks depend on the shape alone, never on the thread count: OpenBLAS may
+ * return different bits for an element when the matrix is split into calls
+ * differently (tests/test_kernels.c caught it with the Haswell and SkylakeX
+ * kernels for rows). Each call packs all of the operand it does not split:
+ * row blocks pack all of B once per block, column blocks all of A. The split
+ * that packs less is taken where B is large (below): at GPT-2 124M shapes
+ * the LM head's forward and dx GEMMs (256 rows against the 50304 x 768 tied
+ * embedding, 154 MB) split columns, so that each thread packs its slice of
+ * the weight once instead of every row block packing all of it. */
+static void sgemm_split(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        const float *A, int lda, const float *B, int ldb, float beta, float *Cm, int ldc,
+                        const float *bias) {
+    const int rows = block_of(M), nrow = (M + rows - 1) / rows;
+    const int cols = block_of(N), ncol = (N + cols - 1) / cols;
+    /* floats packed beyond one pass over A and B; columns only where B is
+     * past a core's L2 (4 MiB), where repacking it goes to memory: smaller
+     * models keep the row split and its bits */
+    const double extra_rows = (double)(nrow - 1) * N * K, extra_cols = (double)(ncol - 1) * M * K;
+    if (extra_cols < extra_rows && (double)N * K >= (double)(1 << 20)) {
+        #pragma omp parallel for schedule(static)
+        for (int b = 0; b < ncol; b++) {
+            int n0 = b * cols, n1 = n0 + cols < N ? n0 + cols : N;
+            if (bias)
+                for (int m = 0; m < M; m++)
+                    memcpy(Cm + (size_t)m * ldc + n0, bias + n0, (size_t)(n1 - n0) * sizeof(float));
+            /* column offset into B: B is K x N row-major (a step of one
+             * element per column), or N x K when transposed (ldb per column) */
+            const float *Bp = tb == CblasNoTrans ? B + n0 : B + (size_t)n0 * ldb;
+            cblas_sgemm(CblasRowMajor, ta, tb, M, n1 - n0, K, 1.0f, A, lda, Bp, ldb, beta, Cm + n0, ldc);
+        }
+        return;
+    }
     #pragma omp parallel for schedule(static)
-    for (int b = 0; b < nblk; b++) {
+    for (int b = 0; b < nrow; b++) {
         int m0 = b * rows, m1 = m0 + rows < M ? m0 + rows : M;
         if (bias)
             for (int m = m0; m < m1; m++) memcpy(Cm + (size_t)m * ldc, bias, (size_t)N * sizeof(float));
@@ -132,16 +160,16 @@ static void sgemm_rows(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int N, int C, int OC) {
     /* with a bias, rows are seeded with it and sgemm accumulates onto them */
-    sgemm_rows(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC, bias);
+    sgemm_split(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC, bias);
 }
 
 void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
-    sgemm_rows(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C, NULL);
+    sgemm_split(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C, NULL);
 }
 
 void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
                              int N, int C, int OC) {
-    sgemm_rows(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C, NULL);
+    sgemm_split(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C, NULL);
     if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
