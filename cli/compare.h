@@ -66,6 +66,7 @@ typedef struct run {
     double updates, backward, probes, peak_rss;
     double pred_s, ctrl_s;  /* the hybrid's time in Predict phases and on its bookkeeping (0: no hybrid) */
     double phase[4];  /* warmup, full, predict, correct steps (hybrid arms) */
+    double jumps;     /* the outer predictor's jumps kept (0: none or another predictor) */
 } run;
 
 typedef struct compare {

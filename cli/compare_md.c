@@ -125,7 +125,7 @@ static void reached_of(const cJSON *a, int *reached, int *n) {
 }
 
 static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o) {
-    char b[7][256];
+    char b[8][256];
     int reached, n;
     reached_of(a, &reached, &n);
     const cJSON *ttt = get(a, "time_to_target_s");
@@ -135,13 +135,13 @@ static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o)
         char t[200];
         snprintf(b[0], sizeof b[0], "%s (%d of %d)", stat_str(t, sizeof t, ttt, "%.1f", ""), reached, n);
     }
-    const cJSON *pp = get(a, "phase_predict");
+    const cJSON *pp = get(a, "phase_predict"), *oj = get(a, "outer_jumps_kept");
     char label[96];
     int hyb = !strcmp(arm, "hybrid") || !strcmp(arm, "hybrid-ema");  /* the arms with the chosen predictor */
     snprintf(label, sizeof label, hyb ? "%s (%s)" : "%s", arm, str(r, "hybrid_predictor"));
     if (cJSON_GetArraySize(get(r, "schedules")))  /* each arm's tuned schedule */
         snprintf(label + strlen(label), sizeof label - strlen(label), ", %s", str(a, "schedule"));
-    fprintf(o, "| %s | %g | %s | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %.0f |\n", label,
+    fprintf(o, "| %s | %g | %s | %s | %s | %s | %s | %d/%d | %s | %s | %.0f | %.0f (max %.0f) | %s | %.0f |\n", label,
             num(a, "lr"), stat_str(b[1], sizeof b[1], get(a, "final_val_loss"), "%.4f", ""),
             stat_str(b[2], sizeof b[2], get(a, "final_val_ratio"), "%.4f", ""), b[0],
             stat_str(b[3], sizeof b[3], get(a, "speedup_time_to_target"), "%.2f", "x"),
@@ -149,15 +149,15 @@ static void md_arm_row(const cJSON *r, const char *arm, const cJSON *a, FILE *o)
             stat_str(b[4], sizeof b[4], get(a, "speedup_to_level_1of3"), "%.2f", "x"),
             stat_str(b[5], sizeof b[5], get(a, "speedup_to_level_2of3"), "%.2f", "x"),
             num(get(a, "backward_passes"), "median"), num(pp, "median"), num(pp, "max"),
-            num(get(a, "peak_rss_bytes"), "median") / 1048576.0);
+            stat_str(b[7], sizeof b[7], oj, "%.0f", ""), num(get(a, "peak_rss_bytes"), "median") / 1048576.0);
 }
 
 /* Per arm: medians over seeds with their ranges. */
 static void md_arms(const cJSON *r, FILE *o) {
     fprintf(o, "| arm | lr | final val | final val / baseline | time to target (s) | speedup to target "
                "| speedup in updates | reached | speedup to level 1/3 | speedup to level 2/3 | backward "
-               "| predict steps | peak RSS MiB |\n");
-    fprintf(o, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "| predict steps | outer jumps kept | peak RSS MiB |\n");
+    fprintf(o, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < NARMS; i++) {
         const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
         if (a) md_arm_row(r, compare_arm_names[i], a, o);

@@ -154,7 +154,7 @@ static const char *const arm_fields[] = {
     "speedup_to_level_1of3", "speedup_to_level_2of3", "best_val_at_25pct_clock", "best_val_at_50pct_clock",
     "best_val_at_75pct_clock", "best_val_at_100pct_clock", "train_s", "optimizer_updates", "backward_passes",
     "training_forward_passes", "phase_warmup", "phase_full", "phase_predict", "phase_correct",
-    "predictor_overhead_s", "controller_overhead_s", "peak_rss_bytes"};
+    "outer_jumps_kept", "predictor_overhead_s", "controller_overhead_s", "peak_rss_bytes"};
 #define NFIELDS (int)(sizeof arm_fields / sizeof arm_fields[0])
 
 /* One arm-seed's values in arm_fields' order (NaN: no run). */
@@ -166,7 +166,7 @@ static void arm_values(const armseed *x, double v[NFIELDS]) {
                          x->speedup[0], x->speedup[1],
                          x->best_at[0], x->best_at[1], x->best_at[2], x->best_at[3], r->train_s, r->updates,
                          r->backward, r->backward + r->probes, r->phase[0], r->phase[1], r->phase[2], r->phase[3],
-                         r->pred_s, r->ctrl_s, r->peak_rss};
+                         r->jumps, r->pred_s, r->ctrl_s, r->peak_rss};
     memcpy(v, f, sizeof f);
 }
 

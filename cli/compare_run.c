@@ -193,6 +193,7 @@ static void take_summary(run *r, const hpt_run_summary *s) {
     int hybrid = 0;
     for (int k = 0; k < 4; k++) { r->phase[k] = s->phase_steps[k]; hybrid |= !isnan(s->phase_steps[k]); }
     if (!hybrid) { r->phase[0] = r->phase[2] = r->phase[3] = 0; r->phase[1] = s->steps; }  /* all steps full */
+    r->jumps = or_zero(s->outer_jumps[0]);
 }
 
 /* Reads a finished run's directory back; 0 if it is incomplete. */

@@ -618,6 +618,7 @@ typedef struct hpt_run_summary {
     HPT_RUN_SUMMARY_FIELDS(HPT_RUN_SUMMARY_FIELD_)
 #undef HPT_RUN_SUMMARY_FIELD_
     double phase_steps[4];   /* hybrid steps in warmup, full, predict, correct; NaN without the hybrid */
+    double outer_jumps[2];   /* the outer predictor's jumps kept, rolled back; NaN without it */
 } hpt_run_summary;
 
 typedef struct hpt_rundir {

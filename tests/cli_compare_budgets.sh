@@ -175,6 +175,21 @@ if [ $rc -eq 0 ] && grep -q -- "--outer-momentum 0.5 --outer-interval 5 --predic
         grep -q "hybrid (outer)" "$tmp/o/results.md"; then
     pass "--predictor outer --outer-momentum 0.5: passed to the hybrid run (its summary has outer_jumps), not the baseline"
 else fail "--predictor outer: status $rc, hybrid args: $(head -c 300 "$h/compare-args.txt" 2>/dev/null)"; fi
+# the jumps the outer arm kept reach results.json and results.md (its
+# "predict steps" are 0: a jump moves no step)
+if python3 - "$tmp/o" "$h" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1] + "/results.json"))
+kept = json.load(open(sys.argv[2] + "/summary.json"))["outer_jumps"]["kept"]
+a = r["arms"]
+assert kept > 0, kept
+assert a["hybrid"]["outer_jumps_kept"]["median"] == kept, (a["hybrid"]["outer_jumps_kept"], kept)
+assert a["baseline"]["outer_jumps_kept"]["median"] == 0, a["baseline"]["outer_jumps_kept"]
+md = open(sys.argv[1] + "/results.md").read()
+assert "| outer jumps kept |" in md
+EOF
+then pass "outer jumps kept: results.json per arm (hybrid = its summary's, baseline 0) and a results.md column"
+else fail "outer jumps kept missing or wrong in results.json/results.md"; fi
 run "$HPT" compare $SMALL --predictor stale-adam --out "$tmp/x"
 if [ $rc -eq 2 ] && grep -q "coast, shrink or outer" "$tmp/err"; then pass "--predictor stale-adam: exit 2 naming coast, shrink or outer"
 else fail "--predictor stale-adam: status $rc"; fi

@@ -79,6 +79,9 @@ static void summary_parse(hpt_run_summary *s, const char *text) {
     static const char *const phases[4] = {"warmup", "full", "predict", "correct"};
     const cJSON *ps = cJSON_GetObjectItemCaseSensitive(o, "phase_steps");
     for (int k = 0; k < 4; k++) s->phase_steps[k] = num(ps, phases[k]);
+    const cJSON *oj = cJSON_GetObjectItemCaseSensitive(o, "outer_jumps");
+    s->outer_jumps[0] = num(oj, "kept");
+    s->outer_jumps[1] = num(oj, "rolled_back");
     cJSON_Delete(o);
 }
 
