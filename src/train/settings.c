@@ -110,9 +110,13 @@ static hpt_status out_of_range(const hpt_setting *s, const char *got) {
     return hpt_fail(HPT_ERR_ARG, "%s must be %s, got %s", s->flag, r, got);
 }
 
-static int float_ok(const hpt_setting *s, double v) {
-    if (s->flags & MIN_OPEN ? !(v > s->min) : !(v >= s->min)) return 0;  /* the negated forms reject NaN */
-    return s->flags & MAX_OPEN ? v < s->max : v <= s->max;
+/* The bounds are compared as floats, the type of the value: a documented
+ * bound like 1e-9 is not a float, and as a double it would refuse the
+ * value typed as that bound (1e-9f < 1e-9). */
+static int float_ok(const hpt_setting *s, float v) {
+    float lo = (float)s->min, hi = (float)s->max;
+    if (s->flags & MIN_OPEN ? !(v > lo) : !(v >= lo)) return 0;  /* the negated forms reject NaN */
+    return s->flags & MAX_OPEN ? v < hi : v <= hi;
 }
 
 /* The value in cfg against its row. */

@@ -83,7 +83,7 @@
       "AdamW decoupled decay, matrices only")                                                                  \
     X(grad_clip, "grad-clip", FLOAT, 0, 1e9, 0, 1.0f, 1.0f, 1.0f, "X", "global gradient-norm clip, 0 = off")  \
     X(beta1, "beta1", FLOAT, 0, 0.999999, 0, 0.9f, 0.9f, 0.9f, "X", "AdamW beta1")                             \
-    X(beta2, "beta2", FLOAT, 0, 0.999999999, 0, 0.99f, 0.999f, 0.999f, "X", "AdamW beta2")                     \
+    X(beta2, "beta2", FLOAT, 0, 1, MAX_OPEN, 0.99f, 0.999f, 0.999f, "X", "AdamW beta2")                     \
     X(eps, "eps", FLOAT, 1e-12, 1, 0, 1e-8f, 1e-8f, 1e-8f, "X", "AdamW epsilon")                               \
     X(eval_interval, "eval-interval", INT, -1, HPT_STEPS_MAX, 0, 250, -1, -1, "N",                             \
       "evaluate every N steps, 0 = only at the end, -1 = every epoch")                                         \
