@@ -6,7 +6,8 @@
 #   (a) --outer-lr 1 --outer-momentum 0 ("no change"): param_crc32 equal to
 #       --mode baseline's (the outer path draws no batch and no probe, and the
 #       jump leaves every parameter bit for bit), with jumps applied and kept
-#   (b) the defaults train: jumps applied and counted, a finite val loss
+#   (b) the defaults train: jumps applied and counted, a finite val loss;
+#       (b2) the outer path holds no line-search direction or probe batches
 #   (c) --outer-lr 100: the jumps fail their check and roll back; the
 #       parameters' crc32 logged after each rollback equals the one logged
 #       just before its jump (byte-exact restore), and the scale halves
@@ -48,6 +49,20 @@ if [ $rc -eq 0 ] && [ "${1:-0}" -ge 10 ] && [ $(($2 + $3)) -ge $(($1 - 1)) ] && 
    grep -q '"phase":"predict"' "$tmp/def/metrics.jsonl"; then
     pass "(b) defaults (eta 1, mu 0.5): $1 jumps, $2 kept, $3 rolled back, final val $6"
 else fail "(b) defaults: status $rc, summary '$*'"; fi
+
+# (b2) the outer path allocates neither the line search's direction nor
+# the probe batches: its hybrid memory is at least a model's worth below
+# the phase controller's (same dynamics model, same snapshot)
+run "$HPT" train $BASE --mode hybrid --warmup-steps 20 --predictor shrink --max-iters 30 --out "$tmp/shr"
+if [ $rc -eq 0 ] && python3 - "$tmp/def/summary.json" "$tmp/shr/summary.json" <<'EOF'
+import json, sys
+o, p = (json.load(open(f)) for f in sys.argv[1:3])
+assert o["params"] == p["params"] > 0
+assert p["memory_bytes_hybrid"]["buffers"] - o["memory_bytes_hybrid"]["buffers"] >= 4 * o["params"], \
+    (o["memory_bytes_hybrid"], p["memory_bytes_hybrid"])
+EOF
+then pass "(b2) outer path: hybrid buffers at least 4 x params bytes below --predictor shrink's (no direction, no probes)"
+else fail "(b2) outer vs shrink hybrid memory: status $rc"; fi
 
 # ---------------------------------------------------------------- (c)
 

@@ -47,17 +47,21 @@
  *   pB            (P) rows of each probe batch, copied out of the task
  *   ptok, ptgt    (P, maxB * T) its tokens and targets
  *   px            (P, maxB * xdim) its images (0 floats for text) */
+/* Sized 0 on the outer path: the line search's direction and the probe
+ * batches belong to the phase controller's Predict phases only (at 124M
+ * the direction alone is 0.5 GB). */
+#define PHASE_ONLY(h, size) ((h)->pred.ops->outer ? (size_t)0 : (size_t)(size))
 #define HYBRID_BUFS(X)                                   \
-    X(float, dir,          h->n)                         \
+    X(float, dir,          PHASE_ONLY(h, h->n))          \
     X(float, theta_before, h->ns)                        \
     X(float, dpred,        h->ns)                        \
     X(float, prev_upd,     h->ns)                        \
     X(float, fc_mean,      (size_t)FC_MAX * (1 + h->K))  \
     X(float, fc_std,       (size_t)FC_MAX * (1 + h->K))  \
-    X(int,   pB,           (size_t)h->P)                 \
-    X(int,   ptok,         (size_t)h->P * h->maxB * h->T) \
-    X(int,   ptgt,         (size_t)h->P * h->maxB * h->T) \
-    X(float, px,           (size_t)h->P * h->maxB * h->xdim)
+    X(int,   pB,           PHASE_ONLY(h, h->P))          \
+    X(int,   ptok,         PHASE_ONLY(h, (size_t)h->P * h->maxB * h->T)) \
+    X(int,   ptgt,         PHASE_ONLY(h, (size_t)h->P * h->maxB * h->T)) \
+    X(float, px,           PHASE_ONLY(h, (size_t)h->P * h->maxB * h->xdim))
 
 /* What the driver has done, for summary.json (and checkpoints). */
 typedef struct hybrid_counts {
