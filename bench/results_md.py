@@ -27,6 +27,12 @@ WORKLOADS = [
     ("shakespeare-cpu", "tinyshakespeare, nanoGPT's CPU config (L4 H4 C128, block 64, batch 12, 2000 steps)"),
     ("shakespeare-6x384", "tinyshakespeare, nanoGPT's 6x384 model (L6 H6 C384) at block 64, batch 12, reduced to 400 steps"),
     ("fashion-cnn", "Fashion-MNIST, the CNN, 2 epochs (938 steps)"),
+    ("tuned-shakespeare-cpu", "issue 12's protocol: tinyshakespeare, nanoGPT's CPU config, 2000 steps, "
+     "schedules cosine/D2Z/WSD x LRs tuned, budgets 0.8/0.9/1"),
+    ("tuned-shakespeare-6x384", "issue 12's protocol: tinyshakespeare, the 6x384 model, 400 steps, "
+     "schedules cosine/D2Z/WSD x LRs tuned, budgets 0.8/0.9/1"),
+    ("tuned-fashion-cnn", "issue 12's protocol: Fashion-MNIST, the CNN, 2 epochs (938 steps), "
+     "schedules cosine/D2Z/WSD x LRs tuned, budgets 0.8/0.9/1"),
 ]
 
 
