@@ -76,6 +76,11 @@ void attention_forward(float *out, float *att, const float *inp, int B, int T, i
 /* dinp (B,T,3C) += gradient of q,k,v given dout (B,T,C). */
 void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                         int B, int T, int C, int NH);
+/* Per-(query, key) loops in the same summation orders (attention.c's top):
+ * the test oracle, equal to the two above bit for bit. */
+void attention_forward_ref(float *out, float *att, const float *inp, int B, int T, int C, int NH);
+void attention_backward_ref(float *dinp, const float *dout, const float *inp, const float *att,
+                            int B, int T, int C, int NH);
 
 /* Softmax cross-entropy over rows of logits (N,Vp), of which the first V are
  * real classes. In place: logits become probabilities (padded entries 0).
