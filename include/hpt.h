@@ -114,6 +114,9 @@ hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *batch, float *loss);
  * ACCUMULATE into the gradient arena, scaled by loss_scale (1/grad_accum). */
 hpt_status hpt_model_backward(hpt_model *m, float loss_scale);
 void hpt_model_zero_grad(hpt_model *m);
+/* hpt_model_zero_grad then hpt_model_backward, the same bits: families that
+ * can write each gradient once (gpt2) skip the sweep that zeroes the arena. */
+hpt_status hpt_model_backward_fresh(hpt_model *m, float loss_scale);
 
 float *hpt_model_params(hpt_model *m, size_t *n);
 float *hpt_model_grads(hpt_model *m, size_t *n);

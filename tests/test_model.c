@@ -422,6 +422,31 @@ static void test_scale_and_accumulate(void) {
     hpt_model_free(m);
 }
 
+/* hpt_model_backward_fresh = zero_grad + backward, bit for bit, over a
+ * gradient arena full of garbage (NaN), at the reserved shape and at a
+ * shorter T (position rows past it must come out 0). */
+static void test_backward_fresh(void) {
+    hpt_model *m = make_model(B, T, 22);
+    scramble(m);
+    size_t n;
+    float *g = hpt_model_grads(m, &n), *want = malloc(n * sizeof(float));
+    const int shapes[2][2] = {{B, T}, {1, T - 2}};
+    for (int k = 0; k < 2; k++) {
+        const int b = shapes[k][0], t = shapes[k][1];
+        grad_of(m, b, t);
+        memcpy(want, g, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) g[i] = NAN;
+        loss_of(m, b, t);
+        CHECK(hpt_model_backward_fresh(m, 1.0f) == HPT_OK, "backward_fresh: %s", hpt_errmsg());
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) diff += memcmp(&g[i], &want[i], sizeof(float)) != 0;
+        printf("  %dx%d: %zu of %zu gradient floats differ from zero_grad + backward\n", b, t, diff, n);
+        CHECK(diff == 0, "backward_fresh %dx%d: %zu gradient floats differ from zero_grad + backward", b, t, diff);
+    }
+    free(want);
+    hpt_model_free(m);
+}
+
 /* hpt_model_conf_params (what the loaders check stored arenas against before
  * allocating) must agree with every family's tensor table. */
 static void conf_count_matches(hpt_model *m, const char *what) {
@@ -481,6 +506,8 @@ int main(void) {
     hpt_model_free(m);
     printf("    loss scale and accumulation\n");
     test_scale_and_accumulate();
+    printf("    backward_fresh = zero_grad + backward\n");
+    test_backward_fresh();
     printf("(c) smaller batch than reserved\n");
     test_small_batch();
     printf("(d) argument errors\n");

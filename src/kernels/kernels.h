@@ -7,6 +7,9 @@
  *   - forward kernels overwrite their outputs;
  *   - backward kernels ACCUMULATE (+=) into every gradient they produce, so a
  *     gradient can collect contributions from several paths; the caller zeroes;
+ *     their *_first twins write what they would have accumulated onto zeros
+ *     (0 + the sum, the same bits), for a model's first write to a gradient
+ *     without a zeroing sweep before it;
  *   - OpenMP loops split by output index, so each thread owns its writes: no
  *     atomics, no cross-thread float reductions, and the result is the same
  *     for any thread count (bit-exact resume depends on it);
@@ -33,6 +36,10 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
 void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
                              int N, int C, int OC);
+/* dinp = dout . weight; dweight = dout^T . inp and dbias = sum_n dout. */
+void matmul_backward_dinp_first(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
+void matmul_backward_dweight_first(float *dweight, float *dbias, const float *dout, const float *inp,
+                                   int N, int C, int OC);
 void matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
                         int N, int C, int OC);
 void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,
@@ -51,10 +58,16 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                         const float *inp, const float *weight, const float *mean,
                         const float *rstd, int N, int C);
+/* dweight and dbias written, dinp still accumulated (the residual stream's
+ * gradient collects both branches). */
+void layernorm_backward_first(float *dinp, float *dweight, float *dbias, const float *dout,
+                              const float *inp, const float *weight, const float *mean,
+                              const float *rstd, int N, int C);
 
 /* GELU, tanh approximation (GPT-2's), elementwise over n. */
 void gelu_forward(float *out, const float *inp, size_t n);
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void gelu_backward_first(float *dinp, const float *inp, const float *dout, size_t n);
 
 /* ReLU elementwise (classifiers). */
 void relu_forward(float *out, const float *inp, size_t n);

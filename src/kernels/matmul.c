@@ -60,9 +60,10 @@ void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float 
     matmul_backward_dweight_ref(dweight, dbias, dout, inp, N, C, OC);
 }
 
-/* dbias (OC) += column sums of dout (N,OC). Threads own column blocks and
- * walk rows inside, so the inner loop stays contiguous. */
-static void bias_backward(float *dbias, const float *dout, int N, int OC) {
+/* dbias (OC) += column sums of dout (N,OC); first: dbias = 0 + the sums
+ * (the same bits as zeroing it first). Threads own column blocks and walk
+ * rows inside, so the inner loop stays contiguous. */
+static void bias_backward(float *dbias, const float *dout, int N, int OC, int first) {
     enum { BLK = 64 };
     int nblk = (OC + BLK - 1) / BLK;
     #pragma omp parallel for
@@ -75,7 +76,7 @@ static void bias_backward(float *dbias, const float *dout, int N, int OC) {
             #pragma omp simd
             for (int o = o0; o < o1; o++) acc[o - o0] += d[o];
         }
-        for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+        for (int o = o0; o < o1; o++) dbias[o] = (first ? 0.0f : dbias[o]) + acc[o - o0];
     }
 }
 
@@ -92,6 +93,18 @@ void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, i
 
 void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
                              int N, int C, int OC) {
+    matmul_backward_dweight_ref(dweight, dbias, dout, inp, N, C, OC);
+}
+
+void matmul_backward_dinp_first(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
+    memset(dinp, 0, (size_t)N * C * sizeof(float));
+    matmul_backward_dinp_ref(dinp, dout, weight, N, C, OC);
+}
+
+void matmul_backward_dweight_first(float *dweight, float *dbias, const float *dout, const float *inp,
+                                   int N, int C, int OC) {
+    memset(dweight, 0, (size_t)OC * C * sizeof(float));
+    if (dbias) memset(dbias, 0, (size_t)OC * sizeof(float));
     matmul_backward_dweight_ref(dweight, dbias, dout, inp, N, C, OC);
 }
 
@@ -163,14 +176,27 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     sgemm_split(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC, bias);
 }
 
+/* The _first twins pass beta = 0: OpenBLAS then zeroes its block of C
+ * itself and accumulates onto it, the same sums as onto a zeroed C, without
+ * a separate sweep over the whole gradient. */
 void matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
     sgemm_split(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C, NULL);
+}
+
+void matmul_backward_dinp_first(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
+    sgemm_split(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C, NULL);
 }
 
 void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, const float *inp,
                              int N, int C, int OC) {
     sgemm_split(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C, NULL);
-    if (dbias) bias_backward(dbias, dout, N, OC);
+    if (dbias) bias_backward(dbias, dout, N, OC, 0);
+}
+
+void matmul_backward_dweight_first(float *dweight, float *dbias, const float *dout, const float *inp,
+                                   int N, int C, int OC) {
+    sgemm_split(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 0.0f, dweight, C, NULL);
+    if (dbias) bias_backward(dbias, dout, N, OC, 1);
 }
 
 #endif

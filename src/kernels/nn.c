@@ -72,9 +72,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     }
 }
 
-void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                        const float *inp, const float *weight, const float *mean,
-                        const float *rstd, int N, int C) {
+static void layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const float *weight, const float *mean, const float *rstd, int N, int C, int first) {
     /* Rows own dinp ... */
     #pragma omp parallel for
     for (int n = 0; n < N; n++) {
@@ -111,8 +110,23 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
                 db[c - c0] += d[c];
             }
         }
-        for (int c = c0; c < c1; c++) { dweight[c] += dw[c - c0]; dbias[c] += db[c - c0]; }
+        for (int c = c0; c < c1; c++) {
+            dweight[c] = (first ? 0.0f : dweight[c]) + dw[c - c0];
+            dbias[c] = (first ? 0.0f : dbias[c]) + db[c - c0];
+        }
     }
+}
+
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean,
+                        const float *rstd, int N, int C) {
+    layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, 0);
+}
+
+void layernorm_backward_first(float *dinp, float *dweight, float *dbias, const float *dout,
+                              const float *inp, const float *weight, const float *mean,
+                              const float *rstd, int N, int C) {
+    layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, 1);
 }
 
 /* ---------------------------------------------------------------- activations */
@@ -143,7 +157,8 @@ void gelu_forward(float *out, const float *inp, size_t n) {
     }
 }
 
-void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+/* dinp (+)= gelu'(inp) * dout; first: dinp = 0 + ..., the bits of a zeroed dinp */
+static void gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n, int first) {
     long nb = (long)((n + ELEMENTWISE_BLOCK - 1) / ELEMENTWISE_BLOCK);
     #pragma omp parallel for
     for (long b = 0; b < nb; b++) {
@@ -151,9 +166,20 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
         const float *x = inp + off, *d = dout + off;
         float *dx = dinp + off;
         int m = (int)(n - off < ELEMENTWISE_BLOCK ? n - off : ELEMENTWISE_BLOCK);
-        #pragma omp simd
-        for (int i = 0; i < m; i++) dx[i] += gelu_grad(x[i]) * d[i];
+        if (first) {
+            #pragma omp simd
+            for (int i = 0; i < m; i++) dx[i] = 0.0f + gelu_grad(x[i]) * d[i];
+        } else {
+            #pragma omp simd
+            for (int i = 0; i < m; i++) dx[i] += gelu_grad(x[i]) * d[i];
+        }
     }
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) { gelu_bwd(dinp, inp, dout, n, 0); }
+
+void gelu_backward_first(float *dinp, const float *inp, const float *dout, size_t n) {
+    gelu_bwd(dinp, inp, dout, n, 1);
 }
 
 void relu_forward(float *out, const float *inp, size_t n) {

@@ -106,11 +106,20 @@ static void linear_forward(int slot, float *out, const float *inp, const float *
     HPT_PROF(slot, gemm_flops(N, C, OC), matmul_forward(out, inp, w, b, N, C, OC));
 }
 
-/* = matmul_backward (dinp half, then dweight half), each half in its own slot */
+/* = matmul_backward (dinp half, then dweight half), each half in its own
+ * slot. dinp is always a scratch buffer written here first (no zeroing
+ * sweep before it); dw and db are written (first) or accumulated onto. */
 static void linear_backward(int slot_dx, int slot_dw, float *dinp, float *dw, float *db, const float *dout,
-                            const float *inp, const float *w, int N, int C, int OC) {
-    HPT_PROF(slot_dx, gemm_flops(N, C, OC), matmul_backward_dinp(dinp, dout, w, N, C, OC));
-    HPT_PROF(slot_dw, gemm_flops(N, C, OC), matmul_backward_dweight(dw, db, dout, inp, N, C, OC));
+                            const float *inp, const float *w, int N, int C, int OC, int first) {
+    HPT_PROF(slot_dx, gemm_flops(N, C, OC), matmul_backward_dinp_first(dinp, dout, w, N, C, OC));
+    if (first) HPT_PROF(slot_dw, gemm_flops(N, C, OC), matmul_backward_dweight_first(dw, db, dout, inp, N, C, OC));
+    else HPT_PROF(slot_dw, gemm_flops(N, C, OC), matmul_backward_dweight(dw, db, dout, inp, N, C, OC));
+}
+
+static void ln_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd, int N, int C, int first) {
+    if (first) HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward_first(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
+    else HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
 }
 
 static void zero_scratch(float *p, size_t n) {
@@ -182,7 +191,12 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
 
 /* ---------------------------------------------------------------- backward */
 
-static hpt_status gpt2_backward(hpt_model *m, float loss_scale) {
+/* first: the gradient arena's contents are ignored, every gradient is
+ * written as if onto zeros (hpt_model_backward_fresh): dW GEMMs with beta 0,
+ * layernorm and bias sums written, the position table zeroed (the one
+ * gradient written only in part, at rows < T). Otherwise every gradient is
+ * accumulated onto. Either way the scratch gradients are written first. */
+static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) {
     gpt2 *g = m->impl;
     const int B = g->cur_B, T = g->cur_T, C = g->cfg.n_embd, NH = g->cfg.n_head;
     const int L = g->cfg.n_layer, V = g->cfg.vocab_size, Vp = g->Vp;
@@ -196,12 +210,11 @@ static hpt_status gpt2_backward(hpt_model *m, float loss_scale) {
     /* The loss is the mean over B*T positions, scaled for accumulation. */
     HPT_PROF(HPT_PROF_XENT_BWD, 0,
              softmax_xent_backward(a->logits, g->targets, loss_scale / ((float)B * T), B * T, V, Vp));
-    zero_scratch(a->dln, BTC);
     linear_backward(HPT_PROF_LMHEAD_DX, HPT_PROF_LMHEAD_DW, a->dln, G[WTE], NULL, a->logits, a->lnf, P[WTE],
-                    B * T, C, Vp);
+                    B * T, C, Vp, first);
     zero_scratch(a->dresid, BTC);
-    HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC,
-                                                    P[LNFW], a->lnf_mean, a->lnf_rstd, B * T, C));
+    ln_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC, P[LNFW], a->lnf_mean, a->lnf_rstd,
+                B * T, C, first);
 
     /* dresid holds d(residual stream) between blocks; each block adds its
      * branch's contribution to it, walking the layers backwards. */
@@ -215,39 +228,40 @@ static hpt_status gpt2_backward(hpt_model *m, float loss_scale) {
         const float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
 
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        zero_scratch(a->dfch_gelu, BTC * 4);
         linear_backward(HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C,
-                        G[FCPROJB] + l * C, a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C);
-        zero_scratch(a->dfch, BTC * 4);
-        HPT_PROF(HPT_PROF_GELU_BWD, 0, gelu_backward(a->dfch, fch, a->dfch_gelu, BTC * 4));
-        zero_scratch(a->dln, BTC);
+                        G[FCPROJB] + l * C, a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C,
+                        first);
+        HPT_PROF(HPT_PROF_GELU_BWD, 0, gelu_backward_first(a->dfch, fch, a->dfch_gelu, BTC * 4));
         linear_backward(HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
-                        a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C);
-        HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2,
-                                                        P[LN2W] + l * C, ln2_mean, ln2_rstd, B * T, C));
+                        a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C, first);
+        ln_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2, P[LN2W] + l * C, ln2_mean, ln2_rstd,
+                    B * T, C, first);
 
         /* attention branch: res2 = resid + attproj(attn(qkv(ln1(resid)))) */
-        zero_scratch(a->datty, BTC);
         linear_backward(HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
-                        G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C);
+                        G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C, first);
         zero_scratch(a->dqkv, BTC * 3);
         HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
                  attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH));
-        zero_scratch(a->dln, BTC);
         linear_backward(HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
-                        G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C);
-        HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid,
-                                                        P[LN1W] + l * C, ln1_mean, ln1_rstd, B * T, C));
+                        G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C, first);
+        ln_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid, P[LN1W] + l * C, ln1_mean, ln1_rstd,
+                    B * T, C, first);
     }
+    if (first) HPT_PROF(HPT_PROF_ZERO_GRAD, 0, memset(G[WPE], 0, m->tensors[WPE].numel * sizeof(float)));
     HPT_PROF(HPT_PROF_EMBED_BWD, 0, encoder_backward(G[WTE], G[WPE], a->dresid, g->tokens, B, T, C));
     return HPT_OK;
 }
+
+static hpt_status gpt2_backward(hpt_model *m, float loss_scale) { return gpt2_backward_impl(m, loss_scale, 0); }
+static hpt_status gpt2_backward_first(hpt_model *m, float loss_scale) { return gpt2_backward_impl(m, loss_scale, 1); }
 
 /* ---------------------------------------------------------------- init */
 
 static const hpt_model_ops gpt2_ops = {
     .forward = gpt2_forward,
     .backward = gpt2_backward,
+    .backward_first = gpt2_backward_first,
     .train_flops = gpt2_train_flops,
     .free_impl = gpt2_free_impl,
 };

@@ -51,13 +51,18 @@ hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *b, float *loss) {
     return st;
 }
 
-hpt_status hpt_model_backward(hpt_model *m, float loss_scale) {
+static hpt_status backward(hpt_model *m, float loss_scale, int fresh) {
     if (!m->have_targets)
         return hpt_fail(HPT_ERR_ARG, "backward: the last forward had no targets");
     m->have_targets = 0;  /* the in-place softmax is consumed by backward */
     m->backward_calls++;
+    if (fresh && m->ops->backward_first) return m->ops->backward_first(m, loss_scale);
+    if (fresh) hpt_model_zero_grad(m);
     return m->ops->backward(m, loss_scale);
 }
+
+hpt_status hpt_model_backward(hpt_model *m, float loss_scale) { return backward(m, loss_scale, 0); }
+hpt_status hpt_model_backward_fresh(hpt_model *m, float loss_scale) { return backward(m, loss_scale, 1); }
 
 void hpt_model_zero_grad(hpt_model *m) {
     HPT_PROF(HPT_PROF_ZERO_GRAD, 0, memset(m->grads, 0, m->nparams * sizeof(float)));

@@ -19,6 +19,9 @@
 typedef struct hpt_model_ops {
     hpt_status (*forward)(hpt_model *m, const hpt_batch *b, float *loss);
     hpt_status (*backward)(hpt_model *m, float loss_scale);
+    /* optional: backward that writes every gradient instead of accumulating
+     * (the bits of zero_grad + backward, without the zeroing sweep) */
+    hpt_status (*backward_first)(hpt_model *m, float loss_scale);
     double (*train_flops)(const hpt_model *m, int B, int T);
     void (*free_impl)(void *impl);
 } hpt_model_ops;

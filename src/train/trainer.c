@@ -259,13 +259,17 @@ static hpt_status bad_loss(const hpt_trainer *tr, float loss) {
                     loss, tr->step + 1);
 }
 
-/* One micro-batch's forward and backward into the (zeroed) gradient arena,
- * scaled by 1/share: the mean over the step's micro-batches (this rank's
- * own, in local-step mode). */
+/* One micro-batch's forward and backward, its gradient written over the
+ * gradient arena (hpt_model_backward_fresh: zero_grad + backward without
+ * the zeroing sweep), scaled by 1/share: the mean over the step's
+ * micro-batches (this rank's own, in local-step mode). */
 static hpt_status micro_step(hpt_trainer *tr, const hpt_batch *b, float *loss) {
     HPT_TRY(hpt_model_forward(tr->model, b, loss));
-    if (!isfinite(*loss)) return HPT_OK;  /* the caller says so, once every rank knows */
-    return hpt_model_backward(tr->model, 1.0f / tr->share);
+    if (!isfinite(*loss)) {  /* the caller says so, once every rank knows; a zero gradient meanwhile */
+        hpt_model_zero_grad(tr->model);
+        return HPT_OK;
+    }
+    return hpt_model_backward_fresh(tr->model, 1.0f / tr->share);
 }
 
 /* The step's gradient (micro > 1) as one fixed sum: each micro-step's
@@ -286,7 +290,6 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
         tr->task_->train_batch(tr->task_, &b);
         *ntok += (double)b.B * b.T;
         if (j < first || j >= last) continue;  /* another rank's */
-        hpt_model_zero_grad(m);
         HPT_TRY(micro_step(tr, &b, &slots[j]));
         if (!isfinite(slots[j]) && (tr->ranks == 1 || tr->share < tr->micro)) return bad_loss(tr, slots[j]);
         const float *g = m->grads;
@@ -319,8 +322,6 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
 /* The plain step's gradient (one micro-batch in one process): unchanged
  * since before data parallelism, bit for bit. */
 static hpt_status single_gradient(hpt_trainer *tr, double *loss_sum, double *ntok) {
-    hpt_model *m = tr->model;
-    hpt_model_zero_grad(m);
     hpt_batch b;
     tr->task_->train_batch(tr->task_, &b);
     float loss;
