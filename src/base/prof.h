@@ -45,7 +45,6 @@
     X(BWD_MEMSET,  "bwd scratch memset")                    \
     X(ZERO_GRAD,   "zero_grad")                             \
     X(GRAD_NORM,   "grad norm")                             \
-    X(GRAD_CLIP,   "grad clip scale (sf)")                  \
     X(ADAMW,       "adamw (+ clip scale)")
 
 #define HPT_PROF_ENUM_(id, name) HPT_PROF_##id,

@@ -107,10 +107,11 @@ void softmax_xent_backward(float *probs, const int *targets, float dloss, int N,
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t);
 
-/* grads *= gscale, then adamw_update, in one sweep (clipping folded into the
- * update: one pass over the gradients fewer). The same bits as
- * scale_inplace(grads, gscale) followed by adamw_update. */
-void adamw_update_scaled(float *params, float *grads, float *m, float *v, size_t n, float gscale,
+/* adamw_update with the gradient grads * gscale, in one sweep (clipping
+ * folded into the update: no pass over the gradients, which are left as
+ * they are). params, m and v get the bits of scale_inplace(grads, gscale)
+ * followed by adamw_update. */
+void adamw_update_scaled(float *params, const float *grads, float *m, float *v, size_t n, float gscale,
                          float lr, float beta1, float beta2, float eps, float weight_decay, int t);
 
 /* Sum of squares in double, split into a fixed number of chunks combined in

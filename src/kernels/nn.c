@@ -269,7 +269,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
     }
 }
 
-void adamw_update_scaled(float *params, float *grads, float *m, float *v, size_t n, float gscale,
+void adamw_update_scaled(float *params, const float *grads, float *m, float *v, size_t n, float gscale,
                          float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     if (gscale == 1.0f) {
         adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
@@ -281,8 +281,7 @@ void adamw_update_scaled(float *params, float *grads, float *m, float *v, size_t
     float decay = 1.0f - lr * weight_decay;
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        float g = grads[i] * gscale;   /* = scale_inplace's product, bit for bit */
-        grads[i] = g;
+        float g = grads[i] * gscale;   /* = scale_inplace's product, bit for bit; not stored back */
         ADAMW_ELEMENT(i, g);
     }
 }

@@ -25,17 +25,9 @@ static hpt_status clip_coef(hpt_model *m, const hpt_adamw *o, int t, float *grad
     return HPT_OK;
 }
 
-/* Global-norm clipping of m->grads in place. */
-static hpt_status clip(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm) {
-    float coef;
-    HPT_TRY(clip_coef(m, o, t, grad_norm, &coef));
-    if (coef < 1.0f) HPT_PROF(HPT_PROF_GRAD_CLIP, (double)m->nparams, scale_inplace(m->grads, coef, m->nparams));
-    return HPT_OK;
-}
-
 hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *o, int t, float *grad_norm) {
-    /* the clipping scale rides in the AdamW sweep (adamw_update_scaled), which
-     * also leaves the clipped gradients in m->grads, as clip() would */
+    /* the clipping scale rides in the AdamW sweep (adamw_update_scaled): no
+     * sweep over the gradients, which stay unclipped */
     float coef;
     HPT_TRY(clip_coef(m, o, t, grad_norm, &coef));
     for (int i = 0; i < m->ntensors; i++) {
@@ -61,10 +53,15 @@ float hpt_sf_coef(hpt_sf_state *s, float lr) {
 
 void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_t n, float lr, float beta1,
                    float beta2, float eps, float weight_decay, float c, int t) {
+    hpt_sf_update_scaled(y, g, z, x, v, n, 1.0f, lr, beta1, beta2, eps, weight_decay, c, t);
+}
+
+void hpt_sf_update_scaled(float *y, const float *g, float *z, float *x, float *v, size_t n, float gscale, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float c, int t) {
     const float bc2 = 1.0f - powf(beta2, (float)t);
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
+        float gi = g[i] * gscale;   /* x 1 is exact: the unclipped step's bits */
         float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
         v[i] = vi;
         float u = gi / (sqrtf(vi / bc2) + eps) + weight_decay * y[i];
@@ -78,13 +75,14 @@ void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_
 
 hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state *s, const hpt_adamw *o, int t,
                        float *grad_norm) {
-    HPT_TRY(clip(m, o, t, grad_norm));
+    float coef;   /* the clipping scale rides in the update's sweep, as in hpt_optim_step */
+    HPT_TRY(clip_coef(m, o, t, grad_norm, &coef));
     float c = hpt_sf_coef(s, o->lr);
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor_info *ti = &m->tensors[i];
         size_t k = ti->offset;
-        hpt_sf_update(m->params + k, m->grads + k, z + k, x + k, v + k, ti->numel, o->lr, o->beta1, o->beta2,
-                      o->eps, ti->decay ? o->weight_decay : 0.0f, c, t);
+        hpt_sf_update_scaled(m->params + k, m->grads + k, z + k, x + k, v + k, ti->numel, coef, o->lr, o->beta1,
+                             o->beta2, o->eps, ti->decay ? o->weight_decay : 0.0f, c, t);
     }
     return HPT_OK;
 }

@@ -22,9 +22,11 @@ typedef struct hpt_adamw {
 typedef struct hpt_adamw_bc { float bc1, bc2; } hpt_adamw_bc;
 hpt_adamw_bc hpt_adamw_bias(float beta1, float beta2, int64_t t);
 
-/* Clips m->grads to global norm grad_clip (if > 0), then updates m->params
- * with moments mom1/mom2 (each nparams floats). t is the 1-based step.
- * *grad_norm receives the norm before clipping. Fails on a non-finite norm. */
+/* Updates m->params with the gradient m->grads clipped to global norm
+ * grad_clip (if > 0) and moments mom1/mom2 (each nparams floats). t is the
+ * 1-based step. *grad_norm receives the norm before clipping. m->grads is
+ * left unclipped (the scale is applied inside the update's one sweep).
+ * Fails on a non-finite norm. */
 hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *opt, int t, float *grad_norm);
 
 /* ---------------------------------------------------------------- schedule-free AdamW
@@ -45,7 +47,10 @@ float hpt_sf_coef(hpt_sf_state *s, float lr);
 /* One element-wise update of n values (y, z, x, v as above); t: 1-based. */
 void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_t n, float lr, float beta1,
                    float beta2, float eps, float weight_decay, float c, int t);
-/* hpt_optim_step's schedule-free twin: clips m->grads, then updates
+/* The same with the gradient g * gscale (clipping inside the sweep). */
+void hpt_sf_update_scaled(float *y, const float *g, float *z, float *x, float *v, size_t n, float gscale, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float c, int t);
+/* hpt_optim_step's schedule-free twin: clips the gradient (m->grads left unclipped), then updates
  * m->params (y), z, x and v (each nparams floats), weight decay per the
  * tensor table. o->lr is this step's rate; beta1 is the interpolation's. */
 hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state *s, const hpt_adamw *o, int t,
