@@ -152,34 +152,9 @@ static void accum_rows4(float *dst, size_t ds, const float *c, size_t cq, size_t
         for (int q = 0; q < 4; q++) accum_rows(dst + q * ds + i, c + q * cq, cs, x + i, xs, lo, hi, w - i);
 }
 
-/* The largest of a[0..n) that is not NaN (-inf if none), 16 lanes at a
- * time. Any order finds the same value but for the sign of a zero maximum,
- * and x - (+0) and x - (-0) give the same hpt_expf below. */
-typedef int v16i __attribute__((vector_size(LANES * sizeof(int))));
-
-static float row_max(const float *a, int n) {
-    float mx = -INFINITY;
-    int i = 0;
-    if (n >= LANES) {
-        v16 m = (v16){0} - INFINITY;
-        for (; i + LANES <= n; i += LANES) {
-            const v16 x = load16(a + i);
-            const v16i gt = x > m;   /* false for NaN either side: a NaN never wins */
-            m = (v16)(((v16i)x & gt) | ((v16i)m & ~gt));
-        }
-        float ml[LANES];
-        store16(ml, m);
-        for (int l = 0; l < LANES; l++)
-            if (ml[l] > mx) mx = ml[l];
-    }
-    for (; i < n; i++)
-        if (a[i] > mx) mx = a[i];
-    return mx;
-}
-
 /* arow[0..t] = softmax of the scaled scores in place, zeros after (to T). */
 static void softmax_row(float *arow, int t, int T) {
-    const float mx = row_max(arow, t + 1);
+    const float mx = hpt_max_row(arow, t + 1);
     float sum = 0.0f;
     #pragma omp simd reduction(+:sum)
     for (int t2 = 0; t2 <= t; t2++) { arow[t2] = hpt_expf(arow[t2] - mx); sum += arow[t2]; }
@@ -303,6 +278,13 @@ static void head_backward_ref(const head *hd, float *d) {
     }
 }
 
+/* first: the head's dq, dk, dv are zeroed here (in cache, by the thread that
+ * accumulates onto them) instead of by the caller */
+static void zero_head(float *d, const head *hd) {
+    for (int t = 0; t < hd->T; t++)
+        for (int p = 0; p < 3; p++) memset(d + (size_t)t * 3 * hd->C + (size_t)p * hd->C, 0, (size_t)hd->hs * sizeof(float));
+}
+
 /* work: T x T + hs x 16 floats of scratch */
 static void head_backward(const head *hd, float *d, float *work) {
     const size_t C3 = 3 * (size_t)hd->C, C = (size_t)hd->C;
@@ -364,8 +346,8 @@ void attention_backward_ref(float *dinp, const float *dout, const float *inp, co
         }
 }
 
-void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
-                        int B, int T, int C, int NH) {
+static void attention_bwd(float *dinp, const float *dout, const float *inp, const float *att, int B, int T, int C,
+                          int NH, int first) {
     const int hs = C / NH;
     #pragma omp parallel
     {
@@ -375,9 +357,20 @@ void attention_backward(float *dinp, const float *dout, const float *inp, const 
             for (int h = 0; h < NH; h++) {
                 float *d;
                 head hd = head_bwd_at(dinp, dout, inp, att, b, h, T, C, NH, &d);
+                if (first) zero_head(d, &hd);
                 if (work) head_backward(&hd, d, work);
                 else head_backward_ref(&hd, d);   /* no scratch: the same bits, slower */
             }
         free(work);
     }
+}
+
+void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
+                        int B, int T, int C, int NH) {
+    attention_bwd(dinp, dout, inp, att, B, T, C, NH, 0);
+}
+
+void attention_backward_first(float *dinp, const float *dout, const float *inp, const float *att,
+                              int B, int T, int C, int NH) {
+    attention_bwd(dinp, dout, inp, att, B, T, C, NH, 1);
 }

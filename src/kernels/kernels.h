@@ -89,6 +89,8 @@ void attention_forward(float *out, float *att, const float *inp, int B, int T, i
 /* dinp (B,T,3C) += gradient of q,k,v given dout (B,T,C). */
 void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                         int B, int T, int C, int NH);
+void attention_backward_first(float *dinp, const float *dout, const float *inp, const float *att,
+                              int B, int T, int C, int NH);
 /* Per-(query, key) loops in the same summation orders (attention.c's top):
  * the test oracle, equal to the two above bit for bit. */
 void attention_forward_ref(float *out, float *att, const float *inp, int B, int T, int C, int NH);

@@ -213,8 +213,7 @@ void softmax_xent_forward(float *losses, float *logits, const int *targets, int 
     #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         float *z = logits + (size_t)n * Vp;
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+        const float mx = hpt_max_row(z, V);
         /* loss = logsumexp - z[target] on max-shifted logits, taken before
          * the exp so a tiny probability never becomes log(0). */
         float zt = z[targets[n]] - mx;

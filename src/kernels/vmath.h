@@ -1,5 +1,5 @@
 /*
- * vmath.h — exp and tanh that the compiler can vectorise.
+ * vmath.h — exp, tanh and a row maximum that the compiler can vectorise.
  *
  * glibc's expf/tanhf are scalar calls unless -ffast-math is on (its vector
  * variants are declared only under __FAST_MATH__), and fast-math is banned
@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline float hpt_expf(float x) {
     float xc = x < -87.0f ? -87.0f : x;
@@ -42,6 +43,35 @@ static inline float hpt_expf(float x) {
 static inline float hpt_tanhf(float u) {
     float e = hpt_expf(-2.0f * fabsf(u));
     return copysignf((1.0f - e) / (1.0f + e), u);
+}
+
+/* The largest of a[0..n) that is not NaN (-inf if none: the plain loop
+ * `if (a[i] > mx) mx = a[i]` from -inf), 16 lanes at a time (gcc does not
+ * vectorise that loop without fast-math). Any order finds the same value
+ * but for the sign of a zero maximum; the softmaxes subtract it, and
+ * x - (+0), x - (-0) differ only for x = -0, whose hpt_expf is 1 either way. */
+typedef float hpt_v16f __attribute__((vector_size(16 * sizeof(float))));
+typedef int hpt_v16i __attribute__((vector_size(16 * sizeof(int))));
+
+static inline float hpt_max_row(const float *a, int n) {
+    float mx = -INFINITY;
+    int i = 0;
+    if (n >= 16) {
+        hpt_v16f m = (hpt_v16f){0} - INFINITY;
+        for (; i + 16 <= n; i += 16) {
+            hpt_v16f x;
+            memcpy(&x, a + i, sizeof x);
+            const hpt_v16i gt = x > m;   /* false for NaN either side: a NaN never wins */
+            m = (hpt_v16f)(((hpt_v16i)x & gt) | ((hpt_v16i)m & ~gt));
+        }
+        float ml[16];
+        memcpy(ml, &m, sizeof ml);
+        for (int l = 0; l < 16; l++)
+            if (ml[l] > mx) mx = ml[l];
+    }
+    for (; i < n; i++)
+        if (a[i] > mx) mx = a[i];
+    return mx;
 }
 
 #endif /* HPT_VMATH_H */

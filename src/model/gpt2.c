@@ -240,9 +240,8 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
         /* attention branch: res2 = resid + attproj(attn(qkv(ln1(resid)))) */
         linear_backward(HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
                         G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C, first);
-        zero_scratch(a->dqkv, BTC * 3);
         HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
-                 attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH));
+                 attention_backward_first(a->dqkv, a->datty, qkv, att, B, T, C, NH));
         linear_backward(HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
                         G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C, first);
         ln_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid, P[LN1W] + l * C, ln1_mean, ln1_rstd,
