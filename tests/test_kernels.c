@@ -809,8 +809,12 @@ static buf run_blas_odd_shapes(uint64_t seed) {
     hpt_rng_seed(&g_rng, seed);
     run_matmul(&out, 0, 96, 72, 200);
     run_matmul(&out, 0, 200, 64, 136);
-    /* a weight of 8M floats or more: forward and dinp split columns (sgemm_split) */
+    /* B operands of 512K floats or more split columns (sgemm_split): an
+     * 8M-float weight (forward, dinp), a 590K one (GPT-2 124M's attention
+     * projection), a 540K-float input (its dweight) */
     run_matmul(&out, 0, 20, 520, 16200);
+    run_matmul(&out, 0, 20, 768, 768);
+    run_matmul(&out, 0, 200, 2700, 64);
     return out;
 }
 
@@ -1007,6 +1011,9 @@ int main(int argc, char **argv) {
     printf("matmul, column split\n");
     test_matmul_forward_agree(20, 520, 16200);
     test_matmul_backward_agree(20, 520, 16200);
+    test_matmul_forward_agree(20, 768, 768);
+    test_matmul_backward_agree(20, 768, 768);
+    test_matmul_backward_agree(200, 2700, 64);
     printf("threads (OpenBLAS %s kernels)\n", hpt_blas_core());
     test_threads();
     test_threads_other_cores(argv[0]);

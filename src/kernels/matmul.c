@@ -140,10 +140,13 @@ static void sgemm_split(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, in
     const int rows = block_of(M), nrow = (M + rows - 1) / rows;
     const int cols = block_of(N), ncol = (N + cols - 1) / cols;
     /* floats packed beyond one pass over A and B; columns only where B is
-     * past a core's L2 (4 MiB), where repacking it goes to memory: smaller
-     * models keep the row split and its bits */
+     * 2 MiB or more, past a core's L2, where repacking it goes to L3 or
+     * memory: smaller models keep the row split and its bits. At 124M the
+     * attention projection (a 768 x 768 weight, forward and dinp) and the
+     * MLP projection's dweight (a 256 x 3072 input) split columns since
+     * this threshold went from 4 to 2 MiB */
     const double extra_rows = (double)(nrow - 1) * N * K, extra_cols = (double)(ncol - 1) * M * K;
-    if (extra_cols < extra_rows && (double)N * K >= (double)(1 << 20)) {
+    if (extra_cols < extra_rows && (double)N * K >= (double)(1 << 19)) {
         #pragma omp parallel for schedule(static)
         for (int b = 0; b < ncol; b++) {
             int n0 = b * cols, n1 = n0 + cols < N ? n0 + cols : N;
