@@ -222,6 +222,27 @@ static void test_matmul_backward_agree(int N, int C, int OC) {
     free(inp); free(w); free(d); free(a1); free(w1); free(b1); free(a2); free(w2); free(b2);
 }
 
+/* The inner dimension split into blocks (a vocabulary-long dinp): against
+ * the reference within float rounding, over a garbage dinp; and the plain
+ * path where blocks do not pay (same bits as matmul_backward_dinp_first). */
+static void test_matmul_dinp_kblocks(int N, int C, int OC, int blocks) {
+    float *w = frand((size_t)OC * C, 0, 1), *d = frand((size_t)N * OC, 0, 1), *scratch = falloc((size_t)3 * N * C);
+    float *a1 = frand((size_t)N * C, 0, 1), *a2 = falloc((size_t)N * C), *a3 = falloc((size_t)N * C);
+    for (size_t i = 0; i < (size_t)N * C; i++) a1[i] = NAN;
+    matmul_backward_dinp_first_kblocks(a1, d, w, N, C, OC, scratch);
+    float *dw = falloc((size_t)OC * C), *inp = frand((size_t)N * C, 0, 1);
+    matmul_backward_ref(a2, dw, NULL, d, inp, w, N, C, OC);
+    matmul_backward_dinp_first(a3, d, w, N, C, OC);
+    double e = max_abs_diff(a1, a2, (size_t)N * C), tol = 2e-6 * OC;
+    int same = !memcmp(a1, a3, (size_t)N * C * sizeof(float));
+    printf("  matmul_backward_dinp_first_kblocks %dx%dx%d vs ref: %.3g (%s matmul_backward_dinp_first's bits)\n", N, C,
+           OC, e, same ? "=" : "not");
+    CHECK(e <= tol, "matmul_backward_dinp_first_kblocks %dx%dx%d vs ref: %.3g > %.3g", N, C, OC, e, tol);
+    CHECK(same == !blocks, "matmul_backward_dinp_first_kblocks %dx%dx%d: expected %s", N, C, OC,
+          blocks ? "blocks (other bits)" : "the plain path's bits");
+    free(w); free(d); free(scratch); free(a1); free(a2); free(a3); free(dw); free(inp);
+}
+
 /* ---------------------------------------------------------------- layernorm */
 
 typedef struct ln_ctx {
@@ -815,6 +836,15 @@ static buf run_blas_odd_shapes(uint64_t seed) {
     run_matmul(&out, 0, 20, 520, 16200);
     run_matmul(&out, 0, 20, 768, 768);
     run_matmul(&out, 0, 200, 2700, 64);
+    /* the inner dimension in blocks (matmul_backward_dinp_first_kblocks) */
+    {
+        const int N = 20, C = 256, OC = 20000;
+        float *w = frand((size_t)OC * C, 0, 1), *d = frand((size_t)N * OC, 0, 1);
+        float *scratch = falloc((size_t)3 * N * C), *di = falloc((size_t)N * C);
+        matmul_backward_dinp_first_kblocks(di, d, w, N, C, OC, scratch);
+        put(&out, "matmul_backward_dinp_first_kblocks 20x256x20000", di, (size_t)N * C);
+        free(w); free(d); free(scratch); free(di);
+    }
     return out;
 }
 
@@ -1014,6 +1044,8 @@ int main(int argc, char **argv) {
     test_matmul_forward_agree(20, 768, 768);
     test_matmul_backward_agree(20, 768, 768);
     test_matmul_backward_agree(200, 2700, 64);
+    test_matmul_dinp_kblocks(20, 256, 20000, 1);
+    test_matmul_dinp_kblocks(96, 72, 200, 0);
     printf("threads (OpenBLAS %s kernels)\n", hpt_blas_core());
     test_threads();
     test_threads_other_cores(argv[0]);

@@ -40,6 +40,13 @@ void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, co
 void matmul_backward_dinp_first(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
 void matmul_backward_dweight_first(float *dweight, float *dbias, const float *dout, const float *inp,
                                    int N, int C, int OC);
+/* matmul_backward_dinp_first, but where OC is so long that every row or
+ * column block would repack a large operand (a vocabulary-wide LM head), OC
+ * is split into about 4 fixed blocks whose products are added in block
+ * order: other bits than matmul_backward_dinp_first there (the same for any
+ * thread count). scratch: 3 N x C floats, overwritten. */
+void matmul_backward_dinp_first_kblocks(float *dinp, const float *dout, const float *weight, int N, int C, int OC,
+                                        float *scratch);
 void matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
                         int N, int C, int OC);
 void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout,

@@ -101,6 +101,12 @@ void matmul_backward_dinp_first(float *dinp, const float *dout, const float *wei
     matmul_backward_dinp_ref(dinp, dout, weight, N, C, OC);
 }
 
+void matmul_backward_dinp_first_kblocks(float *dinp, const float *dout, const float *weight, int N, int C, int OC,
+                                        float *scratch) {
+    (void)scratch;
+    matmul_backward_dinp_first(dinp, dout, weight, N, C, OC);
+}
+
 void matmul_backward_dweight_first(float *dweight, float *dbias, const float *dout, const float *inp,
                                    int N, int C, int OC) {
     memset(dweight, 0, (size_t)OC * C * sizeof(float));
@@ -194,6 +200,44 @@ void matmul_backward_dweight(float *dweight, float *dbias, const float *dout, co
                              int N, int C, int OC) {
     sgemm_split(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C, NULL);
     if (dbias) bias_backward(dbias, dout, N, OC, 0);
+}
+
+/* Where the inner dimension OC is so long that row and column blocks would
+ * both repack a large operand many times over (16x the partial sums' size):
+ * the LM head's dinp at 124M, 256 x 768 from 50257-long rows, whose column
+ * blocks each packed all 51 MB of dlogits. */
+static int kblocks_pay(int N, int C, int OC) {
+    const int rows = block_of(N), nrow = (N + rows - 1) / rows, cols = block_of(C), ncol = (C + cols - 1) / cols;
+    const int kb = block_of(OC), nk = (OC + kb - 1) / kb;
+    const double extra_rows = (double)(nrow - 1) * C * OC, extra_cols = (double)(ncol - 1) * N * OC;
+    const double partial = (double)(nk - 1) * N * C;
+    return nk > 1 && extra_rows >= 16.0 * partial && extra_cols >= 16.0 * partial;
+}
+
+void matmul_backward_dinp_first_kblocks(float *dinp, const float *dout, const float *weight, int N, int C, int OC,
+                                        float *scratch) {
+    if (!kblocks_pay(N, C, OC)) {
+        matmul_backward_dinp_first(dinp, dout, weight, N, C, OC);
+        return;
+    }
+    const int kb = block_of(OC), nk = (OC + kb - 1) / kb;
+    const size_t NC = (size_t)N * C;
+    /* block b's product into dinp (b = 0) or scratch; each packs its own
+     * slices of dout and weight once */
+    #pragma omp parallel for schedule(static)
+    for (int b = 0; b < nk; b++) {
+        const int k0 = b * kb, k1 = k0 + kb < OC ? k0 + kb : OC;
+        float *Cb = b == 0 ? dinp : scratch + (size_t)(b - 1) * NC;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, k1 - k0, 1.0f, dout + k0, OC,
+                    weight + (size_t)k0 * C, C, 0.0f, Cb, C);
+    }
+    /* the blocks added in order, (P0 + P1) + P2 ...: the same bits for any thread count */
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < NC; i++) {
+        float acc = dinp[i];
+        for (int b = 1; b < nk; b++) acc += scratch[(size_t)(b - 1) * NC + i];
+        dinp[i] = acc;
+    }
 }
 
 void matmul_backward_dweight_first(float *dweight, float *dbias, const float *dout, const float *inp,

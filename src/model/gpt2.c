@@ -210,8 +210,16 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     /* The loss is the mean over B*T positions, scaled for accumulation. */
     HPT_PROF(HPT_PROF_XENT_BWD, 0,
              softmax_xent_backward(a->logits, g->targets, loss_scale / ((float)B * T), B * T, V, Vp));
-    linear_backward(HPT_PROF_LMHEAD_DX, HPT_PROF_LMHEAD_DW, a->dln, G[WTE], NULL, a->logits, a->lnf, P[WTE],
-                    B * T, C, Vp, first);
+    /* the LM head: dx from Vp-long rows, its inner dimension split into
+     * blocks (dfch, free until the first layer, holds 3 of their products) */
+    HPT_PROF(HPT_PROF_LMHEAD_DX, gemm_flops(B * T, C, Vp),
+             matmul_backward_dinp_first_kblocks(a->dln, a->logits, P[WTE], B * T, C, Vp, a->dfch));
+    if (first)
+        HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
+                 matmul_backward_dweight_first(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp));
+    else
+        HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
+                 matmul_backward_dweight(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp));
     zero_scratch(a->dresid, BTC);
     ln_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC, P[LNFW], a->lnf_mean, a->lnf_rstd,
                 B * T, C, first);
