@@ -19,7 +19,14 @@
 # results.md and the plots are copied to bench/results/compare-<workload>/.
 # Benchmark on an idle machine: OpenMP spin-waits make a shared one 5-20x
 # slower, and the comparisons are timings.
+# JOBS=N trains N runs side by side (hpt compare --jobs), each on
+# THREADS threads (default 2, or 1 when JOBS > 1): on the 2-core EPYC the
+# models of these workloads train as fast per core on 1 thread as on 2, and
+# two 1-thread runs side by side kept their clocks within 1% of a lone
+# 1-thread run's, where lone 2-thread runs varied by up to 14%.
 set -eu
+JOBS=${JOBS:-1}
+THREADS=${THREADS:-$([ "$JOBS" -gt 1 ] && echo 1 || echo 2)}
 cd "$(dirname "$0")/.."
 make -j2 hpt >/dev/null
 SHAKE=bench/data/tinyshakespeare.txt
@@ -51,27 +58,27 @@ for w in $workloads; do
     case $w in
     shakespeare-cpu)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
-        run_workload $w --data $SHAKE --eval-iters 20 --lrs 1e-3,2e-3,4e-3,8e-3 --seeds 5 --threads 2 ;;
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 1e-3,2e-3,4e-3,8e-3 --seeds 5 --threads $THREADS --jobs $JOBS ;;
     shakespeare-6x384)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
         run_workload $w --data $SHAKE --n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --batch-size 12 \
             --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 5e-4,1e-3,2e-3,4e-3 --seeds 3 --arms baseline,hybrid,ema \
-            --threads 2 ;;
+            --threads $THREADS --jobs $JOBS ;;
     fashion-cnn)
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 1e-3,2e-3,4e-3,8e-3 \
-            --seeds 5 --threads 2 ;;
+            --seeds 5 --threads $THREADS --jobs $JOBS ;;
     tuned-shakespeare-cpu)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
-        run_workload $w --data $SHAKE --eval-iters 20 --lrs 3e-3,4e-3,6e-3 --seeds 5 $I12 --threads 2 ;;
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 3e-3,4e-3,6e-3 --seeds 5 $I12 --threads $THREADS --jobs $JOBS ;;
     tuned-shakespeare-6x384)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
         run_workload $w --data $SHAKE --n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --batch-size 12 \
-            --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 5e-4,1e-3,2e-3 --seeds 3 $I12 --threads 2 ;;
+            --max-iters 400 --warmup-iters 40 --eval-iters 20 --lrs 5e-4,1e-3,2e-3 --seeds 3 $I12 --threads $THREADS --jobs $JOBS ;;
     tuned-fashion-cnn)
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
-            --seeds 5 $I12 --threads 2 ;;
+            --seeds 5 $I12 --threads $THREADS --jobs $JOBS ;;
     *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn," \
             "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn)" >&2; exit 2 ;;
     esac

@@ -81,7 +81,8 @@ void usage_compare(FILE *f) {
     fprintf(f,
 "Usage: hpt compare [hpt train options] [compare options]\n"
 "\n"
-"Trains every arm on the same data, seeds and thread count, one run at a time,\n"
+"Trains every arm on the same data, seeds and thread count, one run at a time\n"
+"(or --jobs at a time),\n"
 "and measures wall-clock (training clock) time to the tuned baseline's final\n"
 "validation loss. Train options (--data, --task, --model, --max-iters, --n-layer,\n"
 "--eval-interval, --threads, ...) and hybrid options (--warmup-steps, ...) are\n"
@@ -116,6 +117,10 @@ void usage_compare(FILE *f) {
 "                         reports the smallest f whose final val reaches the\n"
 "                         target, and the time saved there\n"
 "  --out DIR              results.json, results.md, plots, runs/               [runs/compare]\n"
+"  --jobs N               train N runs side by side (give --threads so that   [1]\n"
+"                         N x threads fits the cores: each run's clock then\n"
+"                         includes what its neighbour costs it, the same for\n"
+"                         every arm; results.json records jobs)\n"
 "  --fresh                rerun every run (default: reuse finished identical runs)\n"
 "\n"
 "Without --eval-interval, text tasks evaluate every max-iters/20 steps (of a\n"
@@ -221,7 +226,8 @@ static int own_flag(compare *c, const char *name, const char *val) {
             die_usage("--predictor %s is a control arm of its own; the hybrid arm's predictor is coast, shrink or outer",
                       val);
         c->predictor = val;  /* hpt train validates the name */
-    } else if (!strcmp(name, "--fresh")) c->fresh = 1;
+    } else if (!strcmp(name, "--jobs")) c->jobs = (int)parse_int(name, val, 1, MAX_JOBS);
+    else if (!strcmp(name, "--fresh")) c->fresh = 1;
     else return 0;
     return 1;
 }
@@ -301,6 +307,11 @@ static void settle(compare *c, const seen *sn) {
     c->epoch_cadence = c->max_iters < 0 && !c->eval_interval_given;
     if (c->epoch_cadence) c->eval_interval_given = 1;  /* epochs: the task's cadence */
     c->tty = isatty(2);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (c->jobs > 1 && (c->threads < 1 || (long)c->jobs * c->threads > ncpu))
+        fprintf(stderr, "hpt compare: warning: --jobs %d x --threads %d%s is more than the %ld cores: the runs' "
+                "clocks measure their contention\n", c->jobs, c->threads < 1 ? (int)ncpu : c->threads,
+                c->threads < 1 ? " (all cores)" : "", ncpu);
     c->reuse_tag = compare_reuse_tag(c->data);
     int sweep_arms = 1 + c->arms[ARM_HYBRID], narms = 0;
     for (int a = 0; a < NARMS; a++) narms += c->arms[a];
@@ -329,9 +340,17 @@ static void announce(const compare *c) {
  * the lowest final val tunes each. */
 static void sweep(compare *c) {
     for (int a = 0; a < NARMS; a++) {
-        if (!ARM_SWEEPS(a)) continue;
+        if (!ARM_SWEEPS(a) || !c->arms[a]) continue;
         int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+        /* every run of the sweep started first (--jobs: side by side), then read */
+        for (int k = 0; k < ns; k++)
+            for (int i = 0; i < c->nlrs; i++)
+                compare_start(c, a, c->nscheds && a != ARM_SF ? k : -1, c->lrs[i], c->seed0, 1);
+    }
+    for (int a = 0; a < NARMS; a++) {
+        if (!ARM_SWEEPS(a)) continue;
         if (!c->arms[a]) { c->tuned[a] = c->tuned[ARM_BASELINE]; c->tuned_sched[a] = c->tuned_sched[ARM_BASELINE]; continue; }
+        int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
         double best = INFINITY;
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < c->nlrs; i++) {
@@ -353,8 +372,8 @@ static void budget_runs(compare *c) {
         for (int s = 0; s < c->nseeds; s++)
             for (int a = 0; a < NARMS; a++)
                 if (c->arms[a])
-                    compare_run(c, a, compare_arm_sched(c, a), compare_arm_lr(c, a), c->seed0 + (uint64_t)s,
-                                c->budgets[k]);
+                    compare_start(c, a, compare_arm_sched(c, a), compare_arm_lr(c, a), c->seed0 + (uint64_t)s,
+                                  c->budgets[k]);
 }
 
 static void compare_free(compare *c) {
@@ -369,6 +388,7 @@ int cmd_compare(int argc, char **argv) {
     compare c;
     memset(&c, 0, sizeof c);
     c.nseeds = 3;
+    c.jobs = 1;
     c.seed0 = 1337;
     c.ema_decay = 0.99f;
     c.min_lr_ratio = -1;
@@ -394,8 +414,9 @@ int cmd_compare(int argc, char **argv) {
     /* 2. every arm at its tuned LR on every seed */
     for (int s = 0; s < c.nseeds; s++)
         for (int a = 0; a < NARMS; a++)
-            if (c.arms[a]) compare_run(&c, a, compare_arm_sched(&c, a), compare_arm_lr(&c, a), c.seed0 + (uint64_t)s, 1);
+            if (c.arms[a]) compare_start(&c, a, compare_arm_sched(&c, a), compare_arm_lr(&c, a), c.seed0 + (uint64_t)s, 1);
     budget_runs(&c);
+    compare_wait_all(&c);
     compare_report(&c);
     compare_free(&c);
     return 0;

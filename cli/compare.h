@@ -34,6 +34,7 @@ extern const int compare_arm_lr_from[NARMS];
 #define MAX_SCHEDS 8
 #define MAX_SEEDS 16
 #define MAX_PASS 256
+#define MAX_JOBS 64   /* --jobs: children training at once */
 #define NLEVELS 3    /* targets: 1/3, 2/3 of the baseline's evaluations, its final val */
 #define NBUDGETS 4   /* training-clock budgets: 25, 50, 75, 100% of the baseline's */
 #define MAX_BUDGETS 16  /* --budgets: fractions of the full run's steps, 1 included */
@@ -67,6 +68,8 @@ typedef struct run {
     double pred_s, ctrl_s;  /* the hybrid's time in Predict phases and on its bookkeeping (0: no hybrid) */
     double phase[4];  /* warmup, full, predict, correct steps (hybrid arms) */
     double jumps;     /* the outer predictor's jumps kept (0: none or another predictor) */
+    int pid;          /* its child while it trains (--jobs: several at once); 0 when done */
+    double t0;        /* when its child started (hpt_now) */
 } run;
 
 typedef struct compare {
@@ -88,6 +91,8 @@ typedef struct compare {
     const char *data;                /* --data as given (NULL: the task's default) */
     double budgets[MAX_BUDGETS]; int nbudgets;  /* --budgets, ascending, 1 last (0: no budget sweep) */
     int max_iters, eval_interval_given, fresh, threads;
+    int jobs;                        /* --jobs: runs trained side by side (1: one at a time) */
+    int running;                     /* children training now */
     int epochs;                      /* a task trained by --epochs: their count (0: by --max-iters) */
     int epoch_cadence;               /* evaluation every epoch, the task's own (no --eval-interval given) */
     char *reuse_tag;                 /* the hpt binary's and the data's identity, for the reuse key */
@@ -107,6 +112,12 @@ typedef struct compare {
  * Ctrl-C. budget < 1: the same run with its schedule compressed to
  * round(budget x the full run's steps) (the full run first, if not yet). */
 run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double budget);
+/* The same run started (or found finished) without waiting for it: with
+ * --jobs N up to N children train at once, and this waits only for a free
+ * slot; compare_wait_all waits for every child started. Returns its index
+ * in c->runs (which may move as runs are added). */
+int compare_start(compare *c, int arm, int sched, float lr, uint64_t seed, double budget);
+void compare_wait_all(compare *c);
 /* compare.c: what an arm's seeds run with, its own tuned LR and schedule
  * or its lender's (compare_arm_lr_from); a schedule's name ("cosine", the
  * train flags' one, for -1). */

@@ -65,11 +65,13 @@ static void md_setup(const cJSON *r, FILE *o) {
         if (n < sizeof sched)
             snprintf(sched + n, sizeof sched - n, " (baseline tuned to %.40s): cosine", str(r, "baseline_schedule"));
     }
-    fprintf(o, "Seeds %.0f..%.0f (%d), %.0f threads, OpenBLAS kernels %s, hybrid predictor `%s`, EMA decay %s, "
+    char side[64] = "";
+    if (num(r, "jobs") > 1) snprintf(side, sizeof side, " (%.0f runs side by side)", num(r, "jobs"));
+    fprintf(o, "Seeds %.0f..%.0f (%d), %.0f threads%s, OpenBLAS kernels %s, hybrid predictor `%s`, EMA decay %s, "
                "%s to %s x LR. %s.\n\n",
             ns ? cJSON_GetArrayItem(seeds, 0)->valuedouble : NAN,
-            ns ? cJSON_GetArrayItem(seeds, ns - 1)->valuedouble : NAN, ns, num(r, "threads"), str(r, "blas_core"),
-            str(r, "hybrid_predictor"), repr(ema, sizeof ema, num(r, "ema_decay")), sched,
+            ns ? cJSON_GetArrayItem(seeds, ns - 1)->valuedouble : NAN, ns, num(r, "threads"), side,
+            str(r, "blas_core"), str(r, "hybrid_predictor"), repr(ema, sizeof ema, num(r, "ema_decay")), sched,
             repr(mlr, sizeof mlr, num(r, "min_lr_ratio")), str(r, "protocol"));
 }
 

@@ -216,25 +216,38 @@ static const char *label_of(const compare *c, const run *r) {
     return buf;
 }
 
-static void show_progress(compare *c, const run *r, int step, double run_t) {
+/* The progress line while children train: the oldest running run's step
+ * (and how many more train beside it), elapsed time, and an ETA from the
+ * finished runs' mean wall time shared over the --jobs slots. */
+static void show_progress(compare *c) {
+    const run *r = NULL;
+    for (int i = 0; i < c->nruns && !r; i++) if (c->runs[i].pid) r = &c->runs[i];
+    if (!r) return;
+    int step = hpt_rundir_last_step(r->dir);
+    double run_t = hpt_now() - r->t0;
     double per_run = c->run_wall_n ? c->run_wall_sum / c->run_wall_n : NAN;
     int total = r->iters ? r->iters : c->max_iters;
     double left_this = step > 0 && total > 0 ? run_t / step * (total - step) : per_run;
-    double eta = (isfinite(left_this) ? left_this : 0) + (isfinite(per_run) ? per_run : 0) * (c->planned - c->finished - 1);
+    int after = c->planned - c->finished - c->running;
+    double eta = (isfinite(left_this) ? left_this : 0) + (isfinite(per_run) ? per_run : 0) * after / c->jobs;
     char e[32] = "?";
     if (isfinite(per_run) || step > 0) fmt_eta(e, sizeof e, eta);
-    char of[24] = "";
+    char of[24] = "", more[32] = "";
     if (total > 0) snprintf(of, sizeof of, "/%d", total);  /* epochs: the count is the child's */
-    fprintf(stderr, "%s[%d/%d] %-10s lr %-8g seed %-6llu step %d%s | elapsed %.0f s | ETA %s   %s",
-            c->tty ? "\r" : "", c->finished + 1, c->planned, label_of(c, r), r->lr, (unsigned long long)r->seed,
-            step, of, hpt_now() - c->t0, e, c->tty ? "" : "\n");
+    if (c->running > 1) snprintf(more, sizeof more, " (+%d beside it)", c->running - 1);
+    fprintf(stderr, "\r[%d/%d] %-10s lr %-8g seed %-6llu step %d%s%s | elapsed %.0f s | ETA %s   \033[K",
+            c->finished + 1, c->planned, label_of(c, r), r->lr, (unsigned long long)r->seed, step, of, more,
+            hpt_now() - c->t0, e);
 }
 
-static volatile sig_atomic_t g_child = 0, g_stop = 0;
+/* The children training now, for Ctrl-C: each gets SIGTERM, checkpoints
+ * and exits, and the same command continues them. */
+static volatile sig_atomic_t g_child[MAX_JOBS], g_stop = 0;
 static void on_stop(int sig) {
     (void)sig;
     g_stop = 1;
-    if (g_child > 0) kill((pid_t)g_child, SIGTERM);  /* it checkpoints and exits */
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (g_child[i] > 0) kill((pid_t)g_child[i], SIGTERM);
 }
 
 void compare_catch_signals(void) {
@@ -245,12 +258,18 @@ void compare_catch_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Runs `hpt train` with argv a as a child, its stderr to DIR/train.log
- * (appended to when resuming), showing progress; returns its wait status. */
-static int run_child(compare *c, run *r, argv_buf *a, int resume) {
+static void track_child(pid_t pid, pid_t was) {
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (g_child[i] == was) { g_child[i] = pid; return; }
+    HPT_ASSERT(!"more children than MAX_JOBS");
+}
+
+/* Starts `hpt train` with argv a as r's child, its stderr to DIR/train.log
+ * (appended to when resuming). */
+static void spawn_child(compare *c, run *r, argv_buf *a, int resume) {
     char logp[4400];
     snprintf(logp, sizeof logp, "%s/train.log", r->dir);
-    double t0 = hpt_now();
+    r->t0 = hpt_now();
     pid_t pid = fork();
     if (pid < 0) { fprintf(stderr, "hpt: fork: %s\n", strerror(errno)); exit(1); }
     if (pid == 0) {
@@ -262,23 +281,11 @@ static int run_child(compare *c, run *r, argv_buf *a, int resume) {
         fprintf(stderr, "hpt compare: cannot run /proc/self/exe: %s\n", strerror(errno));
         _exit(127);
     }
-    g_child = pid;
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) { fprintf(stderr, "hpt: waitpid: %s\n", strerror(errno)); exit(1); }
-        if (c->tty) show_progress(c, r, hpt_rundir_last_step(r->dir), hpt_now() - t0);
-        usleep(250000);  /* polling costs nothing measurable against a run */
-    }
-    g_child = 0;
-    r->wall_s = hpt_now() - t0;
-    if (c->tty) fprintf(stderr, "\r\033[K");
-    return status;
+    r->pid = (int)pid;
+    track_child(pid, 0);
+    c->running++;
 }
 
-/* A failed run: its status and the last lines of its log (the error is the
- * last thing a run prints); exits 1. */
 static void die_run_failed(const run *r, int status) {
     char logp[4400];
     snprintf(logp, sizeof logp, "%s/train.log", r->dir);
@@ -339,21 +346,94 @@ static int try_reuse(compare *c, run *r, int same_key) {
 /* Runs one arm under one schedule at one LR and seed (or reuses an
  * identical finished run, or resumes an identical stopped one, bit for bit,
  * training clock included). */
-run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
+
+/* A child has ended: its run is read back, or compare stops (Ctrl-C, or
+ * the run failed: its log's last lines). */
+static void finish_run(compare *c, run *r, int status) {
+    track_child(0, (pid_t)r->pid);
+    r->pid = 0;
+    c->running--;
+    r->wall_s = hpt_now() - r->t0;
+    if (c->tty) fprintf(stderr, "\r\033[K");
+    if (g_stop) {
+        compare_wait_all(c);  /* the others checkpoint too */
+        fprintf(stderr, "hpt: compare interrupted; run the same command again to continue (finished runs are reused)\n");
+        exit(1);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !load_run(r)) {
+        for (int i = 0; i < MAX_JOBS; i++)
+            if (g_child[i] > 0) kill((pid_t)g_child[i], SIGTERM);  /* they checkpoint: a rerun continues them */
+        die_run_failed(r, status);
+    }
+    c->finished++;
+    c->run_wall_sum += r->wall_s;
+    c->run_wall_n++;
+    char eta[32];
+    int after = c->planned - c->finished;
+    fmt_eta(eta, sizeof eta, c->run_wall_sum / c->run_wall_n * after / c->jobs);
+    fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu final val %.4f, train clock %.1f s (wall %.1f s), ETA %s\n",
+            c->finished, c->planned, label_of(c, r), r->lr, (unsigned long long)r->seed, r->final_val, r->train_s,
+            r->wall_s, eta);
+}
+
+/* Waits until one child ends and finishes its run (the progress line
+ * meanwhile, on a terminal). */
+static void reap_one(compare *c) {
+    HPT_ASSERT(c->running > 0);
+    for (;;) {
+        int status = 0;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w < 0 && errno != EINTR) { fprintf(stderr, "hpt: waitpid: %s\n", strerror(errno)); exit(1); }
+        for (int i = 0; w > 0 && i < c->nruns; i++)
+            if (c->runs[i].pid == (int)w) { finish_run(c, &c->runs[i], status); return; }
+        if (w > 0) continue;  /* not one of ours */
+        if (c->tty) show_progress(c);
+        usleep(250000);  /* polling costs nothing measurable against a run */
+    }
+}
+
+void compare_wait_all(compare *c) {
+    int stopping = g_stop;
+    while (c->running > 0) {
+        if (!stopping) { reap_one(c); continue; }
+        /* Ctrl-C: the children checkpoint and exit; nothing more is read */
+        int status;
+        pid_t w = waitpid(-1, &status, 0);
+        if (w < 0 && errno == ECHILD) break;
+        for (int i = 0; w > 0 && i < c->nruns; i++)
+            if (c->runs[i].pid == (int)w) { track_child(0, w); c->runs[i].pid = 0; c->running--; }
+    }
+}
+
+/* The steps of arm's full run at seed, which its budget runs are fractions
+ * of: every full run of a comparison has the same (the same --max-iters or
+ * --epochs over the same data), so while this one trains beside others a
+ * finished one's count serves; with none finished, it waits for this one. */
+static double full_run_steps(compare *c, int arm, int sched, float lr, uint64_t seed) {
+    int k = compare_start(c, arm, sched, lr, seed, 1);
+    while (c->runs[k].pid) {
+        for (int i = 0; i < c->nruns; i++)
+            if (c->runs[i].budget == 1 && !c->runs[i].pid && c->runs[i].steps > 0) return c->runs[i].steps;
+        reap_one(c);
+    }
+    return c->runs[k].steps;
+}
+
+int compare_start(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
     for (int i = 0; i < c->nruns; i++) {
         const run *q = &c->runs[i];
-        if (q->arm == arm && q->sched == sched && q->lr == lr && q->seed == seed && q->budget == budget)
-            return &c->runs[i];
+        if (q->arm == arm && q->sched == sched && q->lr == lr && q->seed == seed && q->budget == budget) return i;
     }
     /* a budget run's step count is its full run's (epochs resolved by hpt train) */
     int iters = 0;
     double full_steps = NAN;
     if (budget < 1) {
-        full_steps = compare_run(c, arm, sched, lr, seed, 1)->steps;
+        full_steps = full_run_steps(c, arm, sched, lr, seed);
         iters = (int)lround(budget * full_steps);
         if (iters < 1) iters = 1;
     }
-    run *r = add_run(c, arm, sched, lr, seed, budget);  /* after the call above: c->runs may move */
+    run *r = add_run(c, arm, sched, lr, seed, budget);
+    int idx = (int)(r - c->runs);
     r->iters = iters;
     r->eval_every = eval_every(c, iters, full_steps);
     argv_buf a;
@@ -363,7 +443,7 @@ run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double
     char *prev = c->fresh ? NULL : cli_read_text(path);
     int same = prev && !strcmp(prev, key);
     free(prev);
-    if (try_reuse(c, r, same)) { free(key); return r; }
+    if (try_reuse(c, r, same)) { free(key); return idx; }
     int resume = same && hpt_rundir_newest_checkpoint(r->dir, ck, sizeof ck) >= 0;
     if (resume) resume_argv(r, &a);
     else {
@@ -377,20 +457,16 @@ run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double
     if (hpt_mkdir_p(r->dir) != HPT_OK) die_status(HPT_ERR_IO);
     compare_save_text(path, key);
     free(key);
-    int status = run_child(c, r, &a, resume);
-    if (g_stop) {
-        fprintf(stderr, "hpt: compare interrupted; run the same command again to continue (finished runs are reused)\n");
-        exit(1);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !load_run(r)) die_run_failed(r, status);
-    c->finished++;
-    c->run_wall_sum += r->wall_s;
-    c->run_wall_n++;
-    char eta[32];
-    fmt_eta(eta, sizeof eta, c->run_wall_sum / c->run_wall_n * (c->planned - c->finished));
-    fprintf(stderr, "[%d/%d] %-10s lr %-8g seed %-6llu final val %.4f, train clock %.1f s (wall %.1f s), ETA %s\n",
-            c->finished, c->planned, label_of(c, r), lr, (unsigned long long)seed, r->final_val, r->train_s, r->wall_s,
-            eta);
-    return r;
+    while (c->running >= c->jobs) reap_one(c);  /* a free slot (reaping adds no run: r stays put) */
+    spawn_child(c, r, &a, resume);
+    return idx;
 }
 
+/* Runs one arm under one schedule at one LR and seed (or reuses an
+ * identical finished run, or resumes an identical stopped one, bit for bit,
+ * training clock included), and waits for it. */
+run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
+    int k = compare_start(c, arm, sched, lr, seed, budget);
+    while (c->runs[k].pid) reap_one(c);
+    return &c->runs[k];
+}
