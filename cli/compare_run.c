@@ -286,6 +286,8 @@ static void spawn_child(compare *c, run *r, argv_buf *a, int resume) {
     c->running++;
 }
 
+/* A failed run: its status and the last lines of its log (the error is
+ * the last thing a run prints); exits 1. */
 static void die_run_failed(const run *r, int status) {
     char logp[4400];
     snprintf(logp, sizeof logp, "%s/train.log", r->dir);
@@ -347,6 +349,15 @@ static int try_reuse(compare *c, run *r, int same_key) {
  * identical finished run, or resumes an identical stopped one, bit for bit,
  * training clock included). */
 
+/* After Ctrl-C (or SIGTERM): every child checkpoints and exits, then
+ * compare does; the same command continues. */
+static void stop_if_asked(compare *c) {
+    if (!g_stop) return;
+    compare_wait_all(c);
+    fprintf(stderr, "hpt: compare interrupted; run the same command again to continue (finished runs are reused)\n");
+    exit(1);
+}
+
 /* A child has ended: its run is read back, or compare stops (Ctrl-C, or
  * the run failed: its log's last lines). */
 static void finish_run(compare *c, run *r, int status) {
@@ -355,11 +366,7 @@ static void finish_run(compare *c, run *r, int status) {
     c->running--;
     r->wall_s = hpt_now() - r->t0;
     if (c->tty) fprintf(stderr, "\r\033[K");
-    if (g_stop) {
-        compare_wait_all(c);  /* the others checkpoint too */
-        fprintf(stderr, "hpt: compare interrupted; run the same command again to continue (finished runs are reused)\n");
-        exit(1);
-    }
+    stop_if_asked(c);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !load_run(r)) {
         for (int i = 0; i < MAX_JOBS; i++)
             if (g_child[i] > 0) kill((pid_t)g_child[i], SIGTERM);  /* they checkpoint: a rerun continues them */
@@ -458,6 +465,7 @@ int compare_start(compare *c, int arm, int sched, float lr, uint64_t seed, doubl
     compare_save_text(path, key);
     free(key);
     while (c->running >= c->jobs) reap_one(c);  /* a free slot (reaping adds no run: r stays put) */
+    stop_if_asked(c);  /* no new run after Ctrl-C */
     spawn_child(c, r, &a, resume);
     return idx;
 }

@@ -24,7 +24,7 @@ from ._lib import Error, LIBRARY_PATH, lib, check
 from . import _lib
 
 __all__ = ["Error", "GPT2", "MLP", "CNN", "Model", "Tensor", "train", "train_options", "compare", "load",
-           "set_threads", "get_threads", "blas_core", "LIBRARY_PATH"]
+           "set_threads", "get_threads", "blas_core", "set_vocab_dir", "LIBRARY_PATH"]
 
 Tensor = collections.namedtuple("Tensor", "name shape slice decay")
 
@@ -34,6 +34,15 @@ def set_threads(n=0):
     hpt_set_threads, it also sets flush-to-zero for denormal floats on the
     calling thread and the OpenMP workers."""
     lib.hpt_set_threads(int(n))
+
+
+def set_vocab_dir(path=None):
+    """Where the gpt2 tokenizer's encoder.json and vocab.bpe are read from by
+    everything after it in this process (load, sample, eval, and train
+    without vocab=): the CLI's --vocab DIR. None restores the default:
+    $HPT_VOCAB, else /usr/local/share/hpt/gpt2 (scripts/install-deps.sh).
+    hpt.train(vocab=DIR) sets it too."""
+    lib.hpt_set_vocab_dir(None if path is None else os.fsencode(path))
 
 
 def get_threads():

@@ -146,6 +146,7 @@ _SIGS = {
     "hpt_weights_load": (c_int, [c_char_p, c_int, c_int, POINTER(_P), POINTER(_P)]),
     "hpt_weights_save": (c_int, [c_char_p, _P, _P]),
     "hpt_text_free": (None, [_P]),
+    "hpt_set_vocab_dir": (None, [c_char_p]),
     "hpt_text_from_vocab": (c_int, [POINTER(_P), c_int, c_void_p, c_int]),
     "hpt_text_vocab_size": (c_int, [_P]),
     "hpt_text_encode": (c_int, [_P, c_char_p, POINTER(c_int), c_int, POINTER(c_size_t)]),

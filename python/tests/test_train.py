@@ -161,3 +161,23 @@ def test_sigint_stops_with_a_checkpoint_and_keyboardinterrupt(corpus, tmp_path):
         p.kill()
     assert p.returncode != 0 and "KeyboardInterrupt" in err, err
     assert os.listdir(out / "checkpoints")
+
+
+def test_set_vocab_dir_is_the_clis_vocab_for_the_process(corpus, tmp_path):
+    """hpt.set_vocab_dir: a directory without GPT-2's files makes a gpt2-tokenizer
+    run fail naming it (train without vocab= keeps the process's choice); None
+    restores the default, where scripts/install-deps.sh puts them."""
+    empty = tmp_path / "no-vocab-here"
+    empty.mkdir()
+    opts = dict(OPTS, max_iters=2, eval_interval=0, tokenizer="gpt2")
+    hpt.set_vocab_dir(empty)
+    try:
+        with pytest.raises(hpt.Error, match="no-vocab-here"):
+            hpt.train(data=corpus, out=str(tmp_path / "a"), **opts)
+    finally:
+        hpt.set_vocab_dir(None)
+    default = os.environ.get("HPT_VOCAB") or "/usr/local/share/hpt/gpt2"
+    if not os.path.exists(os.path.join(default, "encoder.json")):
+        pytest.skip("GPT-2's vocabulary is not installed (scripts/install-deps.sh)")
+    s = hpt.train(data=corpus, out=str(tmp_path / "b"), **opts)
+    assert s["steps"] == 2

@@ -121,7 +121,9 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     hpt_model *init = NULL;
     hpt_text *vocab = NULL;
     hpt_status st = HPT_OK;
-    hpt_set_vocab_dir(c->vocab_dir);  /* the gpt2 tokenizer's files (--vocab) */
+    /* the gpt2 tokenizer's files: --vocab, else what the process set before
+     * (hpt_set_vocab_dir: the Python binding's set_vocab_dir) */
+    if (c->vocab_dir && *c->vocab_dir) hpt_set_vocab_dir(c->vocab_dir);
     if (c->init_path && *c->init_path) {
         st = open_init(c, &init, &vocab);
         if (st == HPT_OK) st = hpt_text_load_with(&tt->text, c->data_path, vocab);
