@@ -338,6 +338,10 @@ static void announce(const compare *c) {
 /* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
  * (the first two with --schedules under every schedule) on the first seed;
  * the lowest final val tunes each. */
+/* The k-th schedule arm a sweeps: -1 without --schedules, and for
+ * schedule-free (its rate is constant after the warmup). */
+static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && a != ARM_SF ? k : -1; }
+
 static void sweep(compare *c) {
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a) || !c->arms[a]) continue;
@@ -345,7 +349,7 @@ static void sweep(compare *c) {
         /* every run of the sweep started first (--jobs: side by side), then read */
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < c->nlrs; i++)
-                compare_start(c, a, c->nscheds && a != ARM_SF ? k : -1, c->lrs[i], c->seed0, 1);
+                compare_start(c, a, sweep_sched(c, a, k), c->lrs[i], c->seed0, 1);
     }
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a)) continue;
@@ -354,7 +358,7 @@ static void sweep(compare *c) {
         double best = INFINITY;
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < c->nlrs; i++) {
-                int sched = c->nscheds && a != ARM_SF ? k : -1;
+                int sched = sweep_sched(c, a, k);
                 run *r = compare_run(c, a, sched, c->lrs[i], c->seed0, 1);
                 if (r->final_val < best) { best = r->final_val; c->tuned[a] = i; c->tuned_sched[a] = sched; }
             }

@@ -243,11 +243,14 @@ static void show_progress(compare *c) {
 /* The children training now, for Ctrl-C: each gets SIGTERM, checkpoints
  * and exits, and the same command continues them. */
 static volatile sig_atomic_t g_child[MAX_JOBS], g_stop = 0;
+static void stop_children(void) {
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (g_child[i] > 0) kill((pid_t)g_child[i], SIGTERM);
+}
 static void on_stop(int sig) {
     (void)sig;
     g_stop = 1;
-    for (int i = 0; i < MAX_JOBS; i++)
-        if (g_child[i] > 0) kill((pid_t)g_child[i], SIGTERM);
+    stop_children();
 }
 
 void compare_catch_signals(void) {
@@ -360,16 +363,20 @@ static void stop_if_asked(compare *c) {
 
 /* A child has ended: its run is read back, or compare stops (Ctrl-C, or
  * the run failed: its log's last lines). */
-static void finish_run(compare *c, run *r, int status) {
+/* r's child has ended: its slot is free. */
+static void forget_child(compare *c, run *r) {
     track_child(0, (pid_t)r->pid);
     r->pid = 0;
     c->running--;
+}
+
+static void finish_run(compare *c, run *r, int status) {
+    forget_child(c, r);
     r->wall_s = hpt_now() - r->t0;
     if (c->tty) fprintf(stderr, "\r\033[K");
     stop_if_asked(c);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !load_run(r)) {
-        for (int i = 0; i < MAX_JOBS; i++)
-            if (g_child[i] > 0) kill((pid_t)g_child[i], SIGTERM);  /* they checkpoint: a rerun continues them */
+        stop_children();  /* they checkpoint: a rerun continues them */
         die_run_failed(r, status);
     }
     c->finished++;
@@ -408,7 +415,7 @@ void compare_wait_all(compare *c) {
         pid_t w = waitpid(-1, &status, 0);
         if (w < 0 && errno == ECHILD) break;
         for (int i = 0; w > 0 && i < c->nruns; i++)
-            if (c->runs[i].pid == (int)w) { track_child(0, w); c->runs[i].pid = 0; c->running--; }
+            if (c->runs[i].pid == (int)w) forget_child(c, &c->runs[i]);
     }
 }
 
