@@ -335,13 +335,13 @@ static void announce(const compare *c) {
             (unsigned long long)(c->seed0 + c->nseeds - 1), c->out);
 }
 
-/* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
- * (the first two with --schedules under every schedule) on the first seed;
- * the lowest final val tunes each. */
 /* The k-th schedule arm a sweeps: -1 without --schedules, and for
  * schedule-free (its rate is constant after the warmup). */
 static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && a != ARM_SF ? k : -1; }
 
+/* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
+ * (the first two with --schedules under every schedule) on the first seed;
+ * the lowest final val tunes each. */
 static void sweep(compare *c) {
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a) || !c->arms[a]) continue;

@@ -361,8 +361,6 @@ static void stop_if_asked(compare *c) {
     exit(1);
 }
 
-/* A child has ended: its run is read back, or compare stops (Ctrl-C, or
- * the run failed: its log's last lines). */
 /* r's child has ended: its slot is free. */
 static void forget_child(compare *c, run *r) {
     track_child(0, (pid_t)r->pid);
@@ -370,6 +368,8 @@ static void forget_child(compare *c, run *r) {
     c->running--;
 }
 
+/* A child has ended: its run is read back, or compare stops (Ctrl-C, or
+ * the run failed: its log's last lines). */
 static void finish_run(compare *c, run *r, int status) {
     forget_child(c, r);
     r->wall_s = hpt_now() - r->t0;
