@@ -5,6 +5,9 @@
 #   make OMP=0           no OpenMP (single-threaded kernels)
 #   make SANITIZE=address,undefined test   tests under ASan+UBSan, in build-<san>/
 #   make DEBUG=1         -O0 -g
+#   make ARCH=x86-64-v3  another target than this CPU (-march=ARCH; default
+#                        native), in build-ARCH/ with its own build-ARCH/hpt:
+#                        e.g. the AVX2 build timed and tested on an AVX-512 machine
 # No -ffast-math, ever: it folds isnan/isinf away and blinds the divergence
 # checks (see docs/references.md section 3).
 
@@ -13,6 +16,7 @@ BLAS    ?= 1
 OMP     ?= 1
 DEBUG   ?= 0
 SANITIZE ?=
+ARCH    ?= native
 
 # Debian's OpenMP build of OpenBLAS shares libgomp's thread pool with our
 # kernels; the default pthreads build spins against it and halves throughput
@@ -21,9 +25,16 @@ SANITIZE ?=
 OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 OPENBLAS_LIB ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 
-BUILD   := build$(if $(SANITIZE),-$(SANITIZE))
+BUILD   := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter-out native,$(ARCH)),-$(ARCH))
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O3 -march=native) -g -fno-math-errno
+# -fno-trapping-math is not fast-math: every result keeps its IEEE value. It
+# lets gcc assume no one reads the FP exception flags (hpt never does), so a
+# comparison that could raise one may run for every lane: without it gcc 12
+# leaves hpt_expf's clamps, and with them every exp/tanh loop, scalar on AVX2
+# (AVX-512's mask registers hid it). It also vectorises the `omp simd
+# reduction` loops with an exp in them (the softmax sums) on AVX2: their lane
+# order is the vector width's (README, "Performance notes").
+OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O3 -march=$(ARCH)) -g -fno-math-errno -fno-trapping-math
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -Iinclude -MMD -MP
 LDLIBS  += -lm -lz
 
@@ -61,7 +72,10 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/%)
 
 .PHONY: all lib test check bench demo clean help
-all: hpt $(if $(SANITIZE),,$(BUILD)/libhpt.so python/hpt/libhpt.so)
+# The python package's library and ./hpt come from the plain native build; a
+# sanitizer or ARCH build keeps its own binary in its build directory.
+VARIANT := $(SANITIZE)$(filter-out native,$(ARCH))
+all: hpt $(if $(VARIANT),,$(BUILD)/libhpt.so python/hpt/libhpt.so)
 
 help:
 	@echo "make            build ./hpt (and $(BUILD)/libhpt.a, $(BUILD)/libhpt.so for python/hpt)"
@@ -92,9 +106,9 @@ $(BUILD)/libhpt.so: $(PIC_OBJ)
 python/hpt/libhpt.so: $(BUILD)/libhpt.so
 	cp $< $@.tmp && mv $@.tmp $@
 
-# The program: ./hpt for the normal build; a sanitizer build keeps its own
-# binary in its build directory, so it never replaces ./hpt.
-HPT_BIN := $(if $(SANITIZE),$(BUILD)/hpt,hpt)
+# The program: ./hpt for the normal build; a sanitizer or ARCH build keeps its
+# own binary in its build directory, so it never replaces ./hpt.
+HPT_BIN := $(if $(VARIANT),$(BUILD)/hpt,hpt)
 ifneq ($(HPT_BIN),hpt)
 .PHONY: hpt
 hpt: $(HPT_BIN)
@@ -119,8 +133,10 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Tests run single- and multi-threaded where it matters; see tests/run.sh.
-test check: $(HPT_BIN) $(TESTS) $(if $(SANITIZE),,python/hpt/libhpt.so)
-	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) sh tests/run.sh $(TESTS)
+# check_vec.sh compiles the kernels for AVX2 and AVX-512 with these flags.
+test check: $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so)
+	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
+	    VEC_CC="$(CC)" VEC_CFLAGS="$(filter-out -march=% -MMD -MP -g -fsanitize=%,$(CFLAGS))" sh tests/run.sh $(TESTS)
 
 bench: $(BENCHES)
 

@@ -16,7 +16,7 @@ cc=$(command -v clang-14 || command -v clang || true)
 out=build-fuzz
 mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/corpus-safetensors $out/artifacts
 src=$(ls src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c src/hybrid/*.c)
-flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson ompi-c) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-pragmas -Wno-psabi"  # psabi: 64-byte vectors passed between static inline helpers without -march (no ABI crosses a file)
+flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson ompi-c) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-pragmas"
 for t in state text idx resume safetensors; do
     "$cc" $flags bench/fuzz/fuzz_$t.c $src -lm -lz $(pkg-config --libs libcjson ompi-c) -o $out/fuzz_$t
 done

@@ -10,6 +10,10 @@ if [ -n "${SANITIZED:-}" ]; then
     echo "skip python/tests: a sanitizer build's libhpt.so needs its runtime preloaded into python3"
     exit 0
 fi
+if [ -n "${VARIANT_BUILD:-}" ]; then
+    echo "skip python/tests: the package loads the native build's library (make), not build-$VARIANT_BUILD's"
+    exit 0
+fi
 # The first python3 with numpy and pytest: PYTHON, python3 on PATH, Debian's.
 py=""
 for p in ${PYTHON:-} python3 /usr/bin/python3; do

@@ -23,21 +23,20 @@
  * at a time.
  */
 #include "kernels.h"
+#include "simd.h"
 #include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { LANES = 16 };
+enum { LANES = HPT_F16_LANES };
 
-/* Sixteen floats as one value (a gcc/clang vector extension): elementwise
- * IEEE single operations, the same results as the scalar expressions, but
- * kept in registers across the loops below, which arrays are not. */
-typedef float v16 __attribute__((vector_size(LANES * sizeof(float))));
-
-static inline v16 load16(const float *p) { v16 x; memcpy(&x, p, sizeof x); return x; }
-static inline void store16(float *p, v16 x) { memcpy(p, &x, sizeof x); }
+/* accum_rows4's width: two 16-lane blocks per row where a block is one
+ * register (AVX-512), one elsewhere, so that four rows' accumulators and the
+ * shared row of x stay in registers (16 on AVX2). Any width adds each
+ * element's terms in the same order: the bits do not depend on it. */
+enum { ROW_BLOCKS = HPT_VN == 1 ? 2 : 1 };
 
 /* a . b over n floats in dot16 order (see the top of the file). */
 static float dot16(const float *a, const float *b, int n) {
@@ -55,21 +54,22 @@ static float dot16(const float *a, const float *b, int n) {
  * x + q xs at once (independent chains the core overlaps) and a block of
  * keys stored transposed: kt holds hs rows of 16 (row i: channel i of each
  * key). s[q] receives query q's 16 sums. */
-static inline void dot16_block(v16 *s, int Q, const float *x, size_t xs, const float *kt, int hs) {
+static inline void dot16_block(hpt_f16 *s, int Q, const float *x, size_t xs, const float *kt, int hs) {
     const int n16 = hs / LANES * LANES;
-    for (int q = 0; q < Q; q++) s[q] = (v16){0};
+    for (int q = 0; q < Q; q++) s[q] = hpt_f16_zero();
     for (int l = 0; l < LANES; l++) {
-        v16 acc[4] = {{0}};
+        hpt_f16 acc[4];
+        for (int q = 0; q < Q; q++) acc[q] = hpt_f16_zero();
         for (int i = l; i < n16; i += LANES) {
-            const v16 k = load16(kt + (size_t)i * LANES);
-            for (int q = 0; q < Q; q++) acc[q] += x[q * xs + i] * k;
+            const hpt_f16 k = hpt_f16_load(kt + (size_t)i * LANES);
+            for (int q = 0; q < Q; q++) acc[q] = hpt_f16_madd(acc[q], x[q * xs + i], k);
         }
         if (l == 0)
             for (int i = n16; i < hs; i++) {
-                const v16 k = load16(kt + (size_t)i * LANES);
-                for (int q = 0; q < Q; q++) acc[q] += x[q * xs + i] * k;
+                const hpt_f16 k = hpt_f16_load(kt + (size_t)i * LANES);
+                for (int q = 0; q < Q; q++) acc[q] = hpt_f16_madd(acc[q], x[q * xs + i], k);
             }
-        for (int q = 0; q < Q; q++) s[q] += acc[q];
+        for (int q = 0; q < Q; q++) s[q] = hpt_f16_add(s[q], acc[q]);
     }
 }
 
@@ -87,12 +87,12 @@ static void block_scores(float *out, size_t T, const float *q, size_t xs, const 
                          float scale) {
     for (int t = k0; t < (int)T;) {
         const int Q = (int)T - t >= 4 ? 4 : 1;
-        v16 s[4];
+        hpt_f16 s[4];
         if (Q == 4) dot16_block(s, 4, q + (size_t)t * xs, xs, kt, hs);   /* constant Q: unrolled */
         else dot16_block(s, 1, q + (size_t)t * xs, xs, kt, hs);
         for (int qi = 0; qi < Q; qi++, t++) {
             float sc[LANES];
-            store16(sc, s[qi]);
+            hpt_f16_store(sc, s[qi]);
             const int n = t - k0 + 1 < nk ? t - k0 + 1 : nk;   /* keys k0 .. min(t, k0 + 15) */
             float *row = out + (size_t)t * T + k0;
             for (int j = 0; j < n; j++) row[j] = sc[j] * scale;
@@ -106,21 +106,19 @@ static void block_scores(float *out, size_t T, const float *q, size_t xs, const 
 static void accum_rows(float *dst, const float *c, size_t cs, const float *x, size_t xs, int lo, int hi, int w) {
     int i = 0;
     for (; i + 4 * LANES <= w; i += 4 * LANES) {
-        v16 a0 = load16(dst + i), a1 = load16(dst + i + 16), a2 = load16(dst + i + 32), a3 = load16(dst + i + 48);
+        hpt_f16 a[4];
+        for (int j = 0; j < 4; j++) a[j] = hpt_f16_load(dst + i + j * LANES);
         for (int r = lo; r < hi; r++) {
             const float cr = c[(size_t)r * cs];
             const float *xr = x + (size_t)r * xs + i;
-            a0 += cr * load16(xr);
-            a1 += cr * load16(xr + 16);
-            a2 += cr * load16(xr + 32);
-            a3 += cr * load16(xr + 48);
+            for (int j = 0; j < 4; j++) a[j] = hpt_f16_madd(a[j], cr, hpt_f16_load(xr + j * LANES));
         }
-        store16(dst + i, a0); store16(dst + i + 16, a1); store16(dst + i + 32, a2); store16(dst + i + 48, a3);
+        for (int j = 0; j < 4; j++) hpt_f16_store(dst + i + j * LANES, a[j]);
     }
     for (; i + LANES <= w; i += LANES) {
-        v16 a = load16(dst + i);
-        for (int r = lo; r < hi; r++) a += c[(size_t)r * cs] * load16(x + (size_t)r * xs + i);
-        store16(dst + i, a);
+        hpt_f16 a = hpt_f16_load(dst + i);
+        for (int r = lo; r < hi; r++) a = hpt_f16_madd(a, c[(size_t)r * cs], hpt_f16_load(x + (size_t)r * xs + i));
+        hpt_f16_store(dst + i, a);
     }
     for (; i < w; i++) {
         float a = dst[i];
@@ -130,23 +128,27 @@ static void accum_rows(float *dst, const float *c, size_t cs, const float *x, si
 }
 
 /* accum_rows for 4 rows over the same [lo, hi): row q is dst + q ds with
- * coefficients c + q cq (indexed by r as above); 4 rows' chains at once. */
+ * coefficients c + q cq (indexed by r as above); 4 rows' chains at once,
+ * ROW_BLOCKS 16-lane blocks of each row at a time. */
 static void accum_rows4(float *dst, size_t ds, const float *c, size_t cq, size_t cs, const float *x, size_t xs,
                         int lo, int hi, int w) {
+    enum { W = ROW_BLOCKS * LANES };
     int i = 0;
-    for (; i + 2 * LANES <= w; i += 2 * LANES) {
-        v16 a[4][2];
-        for (int q = 0; q < 4; q++) { a[q][0] = load16(dst + q * ds + i); a[q][1] = load16(dst + q * ds + i + 16); }
+    for (; i + W <= w; i += W) {
+        hpt_f16 a[4][ROW_BLOCKS];
+        for (int q = 0; q < 4; q++)
+            for (int j = 0; j < ROW_BLOCKS; j++) a[q][j] = hpt_f16_load(dst + q * ds + i + j * LANES);
         for (int r = lo; r < hi; r++) {
             const float *xr = x + (size_t)r * xs + i;
-            const v16 x0 = load16(xr), x1 = load16(xr + 16);
+            hpt_f16 xv[ROW_BLOCKS];
+            for (int j = 0; j < ROW_BLOCKS; j++) xv[j] = hpt_f16_load(xr + j * LANES);
             for (int q = 0; q < 4; q++) {
                 const float cr = c[q * cq + (size_t)r * cs];
-                a[q][0] += cr * x0;
-                a[q][1] += cr * x1;
+                for (int j = 0; j < ROW_BLOCKS; j++) a[q][j] = hpt_f16_madd(a[q][j], cr, xv[j]);
             }
         }
-        for (int q = 0; q < 4; q++) { store16(dst + q * ds + i, a[q][0]); store16(dst + q * ds + i + 16, a[q][1]); }
+        for (int q = 0; q < 4; q++)
+            for (int j = 0; j < ROW_BLOCKS; j++) hpt_f16_store(dst + q * ds + i + j * LANES, a[q][j]);
     }
     if (i < w)
         for (int q = 0; q < 4; q++) accum_rows(dst + q * ds + i, c + q * cq, cs, x + i, xs, lo, hi, w - i);
@@ -157,7 +159,7 @@ static void softmax_row(float *arow, int t, int T) {
     const float mx = hpt_max_row(arow, t + 1);
     float sum = 0.0f;
     #pragma omp simd reduction(+:sum)
-    for (int t2 = 0; t2 <= t; t2++) { arow[t2] = hpt_expf(arow[t2] - mx); sum += arow[t2]; }
+    for (int t2 = 0; t2 <= t; t2++) { arow[t2] = hpt_expf(arow[t2] - mx); sum += arow[t2]; }   /* vec-check */
     float inv = 1.0f / sum;
     for (int t2 = 0; t2 <= t; t2++) arow[t2] *= inv;
     for (int t2 = t + 1; t2 < T; t2++) arow[t2] = 0.0f;

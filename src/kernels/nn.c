@@ -57,11 +57,11 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
         const float *x = inp + (size_t)n * C;
         float *o = out + (size_t)n * C;
         float m = 0.0f;
-        #pragma omp simd reduction(+:m)
+        #pragma omp simd reduction(+:m)   /* vec-check */
         for (int c = 0; c < C; c++) m += x[c];
         m /= C;
         float var = 0.0f;  /* two passes: stable for large means */
-        #pragma omp simd reduction(+:var)
+        #pragma omp simd reduction(+:var)   /* vec-check */
         for (int c = 0; c < C; c++) { float d = x[c] - m; var += d * d; }
         var /= C;
         float s = 1.0f / sqrtf(var + eps);
@@ -81,7 +81,7 @@ static void layernorm_bwd(float *dinp, float *dweight, float *dbias, const float
         float *dx = dinp + (size_t)n * C;
         float m = mean[n], s = rstd[n];
         float dmean = 0.0f, dnm = 0.0f;
-        #pragma omp simd reduction(+:dmean, dnm)
+        #pragma omp simd reduction(+:dmean, dnm)   /* vec-check */
         for (int c = 0; c < C; c++) {
             float dn = d[c] * weight[c];
             dmean += dn;
@@ -153,7 +153,7 @@ void gelu_forward(float *out, const float *inp, size_t n) {
         int m = (int)(n - (size_t)b * ELEMENTWISE_BLOCK < ELEMENTWISE_BLOCK ? n - (size_t)b * ELEMENTWISE_BLOCK : ELEMENTWISE_BLOCK);
         #pragma omp simd
         for (int i = 0; i < m; i++)
-            o[i] = 0.5f * x[i] * (1.0f + hpt_tanhf(GELU_K * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+            o[i] = 0.5f * x[i] * (1.0f + hpt_tanhf(GELU_K * (x[i] + 0.044715f * x[i] * x[i] * x[i])));   /* vec-check */
     }
 }
 
@@ -168,10 +168,10 @@ static void gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n,
         int m = (int)(n - off < ELEMENTWISE_BLOCK ? n - off : ELEMENTWISE_BLOCK);
         if (first) {
             #pragma omp simd
-            for (int i = 0; i < m; i++) dx[i] = 0.0f + gelu_grad(x[i]) * d[i];
+            for (int i = 0; i < m; i++) dx[i] = 0.0f + gelu_grad(x[i]) * d[i];   /* vec-check */
         } else {
             #pragma omp simd
-            for (int i = 0; i < m; i++) dx[i] += gelu_grad(x[i]) * d[i];
+            for (int i = 0; i < m; i++) dx[i] += gelu_grad(x[i]) * d[i];   /* vec-check */
         }
     }
 }
@@ -199,12 +199,12 @@ void relu_backward_inplace(float *d, const float *out, size_t n) {
 
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
     #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];   /* vec-check */
 }
 
 void residual_backward(float *da, float *db, const float *dout, size_t n) {
     #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) { da[i] += dout[i]; db[i] += dout[i]; }
+    for (size_t i = 0; i < n; i++) { da[i] += dout[i]; db[i] += dout[i]; }   /* vec-check */
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -219,7 +219,7 @@ void softmax_xent_forward(float *losses, float *logits, const int *targets, int 
         float zt = z[targets[n]] - mx;
         float sum = 0.0f;
         #pragma omp simd reduction(+:sum)
-        for (int i = 0; i < V; i++) { z[i] = hpt_expf(z[i] - mx); sum += z[i]; }
+        for (int i = 0; i < V; i++) { z[i] = hpt_expf(z[i] - mx); sum += z[i]; }   /* vec-check */
         losses[n] = logf(sum) - zt;
         float inv = 1.0f / sum;
         #pragma omp simd
@@ -263,7 +263,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
     float decay = 1.0f - lr * weight_decay;
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        float g = grads[i];
+        float g = grads[i];   /* vec-check */
         ADAMW_ELEMENT(i, g);
     }
 }
@@ -280,7 +280,7 @@ void adamw_update_scaled(float *params, const float *grads, float *m, float *v, 
     float decay = 1.0f - lr * weight_decay;
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
-        float g = grads[i] * gscale;   /* = scale_inplace's product, bit for bit; not stored back */
+        float g = grads[i] * gscale;   /* vec-check; = scale_inplace's product, bit for bit; not stored back */
         ADAMW_ELEMENT(i, g);
     }
 }

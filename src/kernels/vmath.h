@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "simd.h"
+
 static inline float hpt_expf(float x) {
     float xc = x < -87.0f ? -87.0f : x;
     xc = xc > 88.3f ? 88.3f : xc;
@@ -50,23 +52,15 @@ static inline float hpt_tanhf(float u) {
  * vectorise that loop without fast-math). Any order finds the same value
  * but for the sign of a zero maximum; the softmaxes subtract it, and
  * x - (+0), x - (-0) differ only for x = -0, whose hpt_expf is 1 either way. */
-typedef float hpt_v16f __attribute__((vector_size(16 * sizeof(float))));
-typedef int hpt_v16i __attribute__((vector_size(16 * sizeof(int))));
-
 static inline float hpt_max_row(const float *a, int n) {
     float mx = -INFINITY;
     int i = 0;
-    if (n >= 16) {
-        hpt_v16f m = (hpt_v16f){0} - INFINITY;
-        for (; i + 16 <= n; i += 16) {
-            hpt_v16f x;
-            memcpy(&x, a + i, sizeof x);
-            const hpt_v16i gt = x > m;   /* false for NaN either side: a NaN never wins */
-            m = (hpt_v16f)(((hpt_v16i)x & gt) | ((hpt_v16i)m & ~gt));
-        }
-        float ml[16];
-        memcpy(ml, &m, sizeof ml);
-        for (int l = 0; l < 16; l++)
+    if (n >= HPT_F16_LANES) {
+        hpt_f16 m = hpt_f16_splat(-INFINITY);
+        for (; i + HPT_F16_LANES <= n; i += HPT_F16_LANES) m = hpt_f16_max_keep(m, hpt_f16_load(a + i));
+        float ml[HPT_F16_LANES];
+        hpt_f16_store(ml, m);
+        for (int l = 0; l < HPT_F16_LANES; l++)
             if (ml[l] > mx) mx = ml[l];
     }
     for (; i < n; i++)
