@@ -71,6 +71,19 @@ void layernorm_backward_first(float *dinp, float *dweight, float *dbias, const f
                               const float *inp, const float *weight, const float *mean,
                               const float *rstd, int N, int C);
 
+/* FLOP-equivalents per element of the elementwise kernels, for the profile's
+ * rates (issue 28's per-core goal): the float operations the code does,
+ * counted from it. hpt_expf 25 (2 clamps, the reduction 7, the degree-5
+ * polynomial 10 and its finish 4, the scale, the NaN select), hpt_tanhf 31;
+ * GELU forward 39 (u 5, tanh, the product 3), backward 50 (u 5, tanh,
+ * gelu' 12, times dout and the accumulate 2); layernorm forward 8 (mean 1,
+ * variance 3, normalise and affine 4) and backward 14; softmax with its
+ * cross-entropy 29 (max 1, exp of x - max 26, sum 1, scale 1). */
+enum {
+    HPT_FLOPS_GELU_FWD = 39, HPT_FLOPS_GELU_BWD = 50,
+    HPT_FLOPS_LN_FWD = 8, HPT_FLOPS_LN_BWD = 14, HPT_FLOPS_XENT_FWD = 29
+};
+
 /* GELU, tanh approximation (GPT-2's), elementwise over n. */
 void gelu_forward(float *out, const float *inp, size_t n);
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);

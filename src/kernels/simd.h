@@ -12,9 +12,9 @@
  * scalar expression (no fused multiply-add: a + c * x rounds twice), so the
  * bits are the same whatever the width.
  *
- * `make ARCH=x86-64-v3 vec-check` fails if any kernel's vector code is lowered
+ * tests/check_vec.sh (in make test) fails if any kernel's vector code is lowered
  * piecewise (-Werror=vector-operation-performance) or a loop marked
- * `simd-check` is not vectorised (tests/vec_check.sh).
+ * `vec-check` is not vectorised.
  */
 #ifndef HPT_SIMD_H
 #define HPT_SIMD_H

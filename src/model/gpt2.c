@@ -118,8 +118,9 @@ static void linear_backward(int slot_dx, int slot_dw, float *dinp, float *dw, fl
 
 static void ln_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                         const float *mean, const float *rstd, int N, int C, int first) {
-    if (first) HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward_first(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
-    else HPT_PROF(HPT_PROF_LN_BWD, 0, layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
+    const double flops = (double)HPT_FLOPS_LN_BWD * N * C;
+    if (first) HPT_PROF(HPT_PROF_LN_BWD, flops, layernorm_backward_first(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
+    else HPT_PROF(HPT_PROF_LN_BWD, flops, layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
 }
 
 static void zero_scratch(float *p, size_t n) {
@@ -159,7 +160,7 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
         float *res3 = a->residual3 + l * BTC;
 
-        HPT_PROF(HPT_PROF_LN_FWD, 0,
+        HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
                  layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C));
         linear_forward(HPT_PROF_QKV_FWD, qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C,
                        B * T, C, 3 * C);
@@ -167,22 +168,23 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         linear_forward(HPT_PROF_ATTPROJ_FWD, a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C,
                        B * T, C, C);
         HPT_PROF(HPT_PROF_RESID_FWD, 0, residual_forward(res2, resid, a->proj, BTC));
-        HPT_PROF(HPT_PROF_LN_FWD, 0,
+        HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
                  layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C));
         linear_forward(HPT_PROF_FC_FWD, fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C,
                        B * T, C, 4 * C);
-        HPT_PROF(HPT_PROF_GELU_FWD, 0, gelu_forward(fch_gelu, fch, BTC * 4));
+        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, gelu_forward(fch_gelu, fch, BTC * 4));
         linear_forward(HPT_PROF_FCPROJ_FWD, a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C,
                        P[FCPROJB] + l * C, B * T, 4 * C, C);
         HPT_PROF(HPT_PROF_RESID_FWD, 0, residual_forward(res3, res2, a->proj, BTC));
     }
-    HPT_PROF(HPT_PROF_LN_FWD, 0, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC,
-                                                   P[LNFW], P[LNFB], B * T, C));
+    HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
+             layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC, P[LNFW], P[LNFB], B * T, C));
     linear_forward(HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
 
     m->logits = a->logits; m->n_out = V; m->out_row = Vp;
     if (batch->targets) {
-        HPT_PROF(HPT_PROF_XENT_FWD, 0, softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp));
+        HPT_PROF(HPT_PROF_XENT_FWD, (double)HPT_FLOPS_XENT_FWD * B * T * V,
+                 softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp));
         float mean = hpt_mean_loss(a->losses, (size_t)B * T);
         if (loss) *loss = mean;
     }
@@ -239,7 +241,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
         linear_backward(HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C,
                         G[FCPROJB] + l * C, a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C,
                         first);
-        HPT_PROF(HPT_PROF_GELU_BWD, 0, gelu_backward_first(a->dfch, fch, a->dfch_gelu, BTC * 4));
+        HPT_PROF(HPT_PROF_GELU_BWD, (double)HPT_FLOPS_GELU_BWD * BTC * 4, gelu_backward_first(a->dfch, fch, a->dfch_gelu, BTC * 4));
         linear_backward(HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
                         a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C, first);
         ln_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2, P[LN2W] + l * C, ln2_mean, ln2_rstd,
