@@ -64,7 +64,7 @@ ifneq ($(SANITIZE),)
 endif
 
 HYBRID_SRC := $(wildcard src/hybrid/*.c)
-LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/model/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
+LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)

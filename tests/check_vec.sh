@@ -31,8 +31,8 @@ src/kernels/nn.c:gelu_bwd
 src/kernels/nn.c:residual_forward
 src/kernels/nn.c:residual_backward
 src/kernels/nn.c:softmax_xent_forward
-src/kernels/nn.c:adamw_update
-src/kernels/nn.c:adamw_update_scaled
+src/kernels/sweep.c:adamw_update
+src/kernels/sweep.c:adamw_update_scaled
 src/kernels/attention.c:softmax_row
 "
 

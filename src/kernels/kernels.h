@@ -124,6 +124,8 @@ void softmax_xent_forward(float *losses, float *logits, const int *targets, int 
 /* In place: probs become dlogits = (p - onehot(target)) * dloss. */
 void softmax_xent_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp);
 
+/* ---- sweeps over whole arenas (sweep.c): the device table's CPU row */
+
 /* One AdamW step over n elements (PyTorch's AdamW: decoupled decay).
  * t is the 1-based step count used for bias correction. */
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
@@ -136,11 +138,26 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 void adamw_update_scaled(float *params, const float *grads, float *m, float *v, size_t n, float gscale,
                          float lr, float beta1, float beta2, float eps, float weight_decay, int t);
 
-/* Sum of squares in double, split into a fixed number of chunks combined in
- * order: thread-count independent. */
+/* Schedule-free AdamW over n elements (optim.h's hpt_sf_update_scaled says
+ * the formula): y the gradient point, z, x the iterates, v the second
+ * moment, the gradient g * gscale, c this step's averaging coefficient. */
+void sf_adamw_update_scaled(float *y, const float *g, float *z, float *x, float *v, size_t n, float gscale, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float c, int t);
+
+/* DiLoCo's outer Nesterov step (optim.h's hpt_outer_step says how). */
+void outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
+
+/* Sum of squares and dot product in double, split into a fixed number of
+ * chunks combined in order: thread-count independent; sumsq(x) is
+ * dot_product(x, x) bit for bit. */
 double sumsq(const float *x, size_t n);
-/* x *= s */
+double dot_product(const float *a, const float *b, size_t n);
+/* x *= s;  y += a x;  e = a e + b x;  p <-> q;  x = v */
 void scale_inplace(float *x, float s, size_t n);
+void axpy_inplace(float *y, float a, const float *x, size_t n);
+void lerp_inplace(float *e, float a, float b, const float *x, size_t n);
+void swap_inplace(float *p, float *q, size_t n);
+void fill_value(float *x, float v, size_t n);
 
 /* ---- convolution and pooling (conv.c) */
 

@@ -58,19 +58,7 @@ void hpt_sf_update(float *y, const float *g, float *z, float *x, float *v, size_
 
 void hpt_sf_update_scaled(float *y, const float *g, float *z, float *x, float *v, size_t n, float gscale, float lr,
                           float beta1, float beta2, float eps, float weight_decay, float c, int t) {
-    const float bc2 = 1.0f - powf(beta2, (float)t);
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * gscale;   /* x 1 is exact: the unclipped step's bits */
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        v[i] = vi;
-        float u = gi / (sqrtf(vi / bc2) + eps) + weight_decay * y[i];
-        float zi = z[i] - lr * u;
-        float xi = (1.0f - c) * x[i] + c * zi;
-        z[i] = zi;
-        x[i] = xi;
-        y[i] = (1.0f - beta1) * zi + beta1 * xi;
-    }
+    sf_adamw_update_scaled(y, g, z, x, v, n, gscale, lr, beta1, beta2, eps, weight_decay, c, t);
 }
 
 hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state *s, const hpt_adamw *o, int t,
@@ -88,30 +76,5 @@ hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state 
 }
 
 void hpt_outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b) {
-    float *th = theta, *an = anchor;
-    if (d) {
-        #pragma omp parallel for simd
-        for (size_t i = 0; i < n; i++) {
-            u[i] = mu * u[i] + d[i];
-            th[i] = (an[i] + d[i]) + (a * d[i] + b * u[i]);
-            an[i] = th[i];
-        }
-        return;
-    }
-    if (a == 0.0f && b == 0.0f) {
-        /* no departure: theta stays, bit for bit (even a -0.0f) */
-        #pragma omp parallel for simd
-        for (size_t i = 0; i < n; i++) {
-            u[i] = mu * u[i] + (th[i] - an[i]);
-            an[i] = th[i];
-        }
-        return;
-    }
-    #pragma omp parallel for simd
-    for (size_t i = 0; i < n; i++) {
-        float di = th[i] - an[i];
-        u[i] = mu * u[i] + di;
-        th[i] += a * di + b * u[i];
-        an[i] = th[i];
-    }
+    outer_step(theta, anchor, u, d, n, mu, a, b);
 }

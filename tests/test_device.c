@@ -1,0 +1,161 @@
+/*
+ * test_device.c — the device table (src/device): the lookup and its refusals,
+ * and every operation of the CPU row against the plain formula or the kernel
+ * it must equal, bit for bit, at 1 and 2 threads. A GPU row is tested
+ * against this one by `make test-cuda` on a machine that has one.
+ */
+#include "test.h"
+#include "../src/device/device.h"
+#include "../src/kernels/kernels.h"
+#include "../src/train/optim.h"
+
+#include <stdint.h>
+
+static int same_bits(const float *a, const float *b, size_t n) { return !memcmp(a, b, n * sizeof(float)); }
+
+static void fill_random(float *x, size_t n, uint32_t s) {
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 3.0f;
+    }
+}
+
+static void test_lookup(void) {
+    const hpt_device *d = NULL;
+    CHECK(hpt_device_get(NULL, &d) == HPT_OK && d == &hpt_device_cpu, "the default device is the CPU");
+    CHECK(hpt_device_get("cpu", &d) == HPT_OK && d == &hpt_device_cpu, "cpu by name");
+    CHECK(hpt_device_get("tpu", &d) == HPT_ERR_ARG && d == NULL, "an unknown device is refused");
+    CHECK(strstr(hpt_errmsg(), "cpu, cuda") != NULL, "the refusal lists the table: %s", hpt_errmsg());
+    /* this build's CUDA row says why it cannot be used instead of failing later */
+    if (hpt_device_cuda.unavailable()) {
+        CHECK(hpt_device_get("cuda", &d) == HPT_ERR_ARG && d == NULL, "cuda refused where it is not built");
+        CHECK(strstr(hpt_errmsg(), "--device cuda") != NULL, "the reason names the flag: %s", hpt_errmsg());
+    }
+    int n = 0;
+    while (hpt_device_at(n)) n++;
+    CHECK(n == 2 && hpt_device_at(0) == &hpt_device_cpu, "the table's rows: %d", n);
+    for (int i = 0; i < n; i++)
+        CHECK(hpt_device_at(i)->name && hpt_device_at(i)->summary && hpt_device_at(i)->unavailable,
+              "row %d has a name, a summary and an availability check", i);
+}
+
+/* Every elementwise operation against its formula written out here. */
+static void test_elementwise(const hpt_device *d, size_t n) {
+    float *a = d->alloc(n), *b = d->alloc(n), *h = malloc(n * sizeof(float)), *w = malloc(n * sizeof(float));
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    HPT_ASSERT(a && b && h && w && x && y);
+    fill_random(x, n, 1);
+    fill_random(y, n, 2);
+    d->upload(a, x, n);
+    d->download(h, a, n);
+    CHECK(same_bits(h, x, n), "upload then download gives the same bits");
+    d->copy(b, a, n);
+    d->download(h, b, n);
+    CHECK(same_bits(h, x, n), "copy");
+
+    d->fill(a, -0.0f, n);
+    d->download(h, a, n);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= h[i] == 0.0f && signbit(h[i]);
+    CHECK(ok, "fill writes the value (even -0)");
+
+    d->upload(a, x, n);
+    d->upload(b, y, n);
+    d->swap(a, b, n);
+    d->download(h, a, n);
+    d->download(w, b, n);
+    CHECK(same_bits(h, y, n) && same_bits(w, x, n), "swap");
+
+    d->upload(a, x, n);
+    d->scale(a, 0.37f, n);
+    d->download(h, a, n);
+    for (size_t i = 0; i < n; i++) w[i] = x[i] * 0.37f;
+    CHECK(same_bits(h, w, n), "scale: x * s");
+
+    d->upload(a, x, n);
+    d->upload(b, y, n);
+    d->axpy(a, -1.25f, b, n);
+    d->download(h, a, n);
+    for (size_t i = 0; i < n; i++) w[i] = x[i] + -1.25f * y[i];
+    CHECK(same_bits(h, w, n), "axpy: y + a x");
+
+    d->upload(a, x, n);
+    d->lerp(a, 0.9f, 0.1f, b, n);
+    d->download(h, a, n);
+    for (size_t i = 0; i < n; i++) w[i] = 0.9f * x[i] + 0.1f * y[i];
+    CHECK(same_bits(h, w, n), "lerp: a e + b x (the weight average's update)");
+
+    d->upload(a, x, n);
+    double ss = d->sumsq(a, n), dd = d->dot(a, a, n), ref = 0.0, dref = 0.0, dab = d->dot(a, b, n);
+    for (size_t i = 0; i < n; i++) { ref += (double)x[i] * x[i]; dref += (double)x[i] * y[i]; }
+    CHECK(!memcmp(&ss, &dd, sizeof ss), "sumsq(x) = dot(x, x) bit for bit");
+    CHECK_NEAR(ss, ref, 0.0, 1e-12, "sumsq against the plain double sum");
+    CHECK_NEAR(dab, dref, 1e-9, 1e-12, "dot against the plain double sum");
+    hpt_set_threads(1);
+    double ss1 = d->sumsq(a, n), dab1 = d->dot(a, b, n);
+    hpt_set_threads(2);
+    CHECK(ss1 == ss && dab1 == dab, "reductions: the same bits at 1 and 2 threads");
+    d->free(a);
+    d->free(b);
+    free(h); free(w); free(x); free(y);
+}
+
+/* The optimizer rows against the kernels they must be, with every argument
+ * distinct so that a field passed to the wrong parameter shows. */
+static void test_optimizers(const hpt_device *d, size_t n) {
+    float *p = malloc(n * 4), *g = malloc(n * 4), *m = malloc(n * 4), *v = malloc(n * 4);
+    float *p2 = malloc(n * 4), *m2 = malloc(n * 4), *v2 = malloc(n * 4);
+    float *dp = d->alloc(n), *dg = d->alloc(n), *dm = d->alloc(n), *dv = d->alloc(n), *dz = d->alloc(n);
+    HPT_ASSERT(p && g && m && v && p2 && m2 && v2 && dp && dg && dm && dv && dz);
+    fill_random(p, n, 3); fill_random(g, n, 4); fill_random(m, n, 5); fill_random(v, n, 6);
+    for (size_t i = 0; i < n; i++) v[i] = v[i] * v[i];   /* a second moment is >= 0 */
+    d->upload(dp, p, n); d->upload(dg, g, n); d->upload(dm, m, n); d->upload(dv, v, n);
+    const hpt_dev_adamw a = {.gscale = 0.5f, .lr = 3e-3f, .beta1 = 0.8f, .beta2 = 0.95f, .eps = 1e-6f,
+                             .weight_decay = 0.1f, .t = 7};
+    d->adamw(dp, dg, dm, dv, n, &a);
+    memcpy(p2, p, n * 4); memcpy(m2, m, n * 4); memcpy(v2, v, n * 4);
+    adamw_update_scaled(p2, g, m2, v2, n, 0.5f, 3e-3f, 0.8f, 0.95f, 1e-6f, 0.1f, 7);
+    d->download(p, dp, n); d->download(m, dm, n); d->download(v, dv, n);
+    CHECK(same_bits(p, p2, n) && same_bits(m, m2, n) && same_bits(v, v2, n), "adamw = adamw_update_scaled");
+
+    /* schedule-free: y, z, x, v */
+    float *z = malloc(n * 4), *x = malloc(n * 4), *y2 = malloc(n * 4), *z2 = malloc(n * 4), *x2 = malloc(n * 4);
+    HPT_ASSERT(z && x && y2 && z2 && x2);
+    fill_random(z, n, 7); fill_random(x, n, 8);
+    memcpy(y2, p, n * 4); memcpy(z2, z, n * 4); memcpy(x2, x, n * 4); memcpy(v2, v, n * 4);
+    float *dx = dm;   /* reuse: the moments' buffer holds x now */
+    d->upload(dz, z, n); d->upload(dx, x, n);
+    const hpt_dev_sf s = {.gscale = 0.75f, .lr = 2e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                          .weight_decay = 0.05f, .c = 0.125f, .t = 5};
+    d->sf_adamw(dp, dg, dz, dx, dv, n, &s);
+    hpt_sf_update_scaled(y2, g, z2, x2, v2, n, 0.75f, 2e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 0.125f, 5);
+    d->download(p, dp, n); d->download(z, dz, n); d->download(x, dx, n); d->download(v, dv, n);
+    CHECK(same_bits(p, y2, n) && same_bits(z, z2, n) && same_bits(x, x2, n) && same_bits(v, v2, n),
+          "sf_adamw = hpt_sf_update_scaled");
+
+    /* the outer step, both forms (d NULL: this process's displacement) */
+    for (int with_d = 0; with_d < 2; with_d++) {
+        fill_random(p, n, 9); fill_random(z, n, 10); fill_random(x, n, 11); fill_random(g, n, 12);
+        memcpy(p2, p, n * 4); memcpy(z2, z, n * 4); memcpy(x2, x, n * 4);
+        d->upload(dp, p, n); d->upload(dz, z, n); d->upload(dx, x, n); d->upload(dg, g, n);
+        d->outer_step(dp, dz, dx, with_d ? dg : NULL, n, 0.6f, 0.4f, 0.9f);
+        hpt_outer_step(p2, z2, x2, with_d ? g : NULL, n, 0.6f, 0.4f, 0.9f);
+        d->download(p, dp, n); d->download(z, dz, n); d->download(x, dx, n);
+        CHECK(same_bits(p, p2, n) && same_bits(z, z2, n) && same_bits(x, x2, n),
+              "outer_step = hpt_outer_step (%s)", with_d ? "a given displacement" : "its own displacement");
+    }
+    d->free(dp); d->free(dg); d->free(dm); d->free(dv); d->free(dz);
+    free(p); free(g); free(m); free(v); free(p2); free(m2); free(v2); free(z); free(x); free(y2); free(z2); free(x2);
+}
+
+int main(void) {
+    hpt_set_threads(2);
+    test_lookup();
+    const hpt_device *cpu = &hpt_device_cpu;
+    const size_t sizes[] = {1, 17, 1000, 100003};
+    for (int i = 0; i < 4; i++) {
+        test_elementwise(cpu, sizes[i]);
+        test_optimizers(cpu, sizes[i]);
+    }
+    return TEST_REPORT("test_device");
+}
