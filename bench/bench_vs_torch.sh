@@ -9,7 +9,11 @@
 #
 # Usage: bench/bench_vs_torch.sh [--iters N] [--repeats R] [--threads N]
 #                                [--data PATH] [--out FILE] [--coretype NAME] [--build]
-# Environment: ITERS, REPEATS, THREADS, DATA, OUT, OPENBLAS_CORETYPE (flags win).
+#                                [--arch ARCH]
+# Environment: ITERS, REPEATS, THREADS, DATA, OUT, OPENBLAS_CORETYPE, ARCH (flags win).
+# --arch times hpt built for another target than this CPU (make ARCH=...,
+# build-ARCH/hpt), e.g. x86-64-v3: the AVX2 build on an AVX-512 machine. The
+# JSON records the ISA hpt's kernels were built for (hpt_isa).
 # Defaults: 150 iterations, 3 repeats, 2 threads, bench/data/tinyshakespeare.txt,
 # bench/results/vs_torch.json. ./hpt is rebuilt when older than its sources
 # (make -q); --build runs `make -j2 hpt` regardless.
@@ -34,6 +38,7 @@ REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-2}
 DATA=${DATA:-bench/data/tinyshakespeare.txt}
 OUT=${OUT:-bench/results/vs_torch.json}
+ARCH=${ARCH:-native}
 BUILD=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,6 +49,7 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --coretype) export OPENBLAS_CORETYPE=$2; shift 2 ;;
         --build) BUILD=1; shift ;;
+        --arch) ARCH=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench_vs_torch.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -68,10 +74,17 @@ if ! [ -e "$OPENBLAS_OMP/libblas.so.3" ]; then
     exit 1
 fi
 # make -q, not a test for ./hpt: a binary older than the sources must not be timed
-if [ "$BUILD" = 1 ] || ! make -q hpt 2>/dev/null; then
-    echo "building ./hpt (make -j2 hpt)" >&2
-    make -j2 hpt >&2
+HPT_BIN=./hpt
+[ "$ARCH" = native ] || HPT_BIN=./build-$ARCH/hpt
+if [ "$BUILD" = 1 ] || ! make -q ARCH="$ARCH" hpt 2>/dev/null; then
+    echo "building $HPT_BIN (make -j2 ARCH=$ARCH hpt)" >&2
+    make -j2 ARCH="$ARCH" hpt >&2
 fi
+# the vector ISA the kernels were compiled for: the target's own macros
+HPT_ISA=$(cc -march="$ARCH" -dM -E - </dev/null 2>/dev/null | awk '
+    /__AVX512F__/ { a512 = 1 } /__AVX2__/ { a2 = 1 } /__FMA__/ { fma = 1 }
+    END { print a512 ? "AVX-512" : a2 ? (fma ? "AVX2+FMA" : "AVX2") : "SSE" }')
+echo "hpt: $HPT_BIN, built for -march=$ARCH ($HPT_ISA)" >&2
 
 # The OpenBLAS kernels both programs get (same library, same environment).
 # OpenBLAS 0.3.21 falls back to its SSE3 "Prescott" kernels on CPUs newer than
@@ -119,7 +132,7 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 
 COMMON="--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12 --max-iters $ITERS \
 --lr 1e-3 --min-lr 1e-4 --warmup-iters 100 --eval-interval 0 --eval-iters 1 --threads $THREADS --seed 1337"
-HPT_CMD="./hpt train --data $DATA --tokenizer char $COMMON --out"
+HPT_CMD="$HPT_BIN train --data $DATA --tokenizer char $COMMON --out"
 TORCH_CMD="env LD_LIBRARY_PATH=$OPENBLAS_OMP $PY bench/torch_gpt.py --data $DATA $COMMON --json"
 
 : > "$WORK/runs.tsv"
@@ -152,10 +165,10 @@ GIT_REV=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 GIT_DIRTY=$(git status --porcelain --untracked-files=no -- src cli include Makefile 2>/dev/null | wc -l)
 
 "$PY" - "$WORK/runs.tsv" "$OUT" "$S0" "$S1" "$ITERS" "$REPEATS" "$THREADS" "$DATA" "$GIT_REV" "$GIT_DIRTY" \
-    "$HPT_CMD DIR" "$TORCH_CMD OUT.json" "$CORE" "${OPENBLAS_CORETYPE-}" "$CORE_NOTE" <<'EOF'
+    "$HPT_CMD DIR" "$TORCH_CMD OUT.json" "$CORE" "${OPENBLAS_CORETYPE-}" "$CORE_NOTE" "$ARCH" "$HPT_ISA" <<'EOF'
 import json, os, statistics, subprocess, sys, datetime
 (tsv, out, s0, s1, iters, repeats, threads, data, rev, dirty, hpt_cmd, torch_cmd, core, coretype,
- core_note) = sys.argv[1:16]
+ core_note, arch, hpt_isa) = sys.argv[1:18]
 
 def steal(a, b):
     ta, sa = map(int, a.split()); tb, sb = map(int, b.split())
@@ -218,6 +231,7 @@ result = {
                 "hypervisor": cpu.get("Hypervisor vendor"),
                 "avx512": "avx512f" in cpu.get("Flags", "")},
     "hpt_git": {"commit": rev, "dirty_files_in_src_cli_include_makefile": int(dirty)},
+    "hpt_march": arch, "hpt_isa": hpt_isa,
     "config": {"data": os.path.abspath(data), "n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64,
                "batch_size": 12, "max_iters": int(iters), "lr": 1e-3, "min_lr": 1e-4, "warmup_iters": 100,
                "threads": int(threads), "repeats": int(repeats), "order": "alternating hpt, torch"},
@@ -243,7 +257,7 @@ with open(tmp, "w") as f:
 os.replace(tmp, out)
 
 print(f"hpt vs torch — L4 H4 C128 B12 T64, {iters} iters, {threads} threads, {result['machine']['model_name']}, "
-      f"OpenBLAS core {core}")
+      f"OpenBLAS core {core}, hpt built for -march={arch} ({hpt_isa})")
 print(f"{'run':>4} {'hpt ms':>9} {'torch ms':>9} {'ratio':>6} {'steal% h/t':>11}   val loss h/t")
 for h, t in zip(runs["hpt"], runs["torch"]):
     print(f"{h['repeat']:>4} {h['ms_per_step']:9.2f} {t['ms_per_step']:9.2f} {t['ms_per_step'] / h['ms_per_step']:6.2f} "
