@@ -256,6 +256,10 @@ typedef struct hpt_train_config {
     int eval_iters;         /* validation batches per evaluation */
     uint64_t seed;
     int threads;            /* <= 0: all cores */
+    /* where the model's arenas live and the step runs: a name of the device
+     * table (src/device: "cpu"; "cuda" where built). Not stored in
+     * checkpoints: a run may resume on another device. */
+    const char *device;
     const char *out_dir;    /* metrics.jsonl, summary.json, model.bin */
     /* checkpoints (both modes): DIR/checkpoints/ckpt-<step, 8 digits>.bin */
     int save_interval;      /* save every N steps; 0: only when interrupted */

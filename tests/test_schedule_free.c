@@ -44,6 +44,7 @@ static void test_torch_fixture(void) {
     m.params = y;
     m.grads = g;
     m.nparams = (size_t)n;
+    m.dev = &hpt_device_cpu;   /* a model built by hand: its arenas are host memory */
     m.ntensors = 2;
     m.tensors[0] = (hpt_tensor_info){.name = "w", .offset = 0, .numel = (size_t)ndecay, .decay = 1};
     m.tensors[1] = (hpt_tensor_info){.name = "b", .offset = (size_t)ndecay, .numel = (size_t)(n - ndecay)};

@@ -26,6 +26,7 @@ hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, in
     }
     m->ntensors = n;
     m->nparams = off;
+    m->dev = &hpt_device_cpu;   /* the families' forward and backward are CPU code */
     m->params = hpt_arena_alloc(off);
     m->grads = hpt_arena_alloc(off);
     if (!m->params || !m->grads) return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu parameters", off);

@@ -13,6 +13,7 @@
 
 #include "hpt.h"
 #include "../base/base.h"
+#include "../device/device.h"
 
 #define HPT_MAX_TENSORS 32
 
@@ -31,6 +32,8 @@ struct hpt_model {
     void *impl;                      /* family-specific state (config, activations) */
     char desc[160];
 
+    const hpt_device *dev;           /* where the arenas live: their allocator and the sweeps
+                                        over them (the optimizer, copies, norms) */
     float *params;                   /* (nparams) the parameter arena */
     float *grads;                    /* (nparams) the gradient arena, same offsets */
     size_t nparams;

@@ -11,7 +11,7 @@
  * o->grad_clip (torch.nn.utils.clip_grad_norm_; 1 where no clipping). */
 static hpt_status clip_coef(hpt_model *m, const hpt_adamw *o, int t, float *grad_norm, float *coef) {
     double ss;
-    HPT_PROF(HPT_PROF_GRAD_NORM, 2.0 * m->nparams, ss = sumsq(m->grads, m->nparams));
+    HPT_PROF(HPT_PROF_GRAD_NORM, 2.0 * m->nparams, ss = m->dev->sumsq(m->grads, m->nparams));
     float norm = (float)sqrt(ss);
     if (grad_norm) *grad_norm = norm;
     *coef = 1.0f;
@@ -32,10 +32,11 @@ hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adam
     HPT_TRY(clip_coef(m, o, t, grad_norm, &coef));
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor_info *ti = &m->tensors[i];
+        const hpt_dev_adamw a = {.gscale = coef, .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                                 .weight_decay = ti->decay ? o->weight_decay : 0.0f, .t = t};
         HPT_PROF(HPT_PROF_ADAMW, 0,
-                 adamw_update_scaled(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset,
-                                     mom2 + ti->offset, ti->numel, coef, o->lr, o->beta1, o->beta2, o->eps,
-                                     ti->decay ? o->weight_decay : 0.0f, t));
+                 m->dev->adamw(m->params + ti->offset, m->grads + ti->offset, mom1 + ti->offset, mom2 + ti->offset,
+                               ti->numel, &a));
     }
     return HPT_OK;
 }
@@ -69,8 +70,9 @@ hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state 
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor_info *ti = &m->tensors[i];
         size_t k = ti->offset;
-        hpt_sf_update_scaled(m->params + k, m->grads + k, z + k, x + k, v + k, ti->numel, coef, o->lr, o->beta1,
-                             o->beta2, o->eps, ti->decay ? o->weight_decay : 0.0f, c, t);
+        const hpt_dev_sf a = {.gscale = coef, .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                              .weight_decay = ti->decay ? o->weight_decay : 0.0f, .c = c, .t = t};
+        m->dev->sf_adamw(m->params + k, m->grads + k, z + k, x + k, v + k, ti->numel, &a);
     }
     return HPT_OK;
 }

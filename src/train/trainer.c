@@ -31,11 +31,15 @@
 
 void hpt_trainer_free(hpt_trainer *tr) {
     if (!tr) return;
+    if (tr->model) {
+        /* the buffers beside the model live where its arenas do */
+        const hpt_device *dev = tr->model->dev;
+        dev->free(tr->opt_arena);
+        dev->free(tr->grad_sum);
+        dev->free(tr->outer_arena);
+    }
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
-    hpt_arena_free(tr->opt_arena);
-    hpt_arena_free(tr->grad_sum);
-    hpt_arena_free(tr->outer_arena);
     free(tr->keep_steps);
     free(tr->resume_state);
     hpt_dir_unlock(tr->lock_fd);
@@ -73,7 +77,9 @@ static hpt_status init_micro(hpt_trainer *tr) {
     /* local-step mode: a rank's gradient is the mean of its own micro-batches */
     tr->share = tr->cfg.sync_interval > 0 ? tr->cfg.grad_accum : tr->micro;
     if (tr->micro == 1) return HPT_OK;  /* the plain step: no sum, no slots */
-    tr->grad_sum = hpt_arena_alloc(tr->model->nparams + (size_t)tr->micro + 1);
+    /* the summed gradient, then one slot per micro-batch's loss and the stop
+     * flag (read on the host: the all-reduce sends both at once) */
+    tr->grad_sum = tr->model->dev->alloc(tr->model->nparams + (size_t)tr->micro + 1);
     return tr->grad_sum ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
 }
 
@@ -90,18 +96,22 @@ static hpt_status init_outer(hpt_trainer *tr) {
         return hpt_fail(HPT_ERR_ARG, "--optimizer schedule-free cannot be combined with --sync-interval "
                         "(local-step mode takes AdamW steps)");
     size_t n = tr->model->nparams;
-    tr->outer_arena = hpt_arena_alloc(2 * n);
+    const hpt_device *dev = tr->model->dev;
+    tr->outer_arena = dev->alloc(2 * n);
     if (!tr->outer_arena) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     tr->anchor = tr->outer_arena;
     tr->outer_u = tr->outer_arena + n;
-    memcpy(tr->anchor, tr->model->params, n * sizeof(float));
-    memset(tr->outer_u, 0, n * sizeof(float));
+    dev->copy(tr->anchor, tr->model->params, n);
+    dev->fill(tr->outer_u, 0.0f, n);
     return HPT_OK;
 }
 
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     *out = NULL;
     HPT_TRY(hpt_train_config_check(c));
+    /* the device first: one that is not here is refused before anything is read or written */
+    const hpt_device *dev;
+    HPT_TRY(hpt_device_get(c->device, &dev));
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
     int writer = hpt_comm_rank(comm) == 0;
@@ -113,6 +123,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->rank = hpt_comm_rank(comm);
     tr->ranks = hpt_comm_size(comm);
     tr->cfg = *c;
+    tr->cfg.device = dev->name;
     hpt_abs_path(tr->data_path, sizeof tr->data_path, c->data_path ? c->data_path : "");  /* resumable from any cwd */
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
     snprintf(tr->task_name, sizeof tr->task_name, "%s", c->task);
@@ -149,8 +160,9 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     if (tr->cfg.eval_interval < 0) tr->cfg.eval_interval = 0;
     size_t n = tr->model->nparams;
+    HPT_ASSERT(tr->model->dev == dev);   /* the families build on the CPU, the one device so far */
     int ema = c->ema_decay > 0.0f, sf = hpt_trainer_schedule_free(tr);
-    tr->opt_arena = hpt_arena_alloc((size_t)(2 + 2 * sf + ema) * n);
+    tr->opt_arena = dev->alloc((size_t)(2 + 2 * sf + ema) * n);   /* zeroed: AdamW's moments start at 0 */
     if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->m = tr->opt_arena;
     tr->v = tr->opt_arena + n;
@@ -158,13 +170,13 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
         /* z and x start at the initial weights, as y (a resume overwrites them) */
         tr->sf_z = tr->opt_arena + 2 * n;
         tr->sf_x = tr->opt_arena + 3 * n;
-        memcpy(tr->sf_z, tr->model->params, n * sizeof(float));
-        memcpy(tr->sf_x, tr->model->params, n * sizeof(float));
+        dev->copy(tr->sf_z, tr->model->params, n);
+        dev->copy(tr->sf_x, tr->model->params, n);
     }
     if (ema) {
         /* the average starts at the initial weights (a resume overwrites it) */
         tr->ema = tr->opt_arena + (size_t)(2 + 2 * sf) * n;
-        memcpy(tr->ema, tr->model->params, n * sizeof(float));
+        dev->copy(tr->ema, tr->model->params, n);
     }
     tr->final_ema_val = NAN;
     tr->keep_steps = malloc((size_t)c->keep_last * sizeof(int));
@@ -197,10 +209,7 @@ int hpt_trainer_schedule_free(const hpt_trainer *tr) {
 /* Swaps the params (y) and the schedule-free average x in place: the
  * evaluation point in, exactly, and back again. */
 static void sf_swap(hpt_trainer *tr) {
-    float *x = tr->sf_x, *p = tr->model->params;
-    const long n = (long)tr->model->nparams;
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) { float t = x[i]; x[i] = p[i]; p[i] = t; }
+    tr->model->dev->swap(tr->sf_x, tr->model->params, tr->model->nparams);
 }
 
 /* ---------------------------------------------------------------- for the layer above (trainer.h) */
@@ -222,14 +231,14 @@ const float *hpt_trainer_moment1(const hpt_trainer *tr) { return tr->m; }
 const float *hpt_trainer_moment2(const hpt_trainer *tr) { return tr->v; }
 
 void hpt_trainer_reset_moment1(hpt_trainer *tr) {
-    memset(tr->m, 0, tr->model->nparams * sizeof(float));
+    tr->model->dev->fill(tr->m, 0.0f, tr->model->nparams);
 }
 
 void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *m2, int updates) {
     HPT_ASSERT(updates >= 0 && updates <= tr->updates);
-    size_t n = tr->model->nparams * sizeof(float);
-    memcpy(tr->m, m1, n);
-    memcpy(tr->v, m2, n);
+    const hpt_device *dev = tr->model->dev;
+    dev->copy(tr->m, m1, tr->model->nparams);
+    dev->copy(tr->v, m2, tr->model->nparams);
     tr->updates = updates;
 }
 
@@ -292,17 +301,13 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
         if (j < first || j >= last) continue;  /* another rank's */
         HPT_TRY(micro_step(tr, &b, &slots[j]));
         if (!isfinite(slots[j]) && (tr->ranks == 1 || tr->share < tr->micro)) return bad_loss(tr, slots[j]);
-        const float *g = m->grads;
-        if (j == first) memcpy(sum, g, n * sizeof(float));
-        else {
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < n; i++) sum[i] += g[i];
-        }
+        if (j == first) m->dev->copy(sum, m->grads, n);
+        else m->dev->axpy(sum, 1.0f, m->grads, n);   /* sum + 1 g: the sum's bits */
     }
     if (tr->share < tr->micro) {
         /* local-step mode: this rank's own mean, no communication (its
          * loss is its own micro-batches': rank 0's is the one logged) */
-        memcpy(m->grads, sum, n * sizeof(float));
+        m->dev->copy(m->grads, sum, n);
         for (int j = first; j < last; j++) *loss_sum += slots[j];
         return HPT_OK;
     }
@@ -310,7 +315,7 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
     slots[tr->micro] = stop_requested ? 1.0f : 0.0f;
     HPT_TRY(hpt_comm_allreduce_sum(tr->comm, sum, n + (size_t)tr->micro + 1));
     tr->stop_seen = slots[tr->micro] > 0.0f;
-    memcpy(m->grads, sum, n * sizeof(float));
+    m->dev->copy(m->grads, sum, n);
     /* the losses in micro-step order, as one process adds them */
     for (int j = 0; j < tr->micro; j++) {
         if (!isfinite(slots[j])) return bad_loss(tr, slots[j]);
@@ -345,7 +350,7 @@ static hpt_status local_sync(hpt_trainer *tr) {
     const float eta = c->sync_outer_lr, mu = c->sync_outer_momentum, a = eta - 1.0f, b = eta * mu;
     if (tr->ranks == 1) {
         tr->stop_seen = stop_requested;
-        hpt_outer_step(th, an, tr->outer_u, NULL, n, mu, a, b);
+        tr->model->dev->outer_step(th, an, tr->outer_u, NULL, n, mu, a, b);
         return HPT_OK;
     }
     float *d = tr->grad_sum;  /* free between steps: n + micro + 1 >= n + 1 floats */
@@ -476,20 +481,13 @@ static void ema_update(hpt_trainer *tr, int before) {
         keep *= d < warm ? d : warm;
     }
     const float a = (float)keep, b = 1.0f - a;
-    float *e = tr->ema;
-    const float *p = tr->model->params;
-    const long n = (long)tr->model->nparams;
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) e[i] = a * e[i] + b * p[i];
+    tr->model->dev->lerp(tr->ema, a, b, tr->model->params, tr->model->nparams);
 }
 
 /* Swaps the weights and their average in place (an exact, copy-free way
  * to evaluate the average: swapping twice restores every bit). */
 static void ema_swap(hpt_trainer *tr) {
-    float *e = tr->ema, *p = tr->model->params;
-    const long n = (long)tr->model->nparams;
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) { float x = e[i]; e[i] = p[i]; p[i] = x; }
+    tr->model->dev->swap(tr->ema, tr->model->params, tr->model->nparams);
 }
 
 static int cmp_double(const void *a, const void *b) {
