@@ -27,7 +27,9 @@ static int encode_file(hpt_tokenizer_kind kind, const char *path) {
     if ((st = hpt_text_load(&t, path, kind)) != HPT_OK) die_status(st);
     size_t n;
     const int *ids = hpt_text_ids(t, &n);
-    for (size_t i = 0; i < n; i++) printf("%d\n", ids[i]);
+    /* a failed write (a full disk) stops the listing; main's close_stdout
+     * reports it and exits 1 */
+    for (size_t i = 0; i < n && !ferror(stdout); i++) printf("%d\n", ids[i]);
     hpt_text_free(t);
     return 0;
 }
