@@ -576,7 +576,8 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_t
 /* One token drawn from a row of logits (V): temperature, the top k kept
  * (topk <= 0 or >= V: all), then an inverse-CDF draw with a 53-bit uniform
  * from the splitmix64 stream *rs (hpt sample seeds it with
- * seed * 0x9E3779B97F4A7C15 + 1). probs and order are (V) scratch. */
+ * seed * 0x9E3779B97F4A7C15 + 1). probs and order are (V) scratch.
+ * Returns -1 (drawing nothing) for V < 1 or a NULL buffer. */
 int hpt_sample_token(const float *logits, int V, float temperature, int topk, uint64_t *rs, float *probs, int *order);
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */

@@ -13,6 +13,8 @@
  *   (b) CNN: the same against in_c * in_h * in_w
  *   (c) GPT-2: features given to a token model are refused (not ignored);
  *       hpt_model_input_dim is 0
+ *   (d) hpt_sample_token: V < 1 (it read order[-1]) or a NULL buffer draws
+ *       nothing (-1); V = 1 draws token 0
  */
 #include "hpt.h"
 #include "test.h"
@@ -101,5 +103,14 @@ int main(void) {
         free(x);
     }
     hpt_model_free(g);
+
+    /* (d) */
+    float lg[1] = {0.5f}, probs[1];
+    int order[1];
+    uint64_t rs = 1;
+    CHECK(hpt_sample_token(lg, 0, 1.0f, 0, &rs, probs, order) == -1, "sample_token: V 0 drew a token");
+    CHECK(hpt_sample_token(lg, -3, 1.0f, 0, &rs, probs, order) == -1, "sample_token: V -3 drew a token");
+    CHECK(hpt_sample_token(lg, 1, 1.0f, 0, &rs, NULL, order) == -1, "sample_token: NULL probs drew a token");
+    CHECK(hpt_sample_token(lg, 1, 1.0f, 0, &rs, probs, order) == 0, "sample_token: V 1 did not draw token 0");
     return TEST_REPORT("test_api_sizes");
 }
