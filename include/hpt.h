@@ -149,7 +149,8 @@ double hpt_model_train_flops(const hpt_model *m, int B, int T);
 
 /* ---------------------------------------------------------------- classifiers */
 
-/* Image classifiers (Fashion-MNIST). Input: batch->x (B, features) floats,
+/* Image classifiers (Fashion-MNIST). Input: batch->x (B, features) floats
+ * with batch->x_dim = features = hpt_model_input_dim (another is refused),
  * used as given (normalise before: hpt's fashion-mnist task feeds
  * (pixel/255 - mean) / std); batch->targets (B) class ids; T = 1. Loss: mean
  * softmax cross-entropy over the batch. Any batch of 1..B samples works. After a
