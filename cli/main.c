@@ -494,13 +494,34 @@ static int cmd_sample(int argc, char **argv) {
         char out[HPT_TOKEN_MAX_BYTES];
         int len = hpt_text_decode(tok, pick, out);
         fwrite(out, 1, (size_t)len, stdout);
-        fflush(stdout);
+        if (fflush(stdout) != 0) break;  /* nowhere to write the rest: close_stdout reports it at exit */
     }
     fputc('\n', stdout);
     free(ctx); free(probs); free(order);
     hpt_model_free(m);
     hpt_text_free(tok);
     return 0;
+}
+
+/* Standard output is buffered, so a write that fails (a full disk,
+ * /dev/full) is often seen only when the buffer is flushed at exit, after
+ * the command has run to its "success": tokenize, eval, sample and --help
+ * exited 0 having written nothing, or a few thousand of a million lines.
+ * Registered first thing in main, this runs on every way out (a return
+ * from main or a subcommand, exit() from die_status, die_usage or a
+ * subcommand's own), so each subcommand fails alike: status 1 and a message
+ * naming standard output. _exit: exit() may not be called again from an
+ * atexit handler. An EBADF from fclose alone is stdout closed by the caller
+ * (`hpt train >&-`) with nothing written to it: not a failure. */
+static void close_stdout(void) {
+    int err = 0;
+    if (fflush(stdout) != 0) err = errno ? errno : EIO;
+    else if (ferror(stdout)) err = -1;  /* an earlier write failed; its errno is gone */
+    if (fclose(stdout) != 0 && !err && errno != EBADF) err = errno ? errno : EIO;
+    if (!err) return;
+    if (err > 0) fprintf(stderr, "hpt: error: cannot write to standard output: %s\n", strerror(err));
+    else fprintf(stderr, "hpt: error: cannot write to standard output: a write failed\n");
+    _exit(1);
 }
 
 /* The subcommands: a new one is a row here and its cmd_ function. */
@@ -512,6 +533,7 @@ static const struct { const char *name; int (*run)(int argc, char **argv); } com
 
 int main(int argc, char **argv) {
     hpt_blas_reexec(argv);
+    atexit(close_stdout);  /* after the re-exec, which replaces the process without exiting */
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }

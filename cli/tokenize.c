@@ -27,27 +27,45 @@ static int encode_file(hpt_tokenizer_kind kind, const char *path) {
     if ((st = hpt_text_load(&t, path, kind)) != HPT_OK) die_status(st);
     size_t n;
     const int *ids = hpt_text_ids(t, &n);
-    for (size_t i = 0; i < n; i++) printf("%d\n", ids[i]);
+    /* a failed write (a full disk) stops the listing; main's close_stdout
+     * reports it and exits 1 */
+    for (size_t i = 0; i < n && !ferror(stdout); i++) printf("%d\n", ids[i]);
     hpt_text_free(t);
     return 0;
 }
+
+/* The separators between ids. Not strchr(" \t\r\n", c): it finds the
+ * string's own terminator for c == 0, which made NUL bytes separators. */
+static int is_sep(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 static int decode_file(hpt_tokenizer_kind kind, const char *path) {
     unsigned char *buf;
     size_t len;
     hpt_status st = hpt_read_file(path, &buf, &len);
     if (st != HPT_OK) die_status(st);
+    /* ids are decimal text: a NUL byte means the file is something else (a
+     * binary, UTF-16 text), and strtol would stop at it as at the end of the
+     * buffer, so it is refused up front, naming its line */
+    const unsigned char *nul = memchr(buf, 0, len);
+    if (nul) {
+        size_t line = 1;
+        for (const unsigned char *p = buf; p < nul; p++) line += *p == '\n';
+        fprintf(stderr, "hpt: tokenize --decode: '%s' line %zu: a NUL byte (ids are decimal text separated by "
+                "spaces, tabs or newlines)\n", path, line);
+        exit(1);
+    }
     hpt_text *t;
     if ((st = hpt_text_from_vocab(&t, kind, NULL, kind == HPT_TOK_GPT2 ? 50257 : 256)) != HPT_OK) die_status(st);
     const int V = hpt_text_vocab_size(t);
     char out[HPT_TOKEN_MAX_BYTES];
     size_t k = 0, line = 1;
-    while (k < len) {
-        while (k < len && strchr(" \t\r\n", buf[k])) line += buf[k++] == '\n';
+    while (k < len && !ferror(stdout)) {  /* a failed write: close_stdout (main.c) exits 1 */
+        while (k < len && is_sep(buf[k])) line += buf[k++] == '\n';
         if (k == len) break;
         char *end;
         long id = strtol((const char *)buf + k, &end, 10);
-        if (end == (const char *)buf + k || (*end && !strchr(" \t\r\n", *end)) || id < 0 || id >= V) {
+        if (end == (const char *)buf + k || (end < (const char *)buf + len && !is_sep((unsigned char)*end)) || id < 0 ||
+            id >= V) {
             fprintf(stderr, "hpt: tokenize --decode: '%s' line %zu: not a token id in [0, %d)\n", path, line, V);
             exit(1);
         }

@@ -102,13 +102,17 @@ typedef struct hpt_batch {
     int B, T;              /* T = 1 for non-sequence models */
     const int *tokens;     /* (B, T) or NULL */
     const float *x;        /* (B, x_dim) or NULL */
-    int x_dim;             /* floats per sample in x (0 without x) */
+    int x_dim;             /* floats per sample in x (0 without x): must equal the
+                              model's hpt_model_input_dim (HPT_ERR_ARG otherwise) */
     const int *targets;    /* (B, T) or NULL: forward computes no loss */
 } hpt_batch;
 
 void hpt_model_free(hpt_model *m);
 
-/* Forward pass. Writes the mean loss to *loss when batch->targets != NULL. */
+/* Forward pass. Writes the mean loss to *loss when batch->targets != NULL.
+ * The batch's buffers are read as (B, T) tokens and targets and (B, x_dim)
+ * features: a classifier refuses (HPT_ERR_ARG, naming both widths) an x_dim
+ * other than its input width, or no x; a token model refuses x. */
 hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *batch, float *loss);
 /* Backward pass for the last forward (which must have had targets). Gradients
  * ACCUMULATE into the gradient arena, scaled by loss_scale (1/grad_accum). */
@@ -128,6 +132,9 @@ const hpt_tensor_info *hpt_model_tensors(const hpt_model *m, int *n);
 const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row);
 size_t hpt_model_num_params(const hpt_model *m);
 int hpt_model_block_size(const hpt_model *m);   /* longest T reserved at init */
+/* Floats per sample a classifier reads from batch->x (its n_in, or
+ * in_c*in_h*in_w); 0 for a token model. */
+int hpt_model_input_dim(const hpt_model *m);
 size_t hpt_model_backward_calls(const hpt_model *m); /* backward passes run so far */
 /* Rebuilds a model from the config words stored in a state file (any family). */
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T);
@@ -142,7 +149,8 @@ double hpt_model_train_flops(const hpt_model *m, int B, int T);
 
 /* ---------------------------------------------------------------- classifiers */
 
-/* Image classifiers (Fashion-MNIST). Input: batch->x (B, features) floats,
+/* Image classifiers (Fashion-MNIST). Input: batch->x (B, features) floats
+ * with batch->x_dim = features = hpt_model_input_dim (another is refused),
  * used as given (normalise before: hpt's fashion-mnist task feeds
  * (pixel/255 - mean) / std); batch->targets (B) class ids; T = 1. Loss: mean
  * softmax cross-entropy over the batch. Any batch of 1..B samples works. After a
@@ -573,7 +581,8 @@ hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_t
 /* One token drawn from a row of logits (V): temperature, the top k kept
  * (topk <= 0 or >= V: all), then an inverse-CDF draw with a 53-bit uniform
  * from the splitmix64 stream *rs (hpt sample seeds it with
- * seed * 0x9E3779B97F4A7C15 + 1). probs and order are (V) scratch. */
+ * seed * 0x9E3779B97F4A7C15 + 1). probs and order are (V) scratch.
+ * Returns -1 (drawing nothing) for V < 1 or a NULL buffer. */
 int hpt_sample_token(const float *logits, int V, float temperature, int topk, uint64_t *rs, float *probs, int *order);
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */

@@ -14,7 +14,8 @@
 #       bit-exact
 #   (d) refused with the reason: a missing vocabulary, a corrupt encoder.json,
 #       a vocab.bpe that does not make encoder.json's tokens, a bad id to
-#       --decode, a model file made with another vocabulary
+#       --decode, a NUL byte in --decode's input (it was taken for a
+#       separator), a model file made with another vocabulary
 test_name=cli_tokenize; . tests/lib.sh
 F=tests/fixtures/gpt2_tok
 VOCAB=${HPT_VOCAB:-/usr/local/share/hpt/gpt2}
@@ -102,6 +103,16 @@ printf '15496\n50257\n' >"$tmp/badids"
 run "$HPT" tokenize --decode "$tmp/badids"
 if [ $rc -eq 1 ] && grep -q "line 2" "$tmp/err"; then pass "(d) --decode of id 50257: exit 1 naming line 2"
 else fail "(d) --decode bad id: status $rc"; fi
+# NUL bytes are not separators (they were: "104<NUL>0 105" decoded to "h", a NUL, "i"): refused naming the line
+printf '104 105\n104\0000 105\n' >"$tmp/nulids"
+run "$HPT" tokenize --tokenizer byte --decode "$tmp/nulids"
+if [ $rc -eq 1 ] && grep -q "line 2: a NUL byte" "$tmp/err" && [ ! -s "$tmp/out" ]; then
+    pass "(d) --decode of a file with a NUL byte: exit 1 naming line 2, nothing decoded"
+else fail "(d) --decode with a NUL byte: status $rc, $(wc -c <"$tmp/out") bytes out"; fi
+printf '104\000' >"$tmp/nulend"
+run "$HPT" tokenize --tokenizer byte --decode "$tmp/nulend"
+if [ $rc -eq 1 ] && grep -q "line 1: a NUL byte" "$tmp/err"; then pass "(d) --decode of ids ending in a NUL byte: exit 1"
+else fail "(d) --decode ending in NUL: status $rc"; fi
 # a model made with another vocabulary: the TOKN section's CRC differs
 python3 - "$tmp/full/model.bin" "$tmp/other.bin" <<'EOF'
 import struct, sys, zlib

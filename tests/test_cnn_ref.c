@@ -104,12 +104,12 @@ static void run_reference(const void *fixture, run_out *out, int verbose) {
     if (!ref_load_params(m, &r->d, "tools/ref/cnn_ref.py")) { hpt_model_free(m); return; }
 
     /* 1. logits: forward without targets */
-    hpt_batch nob = {.B = r->B, .T = 1, .x = r->d.inputs, .targets = NULL};
+    hpt_batch nob = {.B = r->B, .T = 1, .x = r->d.inputs, .x_dim = hpt_model_input_dim(m), .targets = NULL};
     const float *lg = ref_logits(m, &nob, r->cfg.n_classes, r->cfg.n_classes);
     if (lg) check_logits(lg, &r->d, out);
 
     /* 2.-4. loss, gradients, training at a constant LR */
-    hpt_batch b = {.B = r->B, .T = 1, .x = r->d.inputs, .targets = r->d.targets};
+    hpt_batch b = {.B = r->B, .T = 1, .x = r->d.inputs, .x_dim = hpt_model_input_dim(m), .targets = r->d.targets};
     check_loss(m, &b, &r->d, out);
     check_grads(m, &r->d, out, verbose);
     float lr[NSTEPS_MAX];

@@ -295,7 +295,7 @@ static void model_determinism(init_fn init, const void *cfg, int n_in, int n_cls
     float *x = randn((size_t)B * n_in, 1.0f);
     int *y = malloc((size_t)B * sizeof(int));
     for (int i = 0; i < B; i++) y[i] = (int)hpt_rng_below(&g_rng, (uint64_t)n_cls);
-    hpt_batch b = {.B = B, .T = 1, .x = x, .targets = y};
+    hpt_batch b = {.B = B, .T = 1, .x = x, .x_dim = n_in, .targets = y};
     hpt_model *m = NULL;
     CHECK(init(&m, cfg, B, 7) == HPT_OK, "%s init: %s", label, hpt_errmsg());
     if (!m) return;
@@ -318,7 +318,7 @@ static void model_determinism(init_fn init, const void *cfg, int n_in, int n_cls
     /* the last, short batch of an epoch: after a full batch, B-3 samples
      * must give what a model reserved for B-3 gives */
     int Bs = B - 3;
-    hpt_batch bs = {.B = Bs, .T = 1, .x = x, .targets = y};
+    hpt_batch bs = {.B = Bs, .T = 1, .x = x, .x_dim = n_in, .targets = y};
     snap s3, s4;
     snap_take(&s3, m, &bs);
     hpt_model *ms = NULL;
@@ -334,7 +334,7 @@ static void model_determinism(init_fn init, const void *cfg, int n_in, int n_cls
     }
     CHECK(worst < 1e-5, "%s: probabilities sum to 1 +- %.3g", label, worst);
     /* a forward without targets leaves logits with the same argmax */
-    CHECK(hpt_model_forward(m, &(hpt_batch){.B = Bs, .T = 1, .x = x}, NULL) == HPT_OK, "forward: %s", hpt_errmsg());
+    CHECK(hpt_model_forward(m, &(hpt_batch){.B = Bs, .T = 1, .x = x, .x_dim = n_in}, NULL) == HPT_OK, "forward: %s", hpt_errmsg());
     const float *lg = hpt_model_logits(m, NULL, NULL);
     int same_argmax = 1;
     for (int i = 0; i < Bs; i++) {
@@ -348,10 +348,10 @@ static void model_determinism(init_fn init, const void *cfg, int n_in, int n_cls
     CHECK(same_argmax, "%s: argmax of logits and probabilities differ", label);
     CHECK(hpt_model_backward(m, 1.0f) != HPT_OK, "%s: backward after a forward without targets must fail", label);
     /* larger than reserved, bad targets */
-    hpt_batch big = {.B = B + 1, .T = 1, .x = x, .targets = y};
+    hpt_batch big = {.B = B + 1, .T = 1, .x = x, .x_dim = n_in, .targets = y};
     CHECK(hpt_model_forward(m, &big, NULL) == HPT_ERR_ARG, "%s: batch above the reservation accepted", label);
     int bad_y = n_cls;
-    CHECK(hpt_model_forward(m, &(hpt_batch){.B = 1, .T = 1, .x = x, .targets = &bad_y}, NULL) == HPT_ERR_ARG,
+    CHECK(hpt_model_forward(m, &(hpt_batch){.B = 1, .T = 1, .x = x, .x_dim = n_in, .targets = &bad_y}, NULL) == HPT_ERR_ARG,
           "%s: target %d accepted", label, bad_y);
     CHECK(hpt_model_forward(m, &(hpt_batch){.B = 1, .T = 1, .targets = y}, NULL) == HPT_ERR_ARG,
           "%s: batch without x accepted", label);
@@ -366,7 +366,7 @@ static void model_determinism(init_fn init, const void *cfg, int n_in, int n_cls
 static void grad_check_random_batch(hpt_model *m, int B, size_t nin, const int *y, const char *label) {
     if (!m) return;
     float *x = randn((size_t)B * nin, 1.0f);
-    hpt_batch b = {.B = B, .T = 1, .x = x, .targets = y};
+    hpt_batch b = {.B = B, .T = 1, .x = x, .x_dim = (int)nin, .targets = y};
     model_grad_check(m, &b, label);
     hpt_model_free(m);
     free(x);

@@ -98,6 +98,28 @@ def _view(addr, shape, owner, readonly=False, strides=None):
 
 # ---------------------------------------------------------------- models
 
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def _ids(a, what):
+    """Token or class ids as a contiguous int32 array (the library's int).
+    numpy's cast would truncate a float (1.7 -> 1) and wrap a value outside
+    int32 (2**32 + 1 -> 1), training on an id the caller never gave, so a
+    non-integer dtype (float, bool, object) and a value outside int32 raise
+    instead; the range inside int32 (the vocabulary, the classes) is the
+    library's to check."""
+    a = np.asarray(a)
+    if a.size == 0:  # np.asarray([]) is float64: no value to lose
+        return np.ascontiguousarray(a, dtype=np.int32)
+    if a.dtype.kind not in "iu":
+        raise Error("forward: %s must be integer ids, got dtype %s%s"
+                    % (what, a.dtype, " (values beyond 64 bits, or not numbers)" if a.dtype.kind == "O" else ""))
+    out = a > _INT32_MAX if a.dtype.kind == "u" else (a < _INT32_MIN) | (a > _INT32_MAX)
+    if out.any():
+        raise Error("forward: %s id %d is outside int32 [%d, %d]" % (what, a[out].flat[0], _INT32_MIN, _INT32_MAX))
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
 class Model:
     """A libhpt model. params / grads: float32 views of its two arenas
     (writing them changes the model); tensors: name, shape and slice of each
@@ -188,11 +210,13 @@ class Model:
     # -- passes
     def forward(self, x, y=None):
         """x: tokens (B, T) ints for GPT-2, features (B, n) floats for the
-        classifiers; y: targets (B, T) / (B,), or None (then no loss). Returns
-        the mean loss (a float) or None."""
+        classifiers (n: the model's input width, n_in or in_c*in_h*in_w);
+        y: targets (B, T) / (B,), or None (then no loss). Ids must be of an
+        integer dtype and within int32 and the vocabulary / classes; a wrong
+        width or id raises hpt.Error. Returns the mean loss (a float) or None."""
         h = self._handle()
         if self.kind == "gpt2":
-            x = np.ascontiguousarray(x, dtype=np.int32)
+            x = _ids(x, "tokens")
             if x.ndim == 1:
                 x = x[None, :]
             if x.ndim != 2:
@@ -204,10 +228,10 @@ class Model:
             if x.ndim == 1:
                 x = x[None, :]
             B, T = x.shape[0], 1
-            x = x.reshape(B, -1)
+            x = x.reshape(B, int(np.prod(x.shape[1:])))  # (B, C, H, W) images flatten to their width
             b = _lib.Batch(B=B, T=1, x=x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), x_dim=x.shape[1])
         if y is not None:
-            y = np.ascontiguousarray(y, dtype=np.int32)
+            y = _ids(y, "targets")
             if y.size != B * T:
                 raise Error("forward: targets must have %d entries (B x T), got shape %s" % (B * T, y.shape))
             b.targets = y.ctypes.data_as(ctypes.POINTER(ctypes.c_int))
@@ -258,7 +282,9 @@ class Model:
 
     @property
     def vocab_size(self):
-        tok = self._arena.tok if self._arena else None
+        """The tokenizer's vocabulary (None: the model has no tokenizer)."""
+        self._handle()  # closed: raises, as every other attribute does
+        tok = self._arena.tok
         return lib.hpt_text_vocab_size(tok) if tok else None
 
     def sample(self, tokens=500, temperature=1.0, top_k=0, seed=1, prompt=None):

@@ -2,6 +2,9 @@
 through the views, errors with the library's message, views after close()."""
 import ctypes
 import gc
+import os
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -102,12 +105,90 @@ def test_errors_raise_with_the_message():
     assert e.value.status == "HPT_ERR_ARG"
     m = small_gpt2()
     with pytest.raises(hpt.Error, match=r"gpt2: token 11 out of range \[0,11\)"):
-        m.forward(np.full((2, 8), 11), np.zeros((2, 8)))
+        m.forward(np.full((2, 8), 11), np.zeros((2, 8), dtype=int))
     with pytest.raises(hpt.Error, match="no tensor named 'nope'"):
         m.tensor("nope")
     with pytest.raises(hpt.Error, match="nowhere.bin") as e:
         hpt.load("/nowhere.bin")
     assert e.value.status == "HPT_ERR_IO"
+
+
+def test_forward_refuses_the_wrong_input_width():
+    """Issue 27.1: the classifiers read (B, n_in) floats whatever the array
+    held: too few features read past it (SIGSEGV for a big batch), too many
+    were misread. The library refuses, naming both widths."""
+    rng = np.random.default_rng(0)
+    mlp = hpt.MLP(n_in=12, hidden=(8,), n_classes=4, batch=2, seed=2)
+    cnn = hpt.CNN(in_c=1, in_h=8, in_w=8, c1=2, c2=3, hidden=6, n_classes=4, batch=2, seed=2)
+    y = np.array([0, 1])
+    for m, width in ((mlp, 12), (cnn, 64)):
+        for bad in (1, 5, width - 1, width + 1, 100):
+            with pytest.raises(hpt.Error, match=r"batch has %d features per sample \(x_dim\), the model takes %d"
+                               % (bad, width)) as e:
+                m.forward(rng.standard_normal((2, bad)), y)
+            assert e.value.status == "HPT_ERR_ARG"
+            with pytest.raises(hpt.Error, match="the model takes %d" % width):
+                m.forward(rng.standard_normal((2, bad)))  # no targets: refused all the same
+        assert np.isfinite(m.forward(rng.standard_normal((2, width)), y))
+    # an image batch (B, C, H, W) flattens to the model's width
+    assert np.isfinite(cnn.forward(rng.standard_normal((2, 1, 8, 8)), y))
+
+
+def test_forward_of_a_narrow_batch_does_not_crash():
+    """The issue's case: a batch of 4096 one-feature rows read as 784 each
+    ran off the array and killed the process (exit 139). In a child, so a
+    crash fails this test instead of ending the session."""
+    code = ("import numpy as np, hpt\n"
+            "hpt.set_threads(1)\n"
+            "for m in (hpt.MLP(batch=4096), hpt.CNN(batch=512)):\n"
+            "    try:\n"
+            "        m.forward(np.zeros((m._batch, 1), np.float32), np.zeros(m._batch, int))\n"
+            "    except hpt.Error as e:\n"
+            "        print(e)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(hpt.__file__))))
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.splitlines() == ["forward: the batch has 1 features per sample (x_dim), the model takes 784"] * 2
+
+
+def test_ids_must_be_int32_integers():
+    """Issue 27.7: ids were cast to int32 unchecked (2**32 + 1 became 1, 1.7
+    became 1): a float, bool or object dtype and a value outside int32 are
+    refused, tokens and targets alike; integer dtypes of any width in range
+    still work."""
+    m = small_gpt2()
+    x, y = batch()
+    loss = m.forward(x, y)
+    for dt in (np.int8, np.uint8, np.int16, np.uint32, np.int64, np.uint64):
+        assert m.forward(x.astype(dt), y.astype(dt)) == loss
+    assert m.forward(x.tolist(), y.tolist()) == loss  # lists of Python ints
+    wrap = x.copy()
+    wrap[0, 0] = 2 ** 32 + 1  # int32 of it is 1, a valid token
+    for bad, what, msg in (
+            (x + 0.7, "tokens", "integer ids, got dtype float64"),
+            (x.astype(np.float32), "tokens", "integer ids, got dtype float32"),
+            (x > 3, "tokens", "integer ids, got dtype bool"),
+            (wrap, "tokens", r"tokens id 4294967297 is outside int32"),
+            (np.full((2, 8), -2 ** 31 - 1), "tokens", "outside int32"),
+            (np.full((2, 8), 2 ** 63, dtype=np.uint64), "tokens", "outside int32"),
+            (np.array([[2 ** 70] * 8] * 2, dtype=object), "tokens", "got dtype object"),
+            (y + 0.5, "targets", "integer ids, got dtype float64"),
+            (np.where(y == y, 2 ** 32 + 1, y), "targets", r"targets id 4294967297 is outside int32")):
+        args = (bad, y) if what == "tokens" else (x, bad)
+        with pytest.raises(hpt.Error, match=msg) as e:
+            m.forward(*args)
+        assert e.value.status == "HPT_ERR_ARG"
+    # inside int32 the library checks the vocabulary and the classes, as before
+    with pytest.raises(hpt.Error, match=r"token 2147483647 out of range \[0,11\)"):
+        m.forward(np.full((2, 8), 2 ** 31 - 1), y)
+    mlp = hpt.MLP(n_in=12, hidden=(8,), n_classes=4, batch=2, seed=2)
+    feats = np.zeros((2, 12))
+    for bad in (np.array([1.7, 0.0]), np.array([2 ** 32 + 1, 0])):
+        with pytest.raises(hpt.Error, match="targets"):
+            mlp.forward(feats, bad)
+    with pytest.raises(hpt.Error, match=r"mlp: target 4 out of range \[0,4\)"):
+        mlp.forward(feats, np.array([4, 0]))
+    assert np.isfinite(mlp.forward(feats, np.array([3, 0], dtype=np.uint8)))
 
 
 def test_close_refuses_calls_and_keeps_views_valid():
@@ -119,7 +200,7 @@ def test_close_refuses_calls_and_keeps_views_valid():
     arena = weakref.ref(m._arena)
     m.close()
     for call in (lambda: m.forward(x, y), m.backward, m.zero_grad, lambda: m.params, lambda: m.grads,
-                 lambda: m.logits, lambda: m.num_params, lambda: m.tensors):
+                 lambda: m.logits, lambda: m.num_params, lambda: m.tensors, lambda: m.vocab_size):
         with pytest.raises(hpt.Error, match="the model is closed"):
             call()
     # the views still own the arena: reading and writing them is safe memory

@@ -176,6 +176,7 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
     g->H2 = g->H1 / 2; g->W2 = g->W1 / 2;
     g->F = c->c2 * g->H2 * g->W2;
     m->max_B = B; m->max_T = 1;
+    m->in_dim = c->in_c * c->in_h * c->in_w;   /* NCHW rows, at most 64 x 1024 x 1024 */
 
     const int C0 = c->in_c, c1 = c->c1, c2 = c->c2, HD = c->hidden, K = c->n_classes, F = g->F;
     const size_t S0 = (size_t)g->H0 * g->W0, S1 = (size_t)g->H1 * g->W1;

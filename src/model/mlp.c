@@ -138,6 +138,7 @@ hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint6
     g->nl = nh + 1;
     g->B = B;
     m->max_B = B; m->max_T = 1;
+    m->in_dim = NI;
     size_t SH = 0, MH = 0;
     for (int l = 0; l <= nh; l++) {
         g->din[l] = l == 0 ? NI : cfg->hidden[l - 1];

@@ -46,6 +46,20 @@ hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *b, float *loss) {
     if (b->B < 1 || b->B > m->max_B || b->T < 1 || b->T > m->max_T)
         return hpt_fail(HPT_ERR_ARG, "forward: batch %dx%d exceeds the reserved %dx%d",
                         b->B, b->T, m->max_B, m->max_T);
+    /* The caller's x is a bare pointer: its length is B x x_dim by the
+     * batch's own word, and the families read B x in_dim floats from it. A
+     * width that differs would read past the caller's array (or misread a
+     * narrower row layout), so it is refused here, for every family. */
+    if (m->in_dim) {
+        if (!b->x) return hpt_fail(HPT_ERR_ARG, "forward: the model takes %d features per sample (x); the batch has none",
+                                   m->in_dim);
+        if (b->x_dim != m->in_dim)
+            return hpt_fail(HPT_ERR_ARG, "forward: the batch has %d features per sample (x_dim), the model takes %d",
+                            b->x_dim, m->in_dim);
+    } else if (b->x || b->x_dim) {
+        return hpt_fail(HPT_ERR_ARG, "forward: a token model takes tokens, not features (the batch has x_dim %d)",
+                        b->x_dim);
+    }
     m->have_targets = 0;
     hpt_status st = m->ops->forward(m, b, loss);
     if (st == HPT_OK) m->have_targets = b->targets != NULL;
@@ -90,6 +104,7 @@ void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *
 double hpt_model_train_flops(const hpt_model *m, int B, int T) { return m->ops->train_flops(m, B, T); }
 
 int hpt_model_block_size(const hpt_model *m) { return m->max_T; }
+int hpt_model_input_dim(const hpt_model *m) { return m->in_dim; }
 size_t hpt_model_backward_calls(const hpt_model *m) { return m->backward_calls; }
 
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T) {

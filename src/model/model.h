@@ -42,6 +42,10 @@ struct hpt_model {
 
     size_t act_bytes;                /* activation arena(s) owned by impl */
     int max_B, max_T;                /* shapes reserved at init */
+    int in_dim;                      /* floats per sample a classifier reads from batch->x;
+                                        0: a token model (gpt2). hpt_model_forward checks
+                                        batch->x_dim against it, since the families copy
+                                        B x in_dim floats from x without knowing its length */
 
     /* the family and its config as fixed-width words, written to the CONF
      * section of state files; hpt_model_from_conf rebuilds the model */

@@ -9,6 +9,9 @@
 
 /* The top k by partial selection (k is small next to V). */
 int hpt_sample_token(const float *logits, int V, float temp, int topk, uint64_t *rs, float *probs, int *order) {
+    /* V sizes all three buffers; an empty row has no token to draw (the
+     * draw below would return order[-1]) */
+    if (V < 1 || !logits || !rs || !probs || !order) return -1;
     float mx = -INFINITY;
     for (int i = 0; i < V; i++) { probs[i] = logits[i] / temp; order[i] = i; if (probs[i] > mx) mx = probs[i]; }
     int keep = topk > 0 && topk < V ? topk : V;
