@@ -80,8 +80,9 @@ raw = bytes([0, 0, 8, 3]) + struct.pack(">III", 60000, 28, 28) + bytes(range(256
 open(f"{d}/plain.idx", "wb").write(raw)
 open(f"{d}/small.gz", "wb").write(gzip.compress(raw))
 PY
-# safetensors seeds: the hpt import fixtures (F32 with the mask buffers, F16
-# with save_pretrained's names, BF16) and the crafted bad files of cli_hf.sh
+# safetensors seeds: the hpt import fixtures (F32 GPT2Model names with the
+# mask buffers, F16 GPT2LMHeadModel's with lm_head, BF16 as save_pretrained
+# writes it) and the crafted files of cli_hf.sh
 cp tests/fixtures/hf/model.safetensors $out/corpus-safetensors/f32.safetensors
 cp tests/fixtures/hf/prefixed/model.safetensors $out/corpus-safetensors/f16.safetensors
 cp tests/fixtures/hf/bf16/model.safetensors $out/corpus-safetensors/bf16.safetensors

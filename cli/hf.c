@@ -12,11 +12,15 @@
 #include <string.h>
 
 void usage_hf(FILE *f) {
-    fputs("  hpt import --from FILE.safetensors --out FILE [--n-head N] [--tokenizer NAME] [--vocab DIR]\n"
+    fputs("  hpt import --from FILE.safetensors --out FILE [--n-head N] [--tokenizer NAME] [--vocab DIR] [--overwrite]\n"
           "                         a GPT-2 in Hugging Face's layout (F32/F16/BF16) as an hpt model file;\n"
           "                         n_head from config.json beside FILE unless --n-head is given; the\n"
-          "                         tokenizer: the one whose vocabulary has the model's size unless given\n"
-          "  hpt export --model FILE --out FILE.safetensors   a GPT-2 model back to Hugging Face's layout (F32)\n"
+          "                         tokenizer: the one the file's metadata names (hpt export's), else the\n"
+          "                         one whose vocabulary has the model's size, unless given\n"
+          "  hpt export --model FILE --out FILE.safetensors [--overwrite]\n"
+          "                         a GPT-2 model back to Hugging Face's layout (F32, the hub's names)\n"
+          "                         (import and export: an existing --out is replaced only with --overwrite,\n"
+          "                         the input never)\n"
           "  hpt eval --model FILE --data PATH [--threads N]  mean next-token loss over a text file, as\n"
           "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}\n"
           "                         (each takes --vocab DIR: a gpt2 model's tokenizer files)\n", f);
@@ -32,7 +36,7 @@ static hpt_tokenizer_kind tokenizer_named(const char *name) {
 
 int cmd_import(int argc, char **argv) {
     const char *from = NULL, *out = NULL;
-    int n_head = 0;
+    int n_head = 0, overwrite = 0;
     int tok = -1;  /* the tokenizer of the model's vocabulary size */
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
@@ -42,11 +46,12 @@ int cmd_import(int argc, char **argv) {
         else if (!strcmp(a.name, "--n-head")) n_head = (int)parse_int("--n-head", flag_value(&a), 1, 256);
         else if (!strcmp(a.name, "--tokenizer")) tok = (int)tokenizer_named(flag_value(&a));
         else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
+        else if (!strcmp(a.name, "--overwrite")) overwrite = 1;
         else die_usage("unknown option '%s' for 'hpt import'", a.name);
     }
     if (!from || !out) die_usage("%s", "import needs --from FILE.safetensors and --out FILE");
     char desc[256];
-    hpt_status st = hpt_hf_import(from, n_head, tok, out, desc, sizeof desc);
+    hpt_status st = hpt_hf_import(from, n_head, tok, out, overwrite, desc, sizeof desc);
     if (st != HPT_OK) die_status(st);
     fprintf(stderr, "hpt: imported %s into %s\n", desc, out);
     return 0;
@@ -54,16 +59,18 @@ int cmd_import(int argc, char **argv) {
 
 int cmd_export(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
+    int overwrite = 0;
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage_hf(stdout); return 0; }
         else if (!strcmp(a.name, "--model")) model = flag_value(&a);
         else if (!strcmp(a.name, "--out")) out = flag_value(&a);
         else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
+        else if (!strcmp(a.name, "--overwrite")) overwrite = 1;
         else die_usage("unknown option '%s' for 'hpt export'", a.name);
     }
     if (!model || !out) die_usage("%s", "export needs --model FILE and --out FILE.safetensors");
-    hpt_status st = hpt_hf_export(model, out);
+    hpt_status st = hpt_hf_export(model, out, overwrite);
     if (st != HPT_OK) die_status(st);
     fprintf(stderr, "hpt: exported %s to %s\n", model, out);
     return 0;

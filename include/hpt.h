@@ -587,16 +587,25 @@ int hpt_sample_token(const float *logits, int V, float temperature, int topk, ui
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */
 
-/* Reads a GPT-2 in Hugging Face's safetensors layout (src/train/hf.c: the
- * hub's bare names or save_pretrained's "transformer." ones; F32, F16 or
- * BF16; every header field checked against the file) and writes it as an hpt
- * model file with tokenizer tok (an hpt_tokenizer_kind, or -1: the one whose vocabulary has the
- * model's size). n_head <= 0: from config.json beside the file. desc (may be NULL) receives the model's description. */
-hpt_status hpt_hf_import(const char *safetensors, int n_head, int tok, const char *out_path,
+/* Reads a GPT-2 in Hugging Face's safetensors layout (src/train/hf.c:
+ * GPT2Model's names, wte.weight, h.0.ln_1.weight, ..., bare as on the hub or
+ * under save_pretrained's "transformer." with a tied lm_head.weight; F32, F16
+ * or BF16; every header field checked against the file, every tensor against
+ * one config, the memory of its parameters against what is available, all
+ * before the model is allocated, and that without gradients or activations)
+ * and writes it as an hpt model file with tokenizer tok (an
+ * hpt_tokenizer_kind, or -1: the one the file's metadata names, else the one
+ * whose vocabulary has the model's size). n_head <= 0: from config.json
+ * beside the file. out_path must not be the input; an existing one is
+ * replaced only with overwrite (else HPT_ERR_ARG). desc (may be NULL)
+ * receives the model's description. */
+hpt_status hpt_hf_import(const char *safetensors, int n_head, int tok, const char *out_path, int overwrite,
                          char *desc, size_t desc_n);
 /* Writes a GPT-2 model file back as safetensors: the hub's bare names, F32,
- * Conv1D [in, out] matrices, the real vocabulary rows; tensors in name order. */
-hpt_status hpt_hf_export(const char *model_path, const char *out_path);
+ * Conv1D [in, out] matrices, the real vocabulary rows; tensors in name order;
+ * the tokenizer named in __metadata__ (a char tokenizer with its table, so
+ * that hpt_hf_import gives the model back). out_path as hpt_hf_import's. */
+hpt_status hpt_hf_export(const char *model_path, const char *out_path, int overwrite);
 /* The mean next-token cross-entropy of a language model over a text file,
  * tokenised with the model's tokenizer, in consecutive windows of the
  * model's block size (src/train/eval.c); *tokens: the tokens predicted. */

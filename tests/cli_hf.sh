@@ -1,11 +1,16 @@
 #!/bin/sh
-# hpt import / eval / export against PyTorch (issue 14 items 2, 3): the
-# fixtures of tools/ref/gpt2_hf_ref.py (a random GPT-2, vocab 256, in Hugging
-# Face's layout: F32 bare names with the mask buffers, F16 with
-# save_pretrained's names and a tied lm_head, BF16) imported and evaluated
-# within 1e-5 of torch's loss; export gives every tensor back bit for bit and
-# a re-import the same model file byte for byte; crafted safetensors files
-# (tests/hf_files.py craft) refused with the reason, exit 1, nothing written.
+# hpt import / eval / export against PyTorch (issue 14 items 2, 3; issue 27
+# A, 2, 5, 6, 8): the fixtures of tools/ref/gpt2_hf_ref.py (a random GPT-2,
+# vocab 256, named by transformers' module tree: F32 GPT2Model names as the
+# hub's file, wte.weight, ..., with the mask buffers; F16 GPT2LMHeadModel's
+# transformer.-prefixed names with the tied lm_head.weight, no buffers; BF16
+# the same without lm_head, as save_pretrained writes) imported and
+# evaluated within 1e-5 of torch's loss; export gives every tensor back bit
+# for bit under the hub's names and a re-import the same model file byte for
+# byte; crafted safetensors files (tests/hf_files.py craft) refused with the
+# reason, exit 1, nothing written; a hollow file that declares a large model
+# refused at a few MB; the input and an existing output never overwritten;
+# a char model through export and import unchanged.
 test_name=cli_hf; . tests/lib.sh
 fx=tests/fixtures/hf
 exp() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' $fx/expected.json "$1"; }
@@ -53,7 +58,7 @@ while IFS="$(printf '\t')" read -r c why; do
     fi
     n=$((n + 1))
 done < $tmp/bad/cases.txt
-[ $bad -eq 0 ] && pass "$n crafted files: each refused with its reason (exit 1) or, the tied lm_head, accepted"
+[ $bad -eq 0 ] && pass "$n crafted files: each refused with its reason (exit 1) or, the unusual good ones (a tied lm_head, a BOOL mask, hpt's old names), accepted"
 
 # (e) n_head: config.json, --n-head, mismatches
 mkdir $tmp/nocfg && cp $fx/model.safetensors $tmp/nocfg/
@@ -64,13 +69,14 @@ cmp -s $tmp/nocfg.bin $tmp/f32.bin && pass "--n-head 2 without config.json: the 
 run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg3.bin --n-head 3
 [ $rc -ne 0 ] && grep -q "multiple of n_head 3" $tmp/err && pass "--n-head 3 (32 channels): refused" || fail "--n-head 3: rc $rc"
 sed 's/"n_embd": 32/"n_embd": 64/' $fx/config.json > $tmp/nocfg/config.json
-run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg.bin
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg64.bin
 [ $rc -eq 1 ] && grep -q "n_embd 64, the tensors say 32" $tmp/err && pass "config.json disagreeing with the shapes: refused" || fail "config mismatch: rc $rc"
 sed 's/gelu_new/relu/' $fx/config.json > $tmp/nocfg/config.json
-run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/nocfg.bin
+run "$HPT" import --from $tmp/nocfg/model.safetensors --out $tmp/relu.bin
 [ $rc -eq 1 ] && grep -q "gelu_new" $tmp/err && pass "another activation function: refused" || fail "activation: rc $rc"
 run "$HPT" import --from $fx/model.safetensors --out $tmp/char.bin --tokenizer char
-[ $rc -ne 0 ] && [ ! -e $tmp/char.bin ] && pass "--tokenizer char: refused" || fail "char: rc $rc"
+[ $rc -ne 0 ] && [ ! -e $tmp/char.bin ] && grep -q "no character table" $tmp/err &&
+    pass "--tokenizer char on a file without a char table: refused" || fail "char: rc $rc"
 
 # (f) eval and export refusals
 printf 'x' > $tmp/one.txt
@@ -115,7 +121,7 @@ h = json.loads(s[8:8 + hn])
 def get(name):
     a, e = h[name]["data_offsets"]
     return h[name]["shape"], struct.unpack_from("<%df" % ((e - a) // 4), s, 8 + hn + a)
-shape, wte = get("wte")
+shape, wte = get("wte.weight")
 assert V == 12 and Vp == 16 and shape == [V, C], (V, Vp, shape)
 assert list(wte) == list(p[:V * C]), "wte rows"
 assert any(x != 0 for x in p[:V * C])
@@ -127,6 +133,64 @@ assert all(qkv[i * 3 * C + o] == p[q0 + o * C + i] for i in range(C) for o in ra
 print("V %d padded to %d: %d rows exported, c_attn [%d, %d] = qkvw transposed" % (V, Vp, V, C, 3 * C))
 PY
 [ $rc -eq 0 ] && pass "(g) $(cat $tmp/out)" || fail "(g) padded vocabulary: $(cat $tmp/out $tmp/err)"
+# ... and carries its character table in __metadata__ (issue 27 item 8), so
+# the import gives back the trained model file byte for byte: the same
+# config, the same 12 characters, every parameter (the padded rows were 0)
+run "$HPT" import --from $tmp/char.safetensors --out $tmp/char_back.bin --n-head 2
+i_rc=$rc
+meta=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack_from("<Q",b)[0]; m=json.loads(b[8:8+n])["__metadata__"]; print(m["hpt_tokenizer"], m["hpt_chars"])' $tmp/char.safetensors)
+if [ $i_rc -eq 0 ] && cmp -s $tmp/char_back.bin $tmp/char/model.bin; then
+    pass "(g) char model: export (metadata '$meta'), import = the trained model.bin byte for byte"
+else fail "(g) char round trip: import rc $i_rc, metadata '$meta'"; fi
+run "$HPT" eval --model $tmp/char/model.bin --data $tmp/c.txt --threads 1
+l1=$(cat $tmp/out)
+run "$HPT" eval --model $tmp/char_back.bin --data $tmp/c.txt --threads 1
+[ $rc -eq 0 ] && [ -n "$l1" ] && [ "$(cat $tmp/out)" = "$l1" ] && pass "(g) char model: eval after the round trip = before: $l1" ||
+    fail "(g) char eval: '$l1' vs '$(cat $tmp/out)'"
+"$HPT" export --model $tmp/char_back.bin --out $tmp/char_back.safetensors 2>/dev/null && cmp -s $tmp/char.safetensors $tmp/char_back.safetensors &&
+    pass "(g) char model: export(import(export)) = export byte for byte" || fail "(g) second export differs"
+
+# (i) the input is never the output, an existing output only with --overwrite
+# (issue 27 item 5): exit 2 and the file as it was
+cp $tmp/f32.bin $tmp/keep.bin
+run "$HPT" export --model $tmp/keep.bin --out $tmp/keep.bin --overwrite
+[ $rc -eq 2 ] && grep -q "is the input file" $tmp/err && cmp -s $tmp/keep.bin $tmp/f32.bin &&
+    pass "export --model X --out X (even with --overwrite): refused, X intact" || fail "export onto itself: rc $rc"
+ln $tmp/keep.bin $tmp/keep_link.bin
+run "$HPT" export --model $tmp/keep.bin --out $tmp/./keep_link.bin --overwrite
+[ $rc -eq 2 ] && grep -q "is the input file" $tmp/err && cmp -s $tmp/keep.bin $tmp/f32.bin &&
+    pass "export onto a hard link of its input: refused" || fail "export onto a hard link: rc $rc"
+cp $fx/model.safetensors $tmp/nocfg/self.safetensors
+run "$HPT" import --from $tmp/nocfg/self.safetensors --out $tmp/nocfg/../nocfg/self.safetensors --n-head 2 --overwrite
+[ $rc -eq 2 ] && grep -q "is the input file" $tmp/err && cmp -s $tmp/nocfg/self.safetensors $fx/model.safetensors &&
+    pass "import --from X --out X (another spelling of X): refused, X intact" || fail "import onto itself: rc $rc"
+run "$HPT" export --model $tmp/f32.bin --out $tmp/f16.safetensors
+[ $rc -eq 2 ] && grep -q "exists" $tmp/err && grep -q -- "--overwrite" $tmp/err &&
+    python3 tests/hf_files.py compare $fx/prefixed/model.safetensors $tmp/f16.safetensors >/dev/null &&
+    pass "export over an existing file: refused without --overwrite, the file intact" || fail "export existing: rc $rc"
+cp $tmp/f16.bin $tmp/f16_before.bin
+run "$HPT" import --from $fx/model.safetensors --out $tmp/f16.bin
+[ $rc -eq 2 ] && grep -q "exists" $tmp/err && cmp -s $tmp/f16.bin $tmp/f16_before.bin &&
+    pass "import over an existing file: refused without --overwrite, the file intact" || fail "import existing: rc $rc"
+run "$HPT" import --from $fx/model.safetensors --out $tmp/f16.bin --overwrite
+[ $rc -eq 0 ] && cmp -s $tmp/f16.bin $tmp/f32.bin && pass "import --overwrite replaces it" || fail "import --overwrite: rc $rc"
+run "$HPT" export --model $tmp/f32.bin --out $tmp/f16.safetensors --overwrite
+[ $rc -eq 0 ] && cmp -s $tmp/f16.safetensors $tmp/f32.safetensors && pass "export --overwrite replaces it" ||
+    fail "export --overwrite: rc $rc"
+ls $tmp | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls $tmp | grep '\.tmp\.')"
+
+# (j) issue 27 item 2: a 137 KB file naming 64 blocks of width 256 whose
+# tensors are empty is refused by the shape check before anything is
+# allocated (before the fix it reserved and zeroed 0.4 GB of parameters and
+# gradients first), at a few MB of peak RSS
+python3 tests/hf_files.py hollow $tmp/hollow.safetensors 256 64
+rss=$(python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' $tmp/err "$HPT" import --from $tmp/hollow.safetensors --out $tmp/hollow.bin --n-head 1)
+set -- $rss
+if [ "$1" = 1 ] && [ "$2" -lt 65536 ] && grep -q "'h.0.ln_1.weight' has shape \[0\], expected \[256\]" $tmp/err && [ ! -e $tmp/hollow.bin ]; then
+    pass "hollow 64 x 256 file: refused by its shapes at $(($2 / 1024)) MB peak RSS"
+else fail "hollow file: rc $1, peak RSS $2 KB"; fi
 
 # (h) GPT-2's own vocabulary (50257, as the hub's 124M file): imported with
 # the gpt2 tokenizer recorded (needs scripts/install-deps.sh's vocabulary),

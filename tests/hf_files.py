@@ -6,12 +6,21 @@ hf_files.py — safetensors helpers for tests/cli_hf.sh (plain python3, no torch
                                         mask buffers and a tied lm_head, by its
                                         bare name, equals EXPORTED's bit for bit
                                         as float32 (F16/BF16 widened exactly);
-                                        EXPORTED is F32, bare names, in name
+                                        EXPORTED is F32, the hub's bare names
+                                        (GPT2Model's: wte.weight, ...), in name
                                         order, contiguous, header padded to 8
     hf_files.py craft GOOD DIR          writes DIR/<case>.safetensors, each bad
-                                        in one way, and DIR/cases.txt: "case
+                                        in one way (or, with an empty reason,
+                                        good in an unusual one), and
+                                        DIR/cases.txt: "case
                                         words-the-refusal-must-contain"
-    hf_files.py widen GOOD OUT V        GOOD with wte grown to V rows
+    hf_files.py widen GOOD OUT V        GOOD with wte.weight grown to V rows
+    hf_files.py hollow OUT C L          issue 27's file: a wte of 256 x C and a
+                                        wpe of 1 x C (F16 zeros, under hpt's old
+                                        names wte / wpe, which import still
+                                        takes) and L zero-length
+                                        h.N.ln_1.weight: a few hundred KB that
+                                        describe an L-layer, C-wide model
 """
 import json
 import os
@@ -96,26 +105,49 @@ def craft(good, out):
     case("huge_header_len", "truncated", raw=struct.pack("<Q", 1 << 63) + whole[8:100])
     case("not_json", "not JSON", raw_header=b"this is not json at all")
     case("json_array", "not a JSON object", raw_header=b"[1, 2, 3]")
-    case("entry_not_object", "not a JSON object", edit(lambda x: x.__setitem__("wte", 7)))
-    case("no_dtype", "lacks a dtype", edit(lambda x: x["wte"].pop("dtype")))
-    case("dtype_f64", "dtype F64", edit(lambda x: x["wte"].__setitem__("dtype", "F64")))
-    case("dtype_i64", "dtype I64", edit(lambda x: x["wpe"].__setitem__("dtype", "I64")))
+    case("entry_not_object", "not a JSON object", edit(lambda x: x.__setitem__("wte.weight", 7)))
+    case("no_dtype", "lacks a dtype", edit(lambda x: x["wte.weight"].pop("dtype")))
+    case("dtype_f64", "dtype F64", edit(lambda x: x["wte.weight"].__setitem__("dtype", "F64")))
+    case("dtype_i64", "dtype I64", edit(lambda x: x["wpe.weight"].__setitem__("dtype", "I64")))
     case("offsets_past_end", "outside the data",
          edit(lambda x: x["ln_f.bias"].__setitem__("data_offsets", [len(d) - 4, len(d) + 124])))
-    case("offsets_reversed", "outside the data", edit(lambda x: x["wpe"].__setitem__("data_offsets", [100, 50])))
-    case("offsets_negative", "outside the data", edit(lambda x: x["wpe"].__setitem__("data_offsets", [-8, 0])))
+    case("offsets_reversed", "outside the data", edit(lambda x: x["wpe.weight"].__setitem__("data_offsets", [100, 50])))
+    case("offsets_negative", "outside the data", edit(lambda x: x["wpe.weight"].__setitem__("data_offsets", [-8, 0])))
     case("overlap", "overlap", edit(lambda x: x["ln_f.bias"].__setitem__("data_offsets", list(x["ln_f.weight"]["data_offsets"]))))
-    case("size_lies", "needs", edit(lambda x: x["wte"].__setitem__("shape", [256, 31])))
-    case("huge_shape", "more elements than the file", edit(lambda x: x["wte"].__setitem__("shape", [1 << 40, 1 << 40])))
-    case("shape_fraction", "bad shape", edit(lambda x: x["wte"].__setitem__("shape", [256.5, 32])))
-    case("shape_negative", "bad shape", edit(lambda x: x["wte"].__setitem__("shape", [-256, -32])))
+    def hidden_overlap(x):
+        """issue 27 item 6: ln_f.weight moved to overlap ln_f.bias's last half,
+        an empty entry between the two starts (in offset order: ln_f.bias,
+        the empty one, ln_f.weight), which a neighbours-only check skips"""
+        a, b = x["ln_f.bias"]["data_offsets"]
+        x["ln_f.weight"]["data_offsets"] = [a + 64, b + 64]
+        x["h.0.attn.masked_bias"] = {"dtype": "F32", "shape": [0], "data_offsets": [a + 32, a + 32]}
+    case("overlap_hidden", "overlap", edit(hidden_overlap))
+    def nested_overlap(x):
+        """a short tensor inside a long one, a tensor after both"""
+        a, b = x["wte.weight"]["data_offsets"]
+        x["ln_f.bias"]["data_offsets"] = [a + 256, a + 384]
+    case("overlap_nested", "overlap", edit(nested_overlap))
+    case("size_lies", "needs", edit(lambda x: x["wte.weight"].__setitem__("shape", [256, 31])))
+    case("huge_shape", "more elements than the file", edit(lambda x: x["wte.weight"].__setitem__("shape", [1 << 40, 1 << 40])))
+    case("shape_fraction", "bad shape", edit(lambda x: x["wte.weight"].__setitem__("shape", [256.5, 32])))
+    case("shape_negative", "bad shape", edit(lambda x: x["wte.weight"].__setitem__("shape", [-256, -32])))
     case("wrong_shape", "expected [32, 96]", edit(lambda x: x["h.0.attn.c_attn.weight"].__setitem__("shape", [96, 32])))
     def vocab255(x):
-        a, b = x["wte"]["data_offsets"]
-        x["wte"] = {"dtype": "F32", "shape": [255, 32], "data_offsets": [a, b - 128]}
+        a, b = x["wte.weight"]["data_offsets"]
+        x["wte.weight"] = {"dtype": "F32", "shape": [255, 32], "data_offsets": [a, b - 128]}
     case("vocab_255", "has 255 tokens and no tokenizer", edit(vocab255))
     case("missing_tensor", "no tensor 'h.1.mlp.c_fc.bias'", edit(lambda x: x.pop("h.1.mlp.c_fc.bias")))
-    case("missing_wte", "no 'wte'", edit(lambda x: x.pop("wte")))
+    case("missing_wte", "no 'wte.weight'", edit(lambda x: x.pop("wte.weight")))
+    def bias_u8(x):
+        """a parameter in a mask buffer's dtype (4 U8 elements per F32's bytes)"""
+        x["ln_f.bias"] = dict(x["ln_f.bias"], dtype="U8", shape=[128])
+    case("param_u8", "a parameter must be F32, F16 or BF16", edit(bias_u8))
+    def old_names(x):
+        """hpt export's names before issue 27"""
+        x["wte"] = x.pop("wte.weight")
+        x["wpe"] = x.pop("wpe.weight")
+    case("old_hpt_names", "", edit(old_names))
+    case("metadata_not_object", "__metadata__", edit(lambda x: x.__setitem__("__metadata__", "pt")))
     def appended(name, entry, raw):
         """the header with one more tensor whose bytes are appended to the data"""
         x = json.loads(json.dumps(h))
@@ -128,16 +160,29 @@ def craft(good, out):
 
     x, dd = appended("h.0.attn.extra", h["ln_f.bias"], bytes_of("ln_f.bias"))
     case("unknown_tensor", "not part of hpt's GPT-2", x, dd)
-    x, dd = appended("transformer.wte", h["wte"], bytes_of("wte"))
+    x, dd = appended("transformer.wte.weight", h["wte.weight"], bytes_of("wte.weight"))
     case("duplicate", "given twice", x, dd)
-    x, dd = appended("lm_head.weight", h["wpe"], bytes_of("wpe"))
-    case("lm_head_shape", "lm_head.weight's shape", x, dd)
-    w = bytearray(bytes_of("wte"))
+    x, dd = appended("wte", h["wte.weight"], bytes_of("wte.weight"))
+    case("duplicate_old_name", "given twice", x, dd)
+    x, dd = appended("lm_head.weight", h["wpe.weight"], bytes_of("wpe.weight"))
+    case("lm_head_shape", "lm_head.weight's dtype or shape", x, dd)
+    w = bytearray(bytes_of("wte.weight"))
     w[4 * 1000 + 3] ^= 0x40
-    x, dd = appended("lm_head.weight", h["wte"], bytes(w))
-    case("lm_head_untied", "differs from wte at element 1000", x, dd)
-    x, dd = appended("lm_head.weight", h["wte"], bytes_of("wte"))
+    x, dd = appended("lm_head.weight", h["wte.weight"], bytes(w))
+    case("lm_head_untied", "differs from wte.weight at element 1000", x, dd)
+    x, dd = appended("lm_head.weight", h["wte.weight"], bytes_of("wte.weight"))
     case("lm_head_tied_ok", "", x, dd)
+    x, dd = appended("h.300.attn.bias", h["h.0.attn.masked_bias"], bytes_of("h.0.attn.masked_bias"))
+    case("block_300", "1 to 256 transformer blocks", x, dd)
+    x, dd = appended("h.2.attn.bias", h["h.0.attn.masked_bias"], bytes_of("h.0.attn.masked_bias"))
+    case("block_gap", "no tensor 'h.2.ln_1.weight'", x, dd)
+    x, dd = appended("h.01.ln_1.weight", h["h.0.ln_1.weight"], bytes_of("h.0.ln_1.weight"))
+    case("block_leading_zero", "not part of hpt's GPT-2", x, dd)
+    # the mask as transformers registered it later: bool, 1 byte each (the
+    # F32 one's bytes are left as an unreferenced gap)
+    P = h["h.0.attn.bias"]["shape"][-1]
+    x, dd = appended("h.0.attn.bias", {"dtype": "BOOL", "shape": [1, 1, P, P]}, bytes(P * P))
+    case("mask_bool_ok", "", x, dd)
     open(os.path.join(out, "cases.txt"), "w").write("".join("%s\t%s\n" % c for c in cases))
 
 
@@ -146,8 +191,8 @@ def widen(good, out, vocab):
     LCG, the same on every machine): a model of GPT-2's vocabulary size"""
     h, d, _ = read(good)
     V = int(vocab)
-    rows, C = h["wte"]["shape"]
-    assert h["wte"]["dtype"] == "F32" and V > rows
+    rows, C = h["wte.weight"]["shape"]
+    assert h["wte.weight"]["dtype"] == "F32" and V > rows
     s, extra = 12345, []
     for _ in range((V - rows) * C):
         s = (s * 1103515245 + 12345) % 2147483648
@@ -160,7 +205,7 @@ def widen(good, out, vocab):
         a, b = h[name]["data_offsets"]
         raw = d[a:b]
         e = dict(h[name])
-        if name == "wte":
+        if name == "wte.weight":
             raw += struct.pack("<%df" % len(extra), *extra)
             e["shape"] = [V, C]
         e["data_offsets"] = [off, off + len(raw)]
@@ -168,5 +213,16 @@ def widen(good, out, vocab):
     write(out, nh, nd)
 
 
+def hollow(out, width, layers):
+    C, L = int(width), int(layers)
+    header, off = {}, 0
+    for name, rows in (("wte", 256), ("wpe", 1)):
+        header[name] = {"dtype": "F16", "shape": [rows, C], "data_offsets": [off, off + 2 * rows * C]}
+        off += 2 * rows * C
+    for l in range(L):
+        header["h.%d.ln_1.weight" % l] = {"dtype": "F32", "shape": [0], "data_offsets": [off, off]}
+    write(out, header, bytes(off))
+
+
 if __name__ == "__main__":
-    {"compare": compare, "craft": craft, "widen": widen}[sys.argv[1]](*sys.argv[2:])
+    {"compare": compare, "craft": craft, "widen": widen, "hollow": hollow}[sys.argv[1]](*sys.argv[2:])

@@ -38,10 +38,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     fwrite(data, 1, size, f);
     fclose(f);
     remove(out);
-    if (hpt_hf_import(in, 0, HPT_TOK_BYTE, out, NULL, 0) != HPT_OK) return 0;
+    if (hpt_hf_import(in, 0, HPT_TOK_BYTE, out, 1, NULL, 0) != HPT_OK) return 0;
     double loss;
     size_t n;
-    hpt_hf_export(out, back);
+    hpt_hf_export(out, back, 1);
     hpt_eval_text(out, text, &loss, &n);
     return 0;
 }

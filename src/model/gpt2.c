@@ -275,7 +275,10 @@ static const hpt_model_ops gpt2_ops = {
     .free_impl = gpt2_free_impl,
 };
 
-hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed) {
+/* The model of hpt_gpt2_init, or (params_only) its parameter arena alone,
+ * zeroed: no gradients, no activations (B and T unused). */
+static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
+                           int params_only) {
     *out = NULL;
     const int V = cfg->vocab_size, maxT = cfg->block_size, L = cfg->n_layer;
     const int NH = cfg->n_head, C = cfg->n_embd;
@@ -285,8 +288,9 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
     if (NH < 1 || C < 1 || C % NH != 0)
         return hpt_fail(HPT_ERR_ARG, "n_embd %d must be a positive multiple of n_head %d", C, NH);
     if (C > 16384) return hpt_fail(HPT_ERR_ARG, "n_embd %d too large", C);
-    if (B < 1 || T < 1 || T > maxT)
+    if (!params_only && (B < 1 || T < 1 || T > maxT))
         return hpt_fail(HPT_ERR_ARG, "batch %dx%d invalid for block_size %d", B, T, maxT);
+    if (params_only) B = T = 0;  /* forward refuses every batch */
     const int Vp = hpt_gpt2_padded_vocab(V);
 
     hpt_model *m;
@@ -305,8 +309,15 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
         {"fcprojw", 3, {L, C, 4 * C}, 1}, {"fcprojb", 2, {L, C}, 0},
         {"lnfw", 1, {C}, 0},             {"lnfb", 1, {C}, 0},
     };
+    m->params_only = params_only;
     hpt_status st = hpt_model_alloc_params(m, specs, NUM_PARAM_TENSORS);
     if (st != HPT_OK) { hpt_model_free(m); return st; }
+    m->conf[0] = HPT_FAMILY_GPT2;
+    m->conf[1] = (uint32_t)V; m->conf[2] = (uint32_t)maxT; m->conf[3] = (uint32_t)L;
+    m->conf[4] = (uint32_t)NH; m->conf[5] = (uint32_t)C;
+    m->nconf = 6;
+    snprintf(m->desc, sizeof m->desc, "gpt2 L%d H%d C%d V%d (Vp %d) block %d", L, NH, C, V, Vp, maxT);
+    if (params_only) { *out = m; return HPT_OK; }  /* the caller fills the zeroed arena */
 
     HPT_CARVE_ACTS(m, g->act_arena, gpt2_acts, &g->a, GPT2_ACTS);
     if (!g->act_arena) { hpt_model_free(m); return HPT_ERR_NOMEM; }
@@ -328,13 +339,16 @@ hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int
             for (size_t k = 0; k < n; k++) p[k] = std * hpt_rng_normal(&rng);
         }
     }
-    m->conf[0] = HPT_FAMILY_GPT2;
-    m->conf[1] = (uint32_t)V; m->conf[2] = (uint32_t)maxT; m->conf[3] = (uint32_t)L;
-    m->conf[4] = (uint32_t)NH; m->conf[5] = (uint32_t)C;
-    m->nconf = 6;
-    snprintf(m->desc, sizeof m->desc, "gpt2 L%d H%d C%d V%d (Vp %d) block %d", L, NH, C, V, Vp, maxT);
     *out = m;
     return HPT_OK;
+}
+
+hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed) {
+    return gpt2_new(out, cfg, B, T, seed, 0);
+}
+
+hpt_status hpt_gpt2_init_params_only(hpt_model **out, const hpt_gpt2_config *cfg) {
+    return gpt2_new(out, cfg, 0, 0, 0, 1);
 }
 
 /* The activation arena's length in floats, from the same table (GPT2_ACTS)

@@ -28,8 +28,8 @@ hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, in
     m->nparams = off;
     m->dev = &hpt_device_cpu;   /* the families' forward and backward are CPU code */
     m->params = hpt_arena_alloc(off);
-    m->grads = hpt_arena_alloc(off);
-    if (!m->params || !m->grads) return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu parameters", off);
+    if (!m->params_only) m->grads = hpt_arena_alloc(off);
+    if (!m->params || (!m->grads && !m->params_only)) return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu parameters", off);
     return HPT_OK;
 }
 
@@ -80,6 +80,7 @@ hpt_status hpt_model_backward(hpt_model *m, float loss_scale) { return backward(
 hpt_status hpt_model_backward_fresh(hpt_model *m, float loss_scale) { return backward(m, loss_scale, 1); }
 
 void hpt_model_zero_grad(hpt_model *m) {
+    if (!m->grads) return;  /* a parameters-only model */
     HPT_PROF(HPT_PROF_ZERO_GRAD, 0, memset(m->grads, 0, m->nparams * sizeof(float)));
 }
 
@@ -97,7 +98,7 @@ const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row) {
 
 void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *acts) {
     if (params) *params = m->nparams * sizeof(float);
-    if (grads) *grads = m->nparams * sizeof(float);
+    if (grads) *grads = m->grads ? m->nparams * sizeof(float) : 0;
     if (acts) *acts = m->act_bytes;
 }
 

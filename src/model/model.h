@@ -35,7 +35,10 @@ struct hpt_model {
     const hpt_device *dev;           /* where the arenas live: their allocator and the sweeps
                                         over them (the optimizer, copies, norms) */
     float *params;                   /* (nparams) the parameter arena */
-    float *grads;                    /* (nparams) the gradient arena, same offsets */
+    float *grads;                    /* (nparams) the gradient arena, same offsets; NULL in a
+                                        parameters-only model */
+    int params_only;                 /* set before hpt_model_alloc_params: no gradient arena
+                                        and no activations (max_B, max_T 0: forward refuses) */
     size_t nparams;
     hpt_tensor_info tensors[HPT_MAX_TENSORS];
     int ntensors;
@@ -61,9 +64,15 @@ struct hpt_model {
 };
 
 /* Fills m->tensors from parallel name/shape arrays, assigning consecutive
- * offsets, and allocates params and grads. Used by every family's init. */
+ * offsets, and allocates params and (unless m->params_only) grads. Used by
+ * every family's init. */
 typedef struct hpt_tensor_spec { const char *name; int ndim; int shape[4]; int decay; } hpt_tensor_spec;
 hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, int n);
+/* A GPT-2 holding its parameter arena only (zeroed): no gradients, no
+ * activations, so forward and backward refuse it. For code that only fills
+ * and saves weights (hpt import): a model file is converted at the memory of
+ * its parameters, not of a training model. */
+hpt_status hpt_gpt2_init_params_only(hpt_model **out, const hpt_gpt2_config *cfg);
 /* Model families, the first word of conf. */
 enum { HPT_FAMILY_GPT2 = 1, HPT_FAMILY_MLP = 2, HPT_FAMILY_CNN = 3 };
 

@@ -6,33 +6,47 @@
  * ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
  * "__metadata__": {...}}), then the data, offsets relative to its start.
  * The header is untrusted: every dtype, shape, offset and size is checked
- * against the bytes actually in the file before anything is read or
- * allocated from it, so a lying header is refused with its reason.
+ * against the bytes actually in the file, and every tensor's name, dtype and
+ * shape against the one config its embeddings and blocks describe, before
+ * the model is allocated, so a lying header is refused with its reason and
+ * at the cost of reading it.
+ *
+ * Names are transformers' (src/transformers/models/gpt2/modeling_gpt2.py):
+ * GPT2Model's state dict, the hub's bare layout (wte.weight and wpe.weight,
+ * nn.Embedding parameters; h.N.ln_1.weight, h.N.attn.c_attn.weight, ...;
+ * ln_f), or GPT2LMHeadModel's, save_pretrained's: the same under
+ * "transformer." and maybe lm_head.weight, tied, which must equal wte. The
+ * h.N.attn.bias / masked_bias buffers (the causal mask; old files have them,
+ * persistent=False keeps them out of new ones) are not parameters: skipped.
  *
  * Layouts: HF's GPT-2 stores its linear layers as Conv1D, weight [in, out];
  * hpt stores [out, in] (y = x W^T, as nn.Linear), so every matrix but the
  * embeddings is transposed on the way in and out. hpt pads the vocabulary
  * to Vp rows (hpt_gpt2_padded_vocab): the padded rows are zero on import and
- * dropped on export. Names are the hub's bare ones (wte, h.0.ln_1.weight,
- * ...) or save_pretrained's "transformer."-prefixed ones; lm_head.weight,
- * tied, must equal wte; the h.N.attn.bias / masked_bias buffers (the causal
- * mask) are not parameters and are skipped.
+ * dropped on export. Export writes the hub's bare names; its __metadata__
+ * also names the tokenizer (hpt_tokenizer) and, for a char tokenizer, its
+ * table (hpt_chars: the codepoints in hex), which import reads back.
  */
-#include "../base/base.h"
+#include "../model/model.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define ST_MAX_HEADER (100u << 20)  /* the safetensors library's own limit */
 #define ST_MAX_DIMS 8
 
 /* ---------------------------------------------------------------- dtypes */
 
-typedef enum { DT_F32, DT_F16, DT_BF16 } st_dtype;
-static const struct { const char *name; int size; } dtypes[] = {{"F32", 4}, {"F16", 2}, {"BF16", 2}};
+/* The float types a parameter may have, then the types a mask buffer may
+ * have too (transformers registered it as uint8, then bool). */
+typedef enum { DT_F32, DT_F16, DT_BF16, DT_BOOL, DT_U8 } st_dtype;
+static const struct { const char *name; int size; } dtypes[] = {
+    {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"BOOL", 1}, {"U8", 1}};
 #define NDTYPES (int)(sizeof dtypes / sizeof dtypes[0])
 
 static float half_to_float(uint16_t h) {
@@ -65,7 +79,7 @@ static float st_get(const unsigned char *p, st_dtype dt, size_t i) {
 
 typedef struct st_tensor {
     const char *name;      /* as stored */
-    const char *bare;      /* without "transformer." */
+    const char *bare;      /* without "transformer.", hpt's old names as the hub's */
     st_dtype dtype;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
@@ -80,6 +94,7 @@ typedef struct st_file {
     const unsigned char *data;
     uint64_t data_len;
     cJSON *root;
+    const cJSON *meta;     /* __metadata__, or NULL */
     st_tensor *t;
     int n;
 } st_file;
@@ -109,6 +124,17 @@ static int cmp_bare(const void *a, const void *b) {
     return strcmp(((const st_tensor *)a)->bare, ((const st_tensor *)b)->bare);
 }
 
+/* The name a tensor is looked up by: without save_pretrained's
+ * "transformer." prefix, and "wte" / "wpe" (what hpt export wrote before it
+ * used the hub's names) as "wte.weight" / "wpe.weight", so those files still
+ * import and a file holding both spellings is refused as a repeat. */
+static const char *bare_name(const char *nm) {
+    const char *b = strncmp(nm, "transformer.", 12) ? nm : nm + 12;
+    if (!strcmp(b, "wte")) return "wte.weight";
+    if (!strcmp(b, "wpe")) return "wpe.weight";
+    return b;
+}
+
 #define BAD(...) return hpt_fail(HPT_ERR_FORMAT, __VA_ARGS__)
 
 /* One header entry into *t, every field checked against the data's length. */
@@ -121,9 +147,11 @@ static hpt_status st_entry(const st_file *f, const cJSON *e, st_tensor *t) {
         BAD("'%s': tensor '%s' lacks a dtype, shape or data_offsets", f->path, nm);
     int k = 0;
     while (k < NDTYPES && strcmp(dtypes[k].name, dt->valuestring)) k++;
-    if (k == NDTYPES) BAD("'%s': tensor '%s' has dtype %.16s; hpt reads F32, F16 and BF16", f->path, nm, dt->valuestring);
+    if (k == NDTYPES)
+        BAD("'%s': tensor '%s' has dtype %.16s; hpt reads F32, F16 and BF16 (and BOOL or U8 mask buffers)", f->path,
+            nm, dt->valuestring);
     t->name = nm;
-    t->bare = strncmp(nm, "transformer.", 12) ? nm : nm + 12;
+    t->bare = bare_name(nm);
     t->dtype = (st_dtype)k;
     t->ndim = cJSON_GetArraySize(sh);
     if (t->ndim > ST_MAX_DIMS) BAD("'%s': tensor '%s' has %d dimensions", f->path, nm, t->ndim);
@@ -150,21 +178,30 @@ static hpt_status st_entry(const st_file *f, const cJSON *e, st_tensor *t) {
     return HPT_OK;
 }
 
-/* Checks that the tensors' byte ranges do not overlap, and that no bare
- * name is given twice ("wte" and "transformer.wte", or a repeated key). */
+/* Checks that no two tensors' byte ranges overlap, and that no bare name is
+ * given twice ("wte.weight" and "transformer.wte.weight", or a repeated
+ * key). The non-empty ranges sorted by their start, each is compared with
+ * the furthest end of all before it, not only with its neighbour's: an
+ * empty entry between two overlapping tensors must not hide them, nor a
+ * short tensor inside a long one. Empty ranges hold no bytes to share. */
 static hpt_status st_check_layout(st_file *f) {
     if (f->n == 0) return HPT_OK;
     st_tensor **by = malloc((size_t)f->n * sizeof *by);
     if (!by) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < f->n; i++) by[i] = &f->t[i];
-    qsort(by, (size_t)f->n, sizeof *by, cmp_begin);
-    for (int i = 1; i < f->n; i++)
-        if (by[i]->begin < by[i - 1]->end && by[i]->begin < by[i]->end) {
+    int n = 0;
+    for (int i = 0; i < f->n; i++)
+        if (f->t[i].begin < f->t[i].end) by[n++] = &f->t[i];
+    qsort(by, (size_t)n, sizeof *by, cmp_begin);
+    const st_tensor *reach = NULL;  /* the tensor ending furthest so far */
+    for (int i = 0; i < n; i++) {
+        if (reach && by[i]->begin < reach->end) {
             hpt_status st = hpt_fail(HPT_ERR_FORMAT, "'%s': tensors '%s' and '%s' overlap in the data", f->path,
-                                     by[i - 1]->name, by[i]->name);
+                                     reach->name, by[i]->name);
             free(by);
             return st;
         }
+        if (!reach || by[i]->end > reach->end) reach = by[i];
+    }
     free(by);
     qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_bare);
     for (int i = 1; i < f->n; i++)
@@ -192,7 +229,11 @@ static hpt_status st_parse(st_file *f) {
     if (!f->t) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     for (const cJSON *e = f->root->child; e; e = e->next) {
         if (!e->string) BAD("'%s': a header entry without a name", f->path);
-        if (!strcmp(e->string, "__metadata__")) continue;
+        if (!strcmp(e->string, "__metadata__")) {
+            if (f->meta || !cJSON_IsObject(e)) BAD("'%s': its __metadata__ is not one JSON object", f->path);
+            f->meta = e;
+            continue;
+        }
         HPT_TRY(st_entry(f, e, &f->t[f->n]));
         f->n++;
     }
@@ -246,14 +287,17 @@ static void fmt_shape(const st_tensor *t, char *buf, size_t n) {
     if (k < (int)n) snprintf(buf + k, n - (size_t)k, "]");
 }
 
-/* The tensor named bare (layer l >= 0: "h.<l>.<bare>"), present and of its
- * shape, marked used. */
+/* The tensor named bare (layer l >= 0: "h.<l>.<bare>"), present, of a float
+ * dtype and of its shape, marked used. */
 static hpt_status need(st_file *f, int l, const char *bare, int ndim, int64_t a, int64_t b, st_tensor **out) {
     char name[128];
     if (l >= 0) snprintf(name, sizeof name, "h.%d.%s", l, bare);
     else snprintf(name, sizeof name, "%s", bare);
     st_tensor *t = st_find(f, name);
     if (!t) BAD("'%s' has no tensor '%s' (nor 'transformer.%s'): not a complete GPT-2", f->path, name, name);
+    if (t->dtype > DT_BF16)
+        BAD("'%s': tensor '%s' has dtype %s; a parameter must be F32, F16 or BF16", f->path, t->name,
+            dtypes[t->dtype].name);
     if (!shape_is(t, ndim, a, b)) {
         char got[96];
         fmt_shape(t, got, sizeof got);
@@ -277,11 +321,23 @@ static void copy_in(const st_file *f, const st_tensor *t, float *dst, int transp
 /* The shapes say the config; n_head comes from the caller. */
 typedef struct hf_shape { int V, P, L, C; } hf_shape;
 
+/* N of a name "h.N.<rest>" (N in 0..999999, no leading zero), else -1 */
+static int block_index(const char *s) {
+    if (strncmp(s, "h.", 2) || s[2] < '0' || s[2] > '9' || (s[2] == '0' && s[3] != '.')) return -1;
+    int n = 0, k = 2;
+    while (s[k] >= '0' && s[k] <= '9' && k < 8) n = n * 10 + (s[k++] - '0');
+    return s[k] == '.' ? n : -1;
+}
+
+/* V, P and C from wte and wpe; L from the highest block index named (every
+ * block below it must then be complete: the mapping asks for each). */
 static hpt_status read_shape(st_file *f, hf_shape *s) {
-    st_tensor *wte = st_find(f, "wte"), *wpe = st_find(f, "wpe");
-    if (!wte || !wpe) BAD("'%s' has no 'wte' or 'wpe' tensor: not a GPT-2 in Hugging Face's layout", f->path);
+    st_tensor *wte = st_find(f, "wte.weight"), *wpe = st_find(f, "wpe.weight");
+    if (!wte || !wpe)
+        BAD("'%s' has no 'wte.weight' or 'wpe.weight' tensor (nor 'transformer.wte.weight', ...): not a GPT-2 in "
+            "Hugging Face's layout", f->path);
     if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1])
-        BAD("'%s': wte and wpe must be [vocab, n_embd] and [positions, n_embd]", f->path);
+        BAD("'%s': wte.weight and wpe.weight must be [vocab, n_embd] and [positions, n_embd]", f->path);
     if (wte->shape[0] < 2 || wte->shape[0] > (1 << 24) || wpe->shape[0] < 1 || wpe->shape[0] > 8192 ||
         wte->shape[1] < 1 || wte->shape[1] > 16384)
         BAD("'%s': vocab %lld, positions %lld, n_embd %lld out of hpt's range", f->path, (long long)wte->shape[0],
@@ -289,12 +345,13 @@ static hpt_status read_shape(st_file *f, hf_shape *s) {
     s->V = (int)wte->shape[0];
     s->P = (int)wpe->shape[0];
     s->C = (int)wte->shape[1];
-    char name[64];
-    for (s->L = 0; s->L <= 256; s->L++) {
-        snprintf(name, sizeof name, "h.%d.ln_1.weight", s->L);
-        if (!st_find(f, name)) break;
+    s->L = 0;
+    for (int i = 0; i < f->n; i++) {
+        int b = block_index(f->t[i].bare);
+        if (b > 255) BAD("'%s' has tensor '%s': hpt takes 1 to 256 transformer blocks", f->path, f->t[i].name);
+        if (b + 1 > s->L) s->L = b + 1;
     }
-    if (s->L < 1 || s->L > 256) BAD("'%s' has %d transformer blocks (h.N.*); hpt takes 1 to 256", f->path, s->L);
+    if (s->L < 1) BAD("'%s' has no transformer blocks (h.N.*): not a GPT-2", f->path);
     return HPT_OK;
 }
 
@@ -336,74 +393,127 @@ static hpt_status read_config_json(const char *st_path, const hf_shape *s, int *
 
 /* h.N.attn.bias, h.N.attn.masked_bias: the causal mask, a buffer */
 static int is_mask_buffer(const char *s) {
-    if (strncmp(s, "h.", 2) || s[2] < '0' || s[2] > '9') return 0;
+    if (block_index(s) < 0) return 0;
     s += 2;
     while (*s >= '0' && *s <= '9') s++;
     return !strcmp(s, ".attn.bias") || !strcmp(s, ".attn.masked_bias");
 }
 
-/* Every tensor of the file into the model's arena (zeroed: the padded
- * vocabulary rows stay 0). */
-static hpt_status fill_params(st_file *f, const hf_shape *s, hpt_model *m) {
+/* Every parameter of the GPT-2 that s describes, found and checked (name,
+ * dtype, shape) and marked used; with m, also copied into m's arena (zeroed:
+ * the padded vocabulary rows stay 0). Called without m first, before the
+ * model exists, then with it. */
+static hpt_status map_params(st_file *f, const hf_shape *s, hpt_model *m) {
     const int C = s->C, L = s->L;
-    float *P = hpt_model_params(m, NULL);
-    size_t np = hpt_model_num_params(m);
-    memset(P, 0, np * sizeof(float));
+    float *P = m ? hpt_model_params(m, NULL) : NULL;
     st_tensor *t;
-    HPT_TRY(need(f, -1, "wte", 2, s->V, C, &t));
-    copy_in(f, t, P + model_tensor(m, "wte")->offset, 0);
-    HPT_TRY(need(f, -1, "wpe", 2, s->P, C, &t));
-    copy_in(f, t, P + model_tensor(m, "wpe")->offset, 0);
+    HPT_TRY(need(f, -1, "wte.weight", 2, s->V, C, &t));
+    if (P) copy_in(f, t, P + model_tensor(m, "wte")->offset, 0);
+    HPT_TRY(need(f, -1, "wpe.weight", 2, s->P, C, &t));
+    if (P) copy_in(f, t, P + model_tensor(m, "wpe")->offset, 0);
     for (int l = 0; l < L; l++)
         for (int r = 0; r < NLAYER_ROWS; r++) {
             const hf_row *row = &layer_rows[r];
+            HPT_TRY(need(f, l, row->hf, row->d1 ? 2 : 1, (int64_t)row->d0 * C, (int64_t)row->d1 * C, &t));
+            if (!P) continue;
             const hpt_tensor_info *ti = model_tensor(m, row->hpt);
             HPT_ASSERT(ti && ti->numel % (size_t)L == 0);
-            HPT_TRY(need(f, l, row->hf, row->d1 ? 2 : 1, (int64_t)row->d0 * C, (int64_t)row->d1 * C, &t));
             copy_in(f, t, P + ti->offset + (size_t)l * (ti->numel / (size_t)L), row->transpose);
         }
     for (int r = 0; r < 2; r++) {
         HPT_TRY(need(f, -1, final_rows[r].hf, 1, C, 0, &t));
-        copy_in(f, t, P + model_tensor(m, final_rows[r].hpt)->offset, 0);
-    }
-    /* a tied LM head: the same matrix as wte, value for value */
-    st_tensor *head = st_find(f, "lm_head.weight");
-    if (head) {
-        if (!shape_is(head, 2, s->V, C)) BAD("'%s': lm_head.weight's shape differs from wte's", f->path);
-        const float *w = P + model_tensor(m, "wte")->offset;
-        for (size_t i = 0; i < (size_t)s->V * C; i++) {
-            float h = st_get(f->data + head->begin, head->dtype, i);
-            if (memcmp(&h, &w[i], 4))
-                BAD("'%s': lm_head.weight differs from wte at element %zu: hpt's GPT-2 ties them (an untied head "
-                    "cannot be imported)", f->path, i);
-        }
-        head->used = 1;
-    }
-    /* anything else is a tensor hpt would silently drop: refuse it, except
-     * the attention mask buffers */
-    for (int i = 0; i < f->n; i++) {
-        t = &f->t[i];
-        if (t->used) continue;
-        if (is_mask_buffer(t->bare)) continue;
-        BAD("'%s' has tensor '%s', which is not part of hpt's GPT-2", f->path, t->name);
+        if (P) copy_in(f, t, P + model_tensor(m, final_rows[r].hpt)->offset, 0);
     }
     return HPT_OK;
 }
 
-/* The model file's tokenizer: kind, or (kind < 0) the one whose vocabulary
- * has the model's size (256: byte, 50257: gpt2, GPT-2's own). */
-static hpt_status import_tokenizer(const hf_shape *s, int kind, hpt_text **tok) {
+/* After map_params: a tied LM head, value for value the matrix wte holds
+ * (compared in the file, as floats: the two may be stored in different
+ * dtypes), and nothing else but the mask buffers, which is a tensor hpt
+ * would silently drop. */
+static hpt_status check_rest(st_file *f, const hf_shape *s) {
+    st_tensor *head = st_find(f, "lm_head.weight"), *wte = st_find(f, "wte.weight");
+    if (head) {
+        if (head->dtype > DT_BF16 || !shape_is(head, 2, s->V, s->C))
+            BAD("'%s': lm_head.weight's dtype or shape differs from wte.weight's", f->path);
+        for (size_t i = 0; i < (size_t)s->V * (size_t)s->C; i++) {
+            float h = st_get(f->data + head->begin, head->dtype, i), w = st_get(f->data + wte->begin, wte->dtype, i);
+            if (memcmp(&h, &w, 4))
+                BAD("'%s': lm_head.weight differs from wte.weight at element %zu: hpt's GPT-2 ties them (an untied "
+                    "head cannot be imported)", f->path, i);
+        }
+        head->used = 1;
+    }
+    for (int i = 0; i < f->n; i++) {
+        const st_tensor *t = &f->t[i];
+        if (!t->used && !is_mask_buffer(t->bare))
+            BAD("'%s' has tensor '%s', which is not part of hpt's GPT-2", f->path, t->name);
+    }
+    return HPT_OK;
+}
+
+/* __metadata__'s string value for key, NULL when absent */
+static hpt_status meta_string(const st_file *f, const char *key, const char **out) {
+    *out = NULL;
+    const cJSON *v = f->meta ? cJSON_GetObjectItemCaseSensitive(f->meta, key) : NULL;
+    if (!v) return HPT_OK;
+    if (!cJSON_IsString(v)) BAD("'%s': __metadata__ %s is not a string", f->path, key);
+    *out = v->valuestring;
+    return HPT_OK;
+}
+
+/* The char table hpt export wrote (hpt_chars: V codepoints in hex,
+ * space-separated), into cps (V). */
+static hpt_status read_char_table(const st_file *f, int V, uint32_t *cps) {
+    const char *s;
+    HPT_TRY(meta_string(f, "hpt_chars", &s));
+    if (!s)
+        return hpt_fail(HPT_ERR_ARG, "'%s' carries no character table (hpt_chars in its __metadata__): a char "
+                        "tokenizer's vocabulary comes from a corpus; import with --tokenizer byte (vocab 256) or gpt2 "
+                        "(vocab 50257)", f->path);
+    int n = 0;
+    while (*s) {
+        if (*s == ' ') { s++; continue; }
+        char *end;
+        errno = 0;
+        unsigned long c = strtoul(s, &end, 16);
+        if (end == s || errno || c > 0x10FFFF || (*end && *end != ' ') || n >= V)
+            BAD("'%s': __metadata__ hpt_chars is not %d hex codepoints", f->path, V);
+        cps[n++] = (uint32_t)c;
+        s = end;
+    }
+    if (n != V) BAD("'%s': __metadata__ hpt_chars has %d codepoints, the vocabulary %d tokens", f->path, n, V);
+    return HPT_OK;
+}
+
+static const char *const tok_names[] = {"byte", "char", "gpt2"};
+
+/* The model file's tokenizer: kind; or (kind < 0) the one the file's
+ * __metadata__ names (hpt export's hpt_tokenizer), else the one whose
+ * vocabulary has the model's size (256: byte, 50257: gpt2, GPT-2's own). */
+static hpt_status import_tokenizer(const st_file *f, const hf_shape *s, int kind, hpt_text **tok) {
+    const char *named;
+    HPT_TRY(meta_string(f, "hpt_tokenizer", &named));
+    if (kind < 0 && named) {
+        for (int k = 0; k < 3; k++) if (!strcmp(named, tok_names[k])) kind = k;
+        if (kind < 0) BAD("'%s': __metadata__ names tokenizer '%.32s', which this hpt does not have", f->path, named);
+    }
     if (kind < 0 && s->V != 256 && s->V != 50257)
         return hpt_fail(HPT_ERR_DATA, "the model's vocabulary has %d tokens and no tokenizer of this hpt has that "
                         "many (byte: 256, gpt2: 50257)", s->V);
     if (kind < 0) kind = s->V == 256 ? HPT_TOK_BYTE : HPT_TOK_GPT2;
     if (kind == HPT_TOK_GPT2 && s->V != 50257)
         return hpt_fail(HPT_ERR_ARG, "the gpt2 tokenizer has 50257 tokens, the model's vocabulary is %d", s->V);
-    if (kind == HPT_TOK_CHAR)
-        return hpt_fail(HPT_ERR_ARG, "a char tokenizer's vocabulary comes from a corpus, not from a model file: "
-                        "import with --tokenizer byte (vocab 256) or gpt2 (vocab 50257)");
     if (kind == HPT_TOK_BYTE && s->V != 256)
         return hpt_fail(HPT_ERR_ARG, "the byte tokenizer has 256 tokens, the model's vocabulary is %d", s->V);
+    if (kind == HPT_TOK_CHAR) {
+        uint32_t *cps = malloc((size_t)s->V * sizeof *cps);
+        if (!cps) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+        hpt_status st = read_char_table(f, s->V, cps);
+        if (st == HPT_OK) st = hpt_text_from_vocab(tok, HPT_TOK_CHAR, cps, s->V);
+        free(cps);
+        return st;
+    }
     HPT_TRY(hpt_text_from_vocab(tok, (hpt_tokenizer_kind)kind, NULL, s->V));
     if (hpt_text_vocab_size(*tok) != s->V)
         return hpt_fail(HPT_ERR_ARG, "the tokenizer has %d tokens, the model's vocabulary is %d",
@@ -411,21 +521,52 @@ static hpt_status import_tokenizer(const hf_shape *s, int kind, hpt_text **tok) 
     return HPT_OK;
 }
 
-hpt_status hpt_hf_import(const char *st_path, int n_head, int tok_kind, const char *out_path,
+/* The output of an import or export: never the input itself (the same
+ * inode, by any path; a failed write would leave neither), and an existing
+ * file only with overwrite, as hpt train refuses a run directory in use. */
+static hpt_status check_output(const char *in, const char *out, int overwrite) {
+    struct stat si, so;
+    if (stat(out, &so) != 0) return HPT_OK;  /* created by the atomic save */
+    if (stat(in, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        return hpt_fail(HPT_ERR_ARG, "--out '%s' is the input file '%s' itself: choose another --out", out, in);
+    if (S_ISDIR(so.st_mode)) return hpt_fail(HPT_ERR_ARG, "--out '%s' is a directory", out);
+    if (!overwrite)
+        return hpt_fail(HPT_ERR_ARG, "--out '%s' exists: choose another --out, or replace it with --overwrite", out);
+    return HPT_OK;
+}
+
+hpt_status hpt_hf_import(const char *st_path, int n_head, int tok_kind, const char *out_path, int overwrite,
                          char *desc, size_t desc_n) {
+    HPT_TRY(check_output(st_path, out_path, overwrite));
     st_file f;
     HPT_TRY(st_open(&f, st_path));
     hpt_model *m = NULL;
     hpt_text *tok = NULL;
     hf_shape s = {0};
+    /* every check first: the file against one config, then the tokenizer
+     * and n_head; only then the memory plan and the model */
     hpt_status st = read_shape(&f, &s);
-    if (st == HPT_OK) st = import_tokenizer(&s, tok_kind, &tok);
+    if (st == HPT_OK) st = map_params(&f, &s, NULL);
+    if (st == HPT_OK) st = check_rest(&f, &s);
+    if (st == HPT_OK) st = import_tokenizer(&f, &s, tok_kind, &tok);
     if (st == HPT_OK && n_head <= 0) st = read_config_json(st_path, &s, &n_head);
     if (st == HPT_OK && (n_head > 256 || s.C % n_head))
         st = hpt_fail(HPT_ERR_ARG, "n_embd %d is not a multiple of n_head %d", s.C, n_head);
     hpt_gpt2_config cfg = {.vocab_size = s.V, .block_size = s.P, .n_layer = s.L, .n_head = n_head, .n_embd = s.C};
-    if (st == HPT_OK) st = hpt_gpt2_init(&m, &cfg, 1, 1, 0);
-    if (st == HPT_OK) st = fill_params(&f, &s, m);
+    const uint32_t conf[6] = {HPT_FAMILY_GPT2, (uint32_t)s.V, (uint32_t)s.P, (uint32_t)s.L, (uint32_t)n_head,
+                              (uint32_t)s.C};
+    size_t np = 0;
+    if (st == HPT_OK) st = hpt_model_conf_params(conf, 6, &np);
+    if (st == HPT_OK) {
+        /* an import converts: the parameters alone, no gradients or
+         * activations (the file's bytes are read already) */
+        char pb[32], detail[96];
+        hpt_fmt_bytes(pb, sizeof pb, np * sizeof(float));
+        snprintf(detail, sizeof detail, "parameters %s; no gradients or activations", pb);
+        st = hpt_mem_check("the import", np * sizeof(float), detail);
+    }
+    if (st == HPT_OK) st = hpt_gpt2_init_params_only(&m, &cfg);
+    if (st == HPT_OK) st = map_params(&f, &s, m);
     if (st == HPT_OK) st = hpt_weights_save(out_path, m, tok);
     if (st == HPT_OK && desc) snprintf(desc, desc_n, "%s", hpt_model_describe(m));
     hpt_model_free(m);
@@ -452,14 +593,34 @@ typedef struct export_ctx {
     out_tensor *t;
     int n;
     size_t max_numel;
+    const hpt_text *tok;
 } export_ctx;
 
 static size_t out_numel(const out_tensor *t) { return (size_t)t->d0 * (t->ndim > 1 ? (size_t)t->d1 : 1); }
 
+/* The header's length bound: the metadata (a char table: up to 7 bytes a
+ * codepoint) and each tensor's entry (under 160 bytes). */
+static size_t header_cap(const export_ctx *e) {
+    const int V = hpt_text_vocab_size(e->tok);
+    return 256 + (size_t)e->n * 160 + (hpt_text_kind(e->tok) == HPT_TOK_CHAR ? (size_t)V * 7 : 0);
+}
+
 /* The header JSON (tensors in name order, as safetensors writes them),
- * padded with spaces to a multiple of 8 bytes; its length, or 0 on overflow. */
+ * padded with spaces to a multiple of 8 bytes; its length, or 0 on overflow.
+ * __metadata__ holds strings only (safetensors' rule): the tokenizer's name
+ * and, for a char tokenizer, its codepoints in hex. */
 static size_t header_json(const export_ctx *e, char *buf, size_t cap) {
-    size_t k = (size_t)snprintf(buf, cap, "{\"__metadata__\":{\"format\":\"pt\"}");
+    hpt_tokenizer_kind kind = hpt_text_kind(e->tok);
+    size_t k = (size_t)snprintf(buf, cap, "{\"__metadata__\":{\"format\":\"pt\",\"hpt_tokenizer\":\"%s\"",
+                                tok_names[kind]);
+    if (kind == HPT_TOK_CHAR) {
+        const uint32_t *cps = hpt_text_codepoints(e->tok);
+        k += (size_t)snprintf(buf + k, cap - k, ",\"hpt_chars\":\"");
+        for (int i = 0; i < hpt_text_vocab_size(e->tok) && k < cap; i++)
+            k += (size_t)snprintf(buf + k, cap - k, "%s%x", i ? " " : "", cps[i]);
+        if (k < cap) k += (size_t)snprintf(buf + k, cap - k, "\"");
+    }
+    if (k < cap) k += (size_t)snprintf(buf + k, cap - k, "}");
     for (int i = 0; i < e->n && k < cap; i++) {
         const out_tensor *t = &e->t[i];
         uint64_t end = t->begin + 4 * out_numel(t);
@@ -479,7 +640,7 @@ static size_t header_json(const export_ctx *e, char *buf, size_t cap) {
 
 static hpt_status write_export(FILE *fp, void *p) {
     export_ctx *e = p;
-    size_t cap = 256 + (size_t)e->n * 160;
+    size_t cap = header_cap(e);
     char *hdr = malloc(cap);
     float *tmp = malloc(e->max_numel * sizeof(float));
     if (!hdr || !tmp) { free(hdr); free(tmp); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
@@ -508,7 +669,8 @@ static void add_out(export_ctx *e, const char *name, const float *src, int ndim,
     if (out_numel(t) > e->max_numel) e->max_numel = out_numel(t);
 }
 
-hpt_status hpt_hf_export(const char *model_path, const char *out_path) {
+hpt_status hpt_hf_export(const char *model_path, const char *out_path, int overwrite) {
+    HPT_TRY(check_output(model_path, out_path, overwrite));
     hpt_model *m;
     hpt_text *tok;
     HPT_TRY(hpt_weights_load(model_path, 1, 1, &m, &tok));
@@ -519,13 +681,13 @@ hpt_status hpt_hf_export(const char *model_path, const char *out_path) {
         return hpt_fail(HPT_ERR_ARG, "'%s' is not a GPT-2 language model", model_path);
     }
     const int V = hpt_text_vocab_size(tok), C = wte->shape[1], P = wpe->shape[0], L = ln1->shape[0];
-    hpt_text_free(tok);
     const float *W = hpt_model_params(m, NULL);
-    export_ctx e = {0};
+    export_ctx e = {.tok = tok};
     e.t = calloc((size_t)(4 + L * NLAYER_ROWS), sizeof *e.t);
-    if (!e.t) { hpt_model_free(m); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
-    add_out(&e, "wte", W + wte->offset, 2, V, C, 0);   /* the real rows, not the padding */
-    add_out(&e, "wpe", W + wpe->offset, 2, P, C, 0);
+    if (!e.t) { hpt_model_free(m); hpt_text_free(tok); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    /* GPT2Model's state-dict names (the hub's bare layout) */
+    add_out(&e, "wte.weight", W + wte->offset, 2, V, C, 0);   /* the real rows, not the padding */
+    add_out(&e, "wpe.weight", W + wpe->offset, 2, P, C, 0);
     char name[64];
     for (int l = 0; l < L; l++)
         for (int r = 0; r < NLAYER_ROWS; r++) {
@@ -542,6 +704,7 @@ hpt_status hpt_hf_export(const char *model_path, const char *out_path) {
     for (int i = 0; i < e.n; i++) { e.t[i].begin = off; off += 4 * out_numel(&e.t[i]); }
     hpt_status st = hpt_save_atomic(out_path, write_export, &e);
     free(e.t);
+    hpt_text_free(tok);
     hpt_model_free(m);
     return st;
 }

@@ -7,17 +7,35 @@ Run with Debian's python (torch 1.13; no transformers package needed):
 
     /usr/bin/python3 tools/ref/gpt2_hf_ref.py [out_dir]   (default tests/fixtures/hf)
 
-Writes, with safetensors files written by hand (u64 little-endian header
-length, the JSON header, the raw little-endian tensors):
+The tensor names are not written by hand: they are the state_dict() keys of
+a module tree built like transformers' own (huggingface/transformers,
+src/transformers/models/gpt2/modeling_gpt2.py: GPT2Model with wte and wpe
+nn.Embedding, h an nn.ModuleList of GPT2Block (ln_1, attn = GPT2Attention
+with c_attn, c_proj and the bias / masked_bias buffers, ln_2, mlp = GPT2MLP
+with c_fc, c_proj), ln_f; GPT2LMHeadModel with transformer = GPT2Model and
+lm_head = nn.Linear(n_embd, vocab_size, bias=False) tied to wte;
+src/transformers/pytorch_utils.py: Conv1D(nf, nx) holds weight (nx, nf),
+[in, out], and bias (nf)), so an nn.Embedding's parameter is "wte.weight" as
+there. The weights are loaded into that tree with load_state_dict(strict=True),
+which refuses any name the tree does not have. Writes, with safetensors
+files written by hand (u64 little-endian header length, the JSON header, the
+raw little-endian tensors, names in order):
 
-    config.json, model.safetensors      F32, the hub's bare names (wte, wpe,
+    config.json, model.safetensors      F32, GPT2Model's state dict as the
+                                        hub's openai-community/gpt2 file has
+                                        it: bare names (wte.weight, wpe.weight,
                                         h.N.ln_1.weight, h.N.attn.c_attn.weight
-                                        [in, out] as Conv1D, ...), with the
-                                        h.N.attn.bias / masked_bias buffers
-    prefixed/{config.json,model.safetensors}   F16, save_pretrained's names
-                                        (transformer.wte, ...) and a tied
-                                        lm_head.weight
-    bf16/{config.json,model.safetensors}       BF16, bare names
+                                        [in, out], ...) and the h.N.attn.bias /
+                                        masked_bias buffers, which transformers
+                                        saved while they were persistent
+    prefixed/{config.json,model.safetensors}   F16, GPT2LMHeadModel's state
+                                        dict as transformers has it today
+                                        (buffers persistent=False, so none):
+                                        transformer.wte.weight, ... and the
+                                        tied lm_head.weight
+    bf16/{config.json,model.safetensors}       BF16, what save_pretrained
+                                        writes of it: the same without the
+                                        tied lm_head.weight copy
     text.txt                            the evaluation text (bytes = tokens)
     expected.json                       the loss of each over text.txt
 
@@ -36,6 +54,7 @@ import struct
 import sys
 
 import torch
+from torch import nn
 
 V, P, L, NH, C = 256, 48, 2, 2, 32
 TEXT = (b"It was the best of times, it was the worst of times, it was the age of wisdom, "
@@ -44,10 +63,65 @@ TEXT = (b"It was the best of times, it was the worst of times, it was the age of
         b"the spring of hope, it was the winter of despair.\n")
 
 
+# ------------------------------------------------ transformers' module tree
+# Attribute names as in modeling_gpt2.py / pytorch_utils.py (see the top);
+# only the names and shapes matter here, forward() below is our own.
+
+class Conv1D(nn.Module):
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, persistent):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(P, P)).view(1, 1, P, P), persistent=persistent)
+        self.register_buffer("masked_bias", torch.tensor(-1e4), persistent=persistent)
+        self.c_attn = Conv1D(3 * C, C)
+        self.c_proj = Conv1D(C, C)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c_fc = Conv1D(4 * C, C)
+        self.c_proj = Conv1D(C, 4 * C)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, persistent):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(C, eps=1e-5)
+        self.attn = GPT2Attention(persistent)
+        self.ln_2 = nn.LayerNorm(C, eps=1e-5)
+        self.mlp = GPT2MLP()
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, persistent=False):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(P, C)
+        self.h = nn.ModuleList([GPT2Block(persistent) for _ in range(L)])
+        self.ln_f = nn.LayerNorm(C, eps=1e-5)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.transformer = GPT2Model()
+        self.lm_head = nn.Linear(C, V, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight   # tied (_tied_weights_keys)
+
+
 def make_weights(g):
+    """name -> tensor by GPT2Model's parameter names (the same random draws,
+    in the same order, as before those names were the module tree's)"""
     def rnd(*shape, std=0.1):
         return (torch.randn(*shape, generator=g) * std).float()
-    w = {"wte": rnd(V, C, std=0.3), "wpe": rnd(P, C, std=0.1)}
+    w = {"wte.weight": rnd(V, C, std=0.3), "wpe.weight": rnd(P, C, std=0.1)}
     for l in range(L):
         h = f"h.{l}."
         w[h + "ln_1.weight"] = 1 + rnd(C); w[h + "ln_1.bias"] = rnd(C)
@@ -60,6 +134,11 @@ def make_weights(g):
     return w
 
 
+def state_dict(module):
+    """module's state dict, detached: the names transformers would save"""
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
 def layer_norm(x, w, b):
     return torch.nn.functional.layer_norm(x, (C,), w, b, eps=1e-5)
 
@@ -67,7 +146,7 @@ def layer_norm(x, w, b):
 def forward(w, idx):
     """logits (T, V) for token ids idx (T,), GPT-2's forward with Conv1D weights."""
     T = idx.shape[0]
-    x = w["wte"][idx] + w["wpe"][:T]
+    x = w["wte.weight"][idx] + w["wpe.weight"][:T]
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     hs = C // NH
     for l in range(L):
@@ -84,7 +163,7 @@ def forward(w, idx):
         f = torch.nn.functional.gelu(a @ w[h + "mlp.c_fc.weight"] + w[h + "mlp.c_fc.bias"], approximate="tanh")
         x = x + f @ w[h + "mlp.c_proj.weight"] + w[h + "mlp.c_proj.bias"]
     x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"])
-    return x @ w["wte"].t()
+    return x @ w["wte.weight"].t()
 
 
 def eval_loss(w, ids):
@@ -106,7 +185,7 @@ def write_safetensors(path, tensors, dtype):
     tdt = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[dtype]
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for name in sorted(tensors):
-        t = tensors[name].to(tdt).contiguous()
+        t = tensors[name].to(tdt).contiguous()   # a 0-d tensor (masked_bias) has shape []
         raw = t.view(torch.int16).numpy().tobytes() if tdt != torch.float32 else t.numpy().tobytes()
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
@@ -133,17 +212,23 @@ def main():
         os.makedirs(os.path.join(out, sub), exist_ok=True)
         with open(os.path.join(out, sub, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
-    # F32, bare names, with the causal mask buffers the hub's file carries
-    full = dict(w)
-    for l in range(L):
-        full[f"h.{l}.attn.bias"] = torch.tril(torch.ones(P, P)).view(1, 1, P, P)
-        full[f"h.{l}.attn.masked_bias"] = torch.tensor(-1e4)
-    write_safetensors(os.path.join(out, "model.safetensors"), full, "F32")
-    # F16, save_pretrained's names and a tied lm_head
-    pre = {"transformer." + k: v for k, v in w.items()}
-    pre["lm_head.weight"] = w["wte"]
-    write_safetensors(os.path.join(out, "prefixed", "model.safetensors"), pre, "F16")
-    write_safetensors(os.path.join(out, "bf16", "model.safetensors"), w, "BF16")
+    with torch.no_grad():
+        # the hub's file: GPT2Model, mask buffers saved (persistent)
+        hub = GPT2Model(persistent=True)
+        r = hub.load_state_dict(w, strict=False)   # every parameter; the buffers keep their values
+        assert not r.unexpected_keys and r.missing_keys == [
+            f"h.{l}.attn.{b}" for l in range(L) for b in ("bias", "masked_bias")], r
+        write_safetensors(os.path.join(out, "model.safetensors"), state_dict(hub), "F32")
+        # GPT2LMHeadModel as transformers builds it today: no buffers saved,
+        # transformer.-prefixed names, lm_head.weight tied to wte
+        lm = GPT2LMHeadModel()
+        lm.transformer.load_state_dict(w, strict=True)
+        sd = state_dict(lm)
+        assert torch.equal(sd["lm_head.weight"], sd["transformer.wte.weight"])
+        write_safetensors(os.path.join(out, "prefixed", "model.safetensors"), sd, "F16")
+        # save_pretrained drops the tied copy
+        sd.pop("lm_head.weight")
+        write_safetensors(os.path.join(out, "bf16", "model.safetensors"), sd, "BF16")
     with open(os.path.join(out, "text.txt"), "wb") as f:
         f.write(TEXT)
     f32, n = eval_loss(w, ids)
