@@ -102,7 +102,8 @@
       "D2Z), cosine, constant, or wsd (constant, then a cooldown over the last --decay-frac of the steps) "      \
       "[linear]")                                                                                                \
     X(decay_frac, "decay-frac", FLOAT, 0, 1, SINCE(3), 0.2f, 0.2f, 0.2f, "F",                                  \
-      "--schedule wsd: the share of the run's steps spent in the cooldown")                                    \
+      "--schedule wsd: the share of the run's steps spent in the cooldown (rounded to whole steps, at least 2 " \
+      "when > 0: the fewest whose last step decays)")                                                          \
     X(cooldown, "cooldown", NAME, 0, 0, SINCE(3), "sqrt", "sqrt", "sqrt", CHOICES("linear", "sqrt"),            \
       "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")      \
     X(optimizer, "optimizer", NAME, 0, 0, SINCE(4), "adamw", "adamw", "adamw", CHOICES("adamw", "schedule-free"), \
