@@ -398,6 +398,15 @@ const char *hpt_trainer_checkpoint(const hpt_trainer *tr);
  * hpt_trainer_run_hybrid and hpt_hybrid_config_resumed's config. */
 hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
                               hpt_log_fn log, void *ctx);
+/* The checkpoint records the data's identity (size and CRC-32 of what the
+ * task read); a resume whose data no longer matches it is refused
+ * (HPT_ERR_DATA, naming the file and both identities) unless flags holds
+ * HPT_RESUME_ALLOW_DATA_CHANGE, which goes on and logs what that changes.
+ * A checkpoint without the record (hpt before issue 27) resumes with a note.
+ * hpt_trainer_resume is this with flags 0. */
+#define HPT_RESUME_ALLOW_DATA_CHANGE 1u
+hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
+                                    hpt_log_fn log, void *ctx);
 
 /* ---------------------------------------------------------------- hybrid */
 
@@ -475,6 +484,7 @@ typedef struct hpt_run_options {
     int log_interval;         /* --log-interval: progress every N steps off a terminal; 0 auto */
     int rss_warn_mib;         /* --rss-warn / --rss-limit in MiB, 0 off (hpt_trainer_set_memory_limits) */
     int rss_limit_mib;
+    int allow_data_change;    /* --allow-data-change: a resume goes on when the data changed (else refused) */
 } hpt_run_options;
 
 void hpt_run_options_default(hpt_run_options *o);

@@ -65,9 +65,9 @@ static void test_round_trip(const char *data) {
     hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
     int nsec = 0;
     CHECK(hpt_state_read(ck, &buf, secs, &nsec) == HPT_OK, "read: %s", hpt_errmsg());
-    const char *want[] = {"CONF", "TOKN", "PARM", "TCFG", "TRST", "ADAM", "DATA", "LOGS"};
-    CHECK(nsec == 8, "%d sections, want 8", nsec);
-    for (int i = 0; i < nsec && i < 8; i++)
+    const char *want[] = {"CONF", "TOKN", "PARM", "TCFG", "TRST", "ADAM", "DATA", "LOGS", "DSRC"};
+    CHECK(nsec == 9, "%d sections, want 9", nsec);
+    for (int i = 0; i < nsec && i < 9; i++)
         CHECK(!memcmp(secs[i].tag, want[i], 4), "section %d is %.4s, want %s", i, secs[i].tag, want[i]);
     free(buf);
 

@@ -592,6 +592,44 @@ static void test_disabled(void) {
     collect(&c);
 }
 
+/* A predictor that lacks its history waits (issue 27 B): with threshold 0
+ * every confidence passes, so only the wait keeps Predict off; a Full or
+ * Correct phase at its end goes on as if unsure, logging the wait; once the
+ * wait lifts, the next decision enters Predict. */
+static void test_wait(void) {
+    hpt_phase_config cfg = small_cfg();
+    cfg.confidence_threshold = 0.0f;
+    hpt_phase_ctl c;
+    hpt_phase_init(&c, &cfg);
+    const char *wait = "the shrink predictor holds 0 of the 6 snapshots it needs";
+    int predicted = 0, waits = 0;
+    for (int i = 0; i < 40; i++) {
+        const char *why;
+        int h = -1;
+        hpt_phase p = hpt_phase_next_wait(&c, 1.0f, wait, &h, &why);
+        predicted += p == HPT_PHASE_PREDICT || h != 0;
+        if (why && has(why, "predict waits: the shrink predictor holds 0 of the 6")) waits++;
+        hpt_phase_step_done(&c);
+    }
+    CHECK(predicted == 0 && c.predict_started == 0, "Predict while waiting (%d steps)", predicted);
+    /* warmup 3, then a Full phase of 2 steps ends every 2 steps: 18 ends in 40 steps */
+    CHECK(waits == 18 && c.phase == HPT_PHASE_FULL, "%d waits logged, phase %s", waits, hpt_phase_name(c.phase));
+    /* the wait lifts: the next Full end enters Predict at confidence 0 */
+    run_quiet(&c, c.phase_len - c.steps_in_phase, 0.0f, "full after the wait");
+    const char *why;
+    CHECK(hpt_phase_next_wait(&c, 0.0f, NULL, NULL, &why) == HPT_PHASE_PREDICT, "no Predict once ready: %s", why);
+    CHECK(has(why, "confidence 0.00 >= 0.00"), "why: %s", why);
+    /* through Predict and Correct; a wait at Correct's end goes to Full */
+    for (int i = 0; i < 20; i++) {
+        hpt_phase_step_done(&c);
+        if (c.phase == HPT_PHASE_CORRECT && c.steps_in_phase >= c.phase_len) break;
+        hpt_phase_next_wait(&c, 0.0f, NULL, NULL, NULL);
+    }
+    CHECK(hpt_phase_next_wait(&c, 1.0f, wait, NULL, &why) == HPT_PHASE_FULL && has(why, "correct done; predict waits"),
+          "Correct's end while waiting: %s, %s", hpt_phase_name(c.phase), why);
+    collect(&c);
+}
+
 /* ---------------------------------------------------------------- consistency */
 
 /* hpt_phase_wants_confidence is exact: when it says no, the confidence
@@ -796,6 +834,7 @@ int main(void) {
     test_useless_predictor();
     test_budget();
     test_disabled();
+    test_wait();
     test_wants_confidence();
     test_copy();
     test_checkpoint();

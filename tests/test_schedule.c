@@ -125,6 +125,76 @@ static void test_formulas(void) {
     near(hpt_lr_at(&c, 102), (1 - sqrt(25 / 26.0)) * lr, "its last step", "wsd, 25.75 steps");
 }
 
+/* schedule.c's wsd before issue 27: the cooldown rounded to whole steps */
+static double old_wsd_lr(const hpt_train_config *c, int it) {
+    if (it < c->warmup_iters) return c->lr * (float)(it + 1) / (float)c->warmup_iters;
+    int span = c->max_iters - c->warmup_iters;
+    if (span <= 0) return c->min_lr;
+    double t = (double)(it - c->warmup_iters) / span;
+    if (t > 1.0) t = 1.0;
+    double d = floor((double)c->decay_frac * c->max_iters + 0.5), k = 1.0;
+    if (d > span) d = span;
+    if (d > 0) {
+        double p = 1.0 - (1.0 - t) * span / d;
+        if (p > 0) k = !strcmp(c->cooldown, "linear") ? 1.0 - p : 1.0 - sqrt(p);
+    }
+    return (float)(c->min_lr + k * (c->lr - c->min_lr));
+}
+
+/* A short cooldown still cools (issue 27): --decay-frac 0.05 over 10 steps
+ * rounded to a cooldown of 1 step (0.04: 0 steps), and a 1-step cooldown
+ * runs its one step at progress 0, the full rate: the run never decayed.
+ * A decay-frac > 0 now gets at least 2 steps (the fewest whose last step
+ * decays); every run whose rounded cooldown was 2 steps or more keeps its
+ * rates bit for bit. */
+static void test_wsd_short(void) {
+    const float lr = 1e-3f;
+    const float fracs[] = {0.05f, 0.04f, 0.01f, 0.1f};
+    for (size_t i = 0; i < sizeof fracs / sizeof *fracs; i++) {
+        for (int k = 0; k < 2; k++) {
+            hpt_train_config c = config("wsd", 0, 10, lr, 0.0f);
+            c.decay_frac = fracs[i];
+            c.cooldown = k ? "sqrt" : "linear";
+            char what[96];
+            snprintf(what, sizeof what, "wsd --decay-frac %g over 10 steps, %s", (double)fracs[i], c.cooldown);
+            near(hpt_lr_at(&c, 7), lr, "the last stable step", what);
+            near(hpt_lr_at(&c, 8), lr, "the 2-step cooldown's first step (progress 0)", what);
+            near(hpt_lr_at(&c, 9), (k ? 1 - sqrt(0.5) : 0.5) * lr, "its last step decays (progress 1/2)", what);
+            CHECK(hpt_lr_at(&c, 9) < lr, "%s: never decays", what);
+        }
+    }
+    /* decay-frac 0 stays constant; a run with one step after the warmup
+     * has no room for a 2-step cooldown and keeps its one */
+    hpt_train_config c = config("wsd", 0, 10, lr, 0.0f);
+    c.decay_frac = 0.0f;
+    near(hpt_lr_at(&c, 9), lr, "no cooldown: constant", "wsd, decay-frac 0, 10 steps");
+    c = config("wsd", 9, 10, lr, 0.0f);
+    c.decay_frac = 0.05f;
+    near(hpt_lr_at(&c, 9), lr, "one step after the warmup: a 1-step cooldown", "wsd, decay-frac 0.05");
+    /* every config whose rounded cooldown was >= 2 steps: the old rates, bit for bit */
+    static const int warm[] = {0, 3, 50}, iters[] = {10, 37, 200, 1001};
+    static const float fr[] = {0.05f, 0.1f, 0.15f, 0.2f, 0.3f, 0.5f, 0.9f, 1.0f};
+    long same = 0, total = 0;
+    for (size_t w = 0; w < 3; w++)
+        for (size_t m = 0; m < 4; m++)
+            for (size_t f = 0; f < 8; f++)
+                for (int k = 0; k < 2; k++) {
+                    hpt_train_config d = config("wsd", warm[w], iters[m], lr, 1e-4f);
+                    d.decay_frac = fr[f];
+                    d.cooldown = k ? "sqrt" : "linear";
+                    double D = floor((double)d.decay_frac * d.max_iters + 0.5);
+                    int span = d.max_iters - d.warmup_iters;
+                    if (span <= 0 || (D < span ? D : span) < 2) continue;  /* the changed cases */
+                    for (int it = 0; it < iters[m] + 3; it++) {
+                        float a = hpt_lr_at(&d, it), b = (float)old_wsd_lr(&d, it);
+                        same += !memcmp(&a, &b, sizeof a);
+                        total++;
+                    }
+                }
+    CHECK(total > 1000 && same == total, "wsd with a cooldown of >= 2 steps unchanged bit for bit (%ld of %ld)",
+          same, total);
+}
+
 /* ---------------------------------------------------------------- PyTorch's rates */
 
 static void test_torch_fixture(void) {
@@ -219,6 +289,7 @@ static void test_tcfg(void) {
 int main(void) {
     test_cosine_unchanged();
     test_formulas();
+    test_wsd_short();
     test_torch_fixture();
     test_table();
     test_tcfg();

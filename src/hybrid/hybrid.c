@@ -707,10 +707,18 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     double t0 = hpt_now();
     if (h->pred.ops->outer) return outer_timed(h, info, t0);
     float conf = NAN;
-    if (hpt_phase_wants_confidence(&h->ph)) conf = hpt_pred_ready(&h->pred) ? confidence_now(h) : 0.0f;
+    /* a predictor without the history it reads waits in Full, even at
+     * threshold 0, where a confidence of 0 would pass */
+    char wait_buf[160];
+    const char *wait = NULL;
+    if (!hpt_pred_ready(&h->pred)) {
+        hpt_pred_wait_reason(&h->pred, wait_buf, sizeof wait_buf);
+        wait = wait_buf;
+    }
+    if (hpt_phase_wants_confidence(&h->ph)) conf = wait ? 0.0f : confidence_now(h);
     int horizon = 0;
     const char *why = NULL;
-    hpt_phase ph = hpt_phase_next(&h->ph, isfinite(conf) ? conf : 0.0f, &horizon, &why);
+    hpt_phase ph = hpt_phase_next_wait(&h->ph, isfinite(conf) ? conf : 0.0f, wait, &horizon, &why);
     if (why) log_transition(h, ph, why);
     if (ph == HPT_PHASE_PREDICT) HPT_TRY(predict_phase(h, info, horizon, conf));
     else HPT_TRY(real_step(h, info, ph, conf));

@@ -108,8 +108,8 @@ static const hpt_phase_rule RULES[] = {
     {W, C_WARMUP_DONE_OFF,   F, "warmup_steps run, Predict disabled (threshold > 1): Full for good"},
     {W, C_WARMUP_DONE,       F, "warmup_steps run"},
     {F, C_FORCE,             F, "force_full called (Full extended by the hold)"},
-    {F, C_FULL_CONFIDENT,    P, "Full length run, hold 0, confidence >= threshold"},
-    {F, C_FULL_UNSURE,       F, "Full length run, hold 0, confidence < threshold: another full_steps"},
+    {F, C_FULL_CONFIDENT,    P, "Full length run, hold 0, predictor ready, confidence >= threshold"},
+    {F, C_FULL_UNSURE,       F, "Full length run, hold 0, confidence < threshold or predictor waiting: another full_steps"},
     {P, C_REJECT,            K, "end_predict(success 0): the phase failed"},
     {P, C_ACCEPT,            K, "end_predict(success 1): the phase ends early"},
     {P, C_FORCE,             F, "force_full called: the phase failed"},
@@ -120,8 +120,8 @@ static const hpt_phase_rule RULES[] = {
     {K, C_CORRECT_BACKOFF,   F, "correct_steps run after a failure, >= backoff_after in a row: longer Full"},
     {K, C_CORRECT_FAILED,    F, "correct_steps run after a failure, < backoff_after in a row"},
     {K, C_CORRECT_CAP,       F, "correct_steps run, max_consecutive_predict reached"},
-    {K, C_CORRECT_CONFIDENT, P, "correct_steps run, confidence >= threshold"},
-    {K, C_CORRECT_UNSURE,    F, "correct_steps run, confidence < threshold"},
+    {K, C_CORRECT_CONFIDENT, P, "correct_steps run, predictor ready, confidence >= threshold"},
+    {K, C_CORRECT_UNSURE,    F, "correct_steps run, confidence < threshold or predictor waiting"},
 };
 #define NRULES ((int)(sizeof RULES / sizeof RULES[0]))
 _Static_assert(sizeof RULES / sizeof RULES[0] <= HPT_PHASE_MAX_RULES, "grow HPT_PHASE_MAX_RULES");
@@ -227,8 +227,10 @@ static void succeed_predict(hpt_phase_ctl *c) {
 /* --------------------------------------------------------------- conditions */
 
 /* Does row condition `cond` hold now? *read_conf is set when the answer
- * depended on the confidence (hpt_phase_wants_confidence's probe). */
-static int holds(const hpt_phase_ctl *c, int cond, float conf, int *read_conf) {
+ * depended on the confidence (hpt_phase_wants_confidence's probe). A
+ * waiting predictor (wait non-NULL) is never confident: the rows that
+ * enter Predict do not hold, their "unsure" twins do. */
+static int holds(const hpt_phase_ctl *c, int cond, float conf, const char *wait, int *read_conf) {
     int at_end = c->steps_in_phase >= c->phase_len;
     float thr = c->cfg.confidence_threshold;
     switch (cond) {
@@ -241,7 +243,7 @@ static int holds(const hpt_phase_ctl *c, int cond, float conf, int *read_conf) {
     case C_FULL_UNSURE:
         if (!(at_end && c->hold == 0 && predict_enabled(c))) return 0;
         *read_conf = 1;
-        return (conf >= thr) == (cond == C_FULL_CONFIDENT);
+        return (!wait && conf >= thr) == (cond == C_FULL_CONFIDENT);
     case C_PREDICT_DONE: return at_end;
     case C_CORRECT_BACKOFF: return at_end && c->last_failed && c->fail_streak >= c->cfg.backoff_after;
     case C_CORRECT_FAILED:  return at_end && c->last_failed && c->fail_streak < c->cfg.backoff_after;
@@ -250,7 +252,7 @@ static int holds(const hpt_phase_ctl *c, int cond, float conf, int *read_conf) {
     case C_CORRECT_UNSURE:
         if (!(at_end && !c->last_failed && c->consecutive < c->cfg.max_consecutive_predict)) return 0;
         *read_conf = 1;
-        return (conf >= thr) == (cond == C_CORRECT_CONFIDENT);
+        return (!wait && conf >= thr) == (cond == C_CORRECT_CONFIDENT);
     }
     HPT_ASSERT(!"unknown condition");
     return 0;
@@ -287,7 +289,7 @@ static void enter(hpt_phase_ctl *c, hpt_phase to, float conf) {
     }
 }
 
-static void fire(hpt_phase_ctl *c, int r, float conf) {
+static void fire(hpt_phase_ctl *c, int r, float conf, const char *wait) {
     const hpt_phase_rule *rule = &RULES[r];
     float thr = c->cfg.confidence_threshold;
     int s = c->steps_in_phase, len = c->phase_len;
@@ -335,7 +337,10 @@ static void fire(hpt_phase_ctl *c, int r, float conf) {
     case C_WARMUP_DONE:     say(c, "warmup done (%d steps)", s); break;
     case C_WARMUP_DONE_OFF: say(c, "warmup done (%d steps); predict disabled (confidence threshold %.2f > 1)", s, thr); break;
     case C_FULL_CONFIDENT:  say(c, "confidence %.2f >= %.2f; predict %d steps", conf, thr, c->phase_len); break;
-    case C_FULL_UNSURE:     say(c, "confidence %.2f < %.2f", conf, thr); break;
+    case C_FULL_UNSURE:
+        if (wait) say(c, "predict waits: %s", wait);
+        else say(c, "confidence %.2f < %.2f", conf, thr);
+        break;
     case C_PREDICT_DONE:    say(c, "predict phase done (%d steps)", s); break;
     case C_CORRECT_BACKOFF:
         say(c, "backing off after %d failed predict phases (next try in %d steps)", c->fail_streak, c->phase_len);
@@ -345,7 +350,10 @@ static void fire(hpt_phase_ctl *c, int r, float conf) {
         break;
     case C_CORRECT_CAP:     say(c, "consecutive predict cap %d reached", c->cfg.max_consecutive_predict); break;
     case C_CORRECT_CONFIDENT: say(c, "correct done; confidence %.2f >= %.2f; predict %d steps", conf, thr, c->phase_len); break;
-    case C_CORRECT_UNSURE:  say(c, "correct done; confidence %.2f < %.2f", conf, thr); break;
+    case C_CORRECT_UNSURE:
+        if (wait) say(c, "correct done; predict waits: %s", wait);
+        else say(c, "correct done; confidence %.2f < %.2f", conf, thr);
+        break;
     default: break;
     }
     /* when the budget, not the backoff, set the Full length, say so */
@@ -360,16 +368,16 @@ static void fire(hpt_phase_ctl *c, int r, float conf) {
 
 /* Fires rows until none holds; returns how many fired. Shared by
  * hpt_phase_next and (on a copy) hpt_phase_wants_confidence. */
-static int advance(hpt_phase_ctl *c, float conf, int *read_conf) {
+static int advance(hpt_phase_ctl *c, float conf, const char *wait, int *read_conf) {
     int fired = 0;
     c->why[0] = '\0';
     for (;;) {
         int r = 0;
         for (; r < NRULES; r++)
-            if (RULES[r].from == c->phase && holds(c, RULES[r].cond, conf, read_conf)) break;
+            if (RULES[r].from == c->phase && holds(c, RULES[r].cond, conf, wait, read_conf)) break;
         if (r == NRULES) break;
         HPT_ASSERT(fired < 4);  /* see "Termination" at the top */
-        fire(c, r, conf);
+        fire(c, r, conf, wait);
         fired++;
     }
     /* every event has a row in each phase it can arrive in (a verdict only
@@ -391,11 +399,15 @@ void hpt_phase_init(hpt_phase_ctl *c, const hpt_phase_config *cfg) {
 }
 
 hpt_phase hpt_phase_next(hpt_phase_ctl *c, float confidence, int *horizon, const char **why) {
+    return hpt_phase_next_wait(c, confidence, NULL, horizon, why);
+}
+
+hpt_phase hpt_phase_next_wait(hpt_phase_ctl *c, float confidence, const char *wait, int *horizon, const char **why) {
     /* NaN compares false with everything: make "not confident" explicit, and
      * keep the logged value in [0, 1] */
     float conf = confidence >= 0.0f ? (confidence <= 1.0f ? confidence : 1.0f) : 0.0f;
     int read_conf = 0;
-    int fired = advance(c, conf, &read_conf);
+    int fired = advance(c, conf, wait, &read_conf);
     if (horizon) *horizon = c->phase == HPT_PHASE_PREDICT ? c->phase_len : 0;
     if (why) *why = fired ? c->why : NULL;
     return c->phase;
@@ -407,7 +419,7 @@ int hpt_phase_wants_confidence(const hpt_phase_ctl *c) {
      * snprintf only when a row fires: cheap next to a training step. */
     hpt_phase_ctl probe = *c;
     int read_conf = 0;
-    advance(&probe, 0.0f, &read_conf);
+    advance(&probe, 0.0f, NULL, &read_conf);
     return read_conf;
 }
 

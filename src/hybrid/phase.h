@@ -17,6 +17,7 @@
  *     int h; const char *why;
  *     float conf = hpt_phase_wants_confidence(&ctl) ? dynamics_confidence() : 0.0f;
  *     hpt_phase ph = hpt_phase_next(&ctl, conf, &h, &why);
+ *         (hpt_phase_next_wait while the predictor lacks its history)
  *     if (why) log("phase %s: %s", hpt_phase_name(ph), why);
  *     ... run one step of kind ph ...
  *     hpt_phase_step_done(&ctl);
@@ -151,6 +152,14 @@ void hpt_phase_init(hpt_phase_ctl *c, const hpt_phase_config *cfg);
  * after 3 failed predict phases (next try in 80 steps)". Calling it twice
  * without a step in between returns the same phase and no new reason. */
 hpt_phase hpt_phase_next(hpt_phase_ctl *c, float confidence, int *horizon, const char **why);
+
+/* hpt_phase_next when the predictor may not be able to propose yet: wait
+ * non-NULL says why not (e.g. "the shrink predictor holds 2 of the 6
+ * snapshots it needs"), and no Predict phase starts, whatever the
+ * confidence and the threshold: a Full or Correct phase at its end goes on
+ * as if not confident (another full_steps; Full after Correct), with wait
+ * as its reason. wait NULL: hpt_phase_next. */
+hpt_phase hpt_phase_next_wait(hpt_phase_ctl *c, float confidence, const char *wait, int *horizon, const char **why);
 
 /* 1 when the next hpt_phase_next would compare the confidence with the
  * threshold (a Full or Correct phase is at its end): the driver need not

@@ -27,7 +27,9 @@ static void linear_apply(hpt_predictor *p, float *params, const float *mom1, con
     hpt_pred_apply_slope(p, params, scale, NULL);
 }
 
+/* min_history is the whole window: a line through fewer snapshots is
+ * another control (and through one, sxx = 0, its slope is NaN) */
 const hpt_pred_ops hpt_pred_linear = {
-    .name = "linear", .ring_c = 4, .ring_s = 5, .observe = hpt_pred_ring_observe,
-    .ready = hpt_pred_ring_ready, .begin = linear_begin, .apply = linear_apply,
+    .name = "linear", .ring_c = 4, .ring_s = 5, .min_history = 4, .observe = hpt_pred_ring_observe,
+    .begin = linear_begin, .apply = linear_apply,
 };

@@ -68,7 +68,10 @@ static void shrink_apply(hpt_predictor *p, float *params, const float *mom1, con
     hpt_pred_apply_slope(p, params, scale, p->tensor_gate);
 }
 
+/* min_history is the whole window: the fit and the straightness are of 6
+ * snapshots (below 3 the t statistic has no residual to stand on; with none,
+ * shrink_tensor would read before the ring) */
 const hpt_pred_ops hpt_pred_shrink = {
-    .name = "shrink", .ring_c = 6, .ring_s = 20, .init = shrink_init, .observe = hpt_pred_ring_observe,
-    .ready = hpt_pred_ring_ready, .begin = shrink_begin, .apply = shrink_apply,
+    .name = "shrink", .ring_c = 6, .ring_s = 20, .min_history = 6, .init = shrink_init,
+    .observe = hpt_pred_ring_observe, .begin = shrink_begin, .apply = shrink_apply,
 };

@@ -44,6 +44,8 @@ hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ri
     p->m = m;
     p->n = m->nparams;
     for (int i = 0; i < HPT_MAX_TENSORS; i++) p->tensor_gate[i] = p->tensor_scale[i] = 1.0f;
+    /* a history is snapshots in the ring: a row that asks for one keeps a ring */
+    HPT_ASSERT(p->ops->min_history >= 0 && (p->ops->min_history == 0 || p->ops->ring_c > 0));
     if (p->ops->ring_c > 0) {
         ring_c = ring_c > 0 ? ring_c : p->ops->ring_c;
         ring_s = ring_s > 0 ? ring_s : p->ops->ring_s;
@@ -52,6 +54,7 @@ hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ri
                             HPT_PRED_MAX_RING);
         p->ring_c = ring_c;
         p->ring_s = ring_s;
+        p->min_history = p->ops->min_history < ring_c ? p->ops->min_history : ring_c;
         p->arena = hpt_arena_alloc((size_t)(ring_c + 1) * p->n);
         if (!p->arena) return HPT_ERR_NOMEM;
         p->ring = p->arena;
@@ -71,9 +74,16 @@ void hpt_pred_observe(hpt_predictor *p, const float *params, int updates) {
     if (p->ops->observe) p->ops->observe(p, params, updates);
 }
 
-int hpt_pred_ready(const hpt_predictor *p) { return p->ops->ready ? p->ops->ready(p) : 1; }
+int hpt_pred_ready(const hpt_predictor *p) { return p->ring_count >= p->min_history; }
+
+void hpt_pred_wait_reason(const hpt_predictor *p, char *buf, size_t cap) {
+    snprintf(buf, cap, "the %s predictor holds %d of the %d snapshots it needs (one every %d real steps)",
+             p->ops->name, p->ring_count, p->min_history, p->ring_s);
+}
 
 void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *o, int t) {
+    /* its begin reads min_history snapshots: fewer is a driver that did not wait */
+    HPT_ASSERT(hpt_pred_ready(p));
     if (p->ops->begin) p->ops->begin(p, mom1, mom2, o, t);
 }
 
@@ -90,8 +100,6 @@ void hpt_pred_ring_observe(hpt_predictor *p, const float *params, int updates) {
     p->ring_head = (p->ring_head + 1) % p->ring_c;
     if (p->ring_count < p->ring_c) p->ring_count++;
 }
-
-int hpt_pred_ring_ready(const hpt_predictor *p) { return p->ring_count == p->ring_c; }
 
 void hpt_pred_ring_oldest_first(const hpt_predictor *p, const float *snap[HPT_PRED_MAX_RING]) {
     for (int j = 0; j < p->ring_count; j++) snap[j] = p->ring + (size_t)((p->ring_head + j) % p->ring_c) * p->n;

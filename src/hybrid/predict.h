@@ -21,7 +21,8 @@
  *                                  steps' losses instead of probes
  * All but the outer ones share the verification and rollback of the driver
  * (hybrid.c); an outer predictor (ops->outer) is driven by its own path there. A new
- * predictor is one file defining its hpt_pred_ops and one row appended to
+ * predictor is one file defining its hpt_pred_ops (with the history it needs,
+ * min_history: the controller waits for it) and one row appended to
  * HPT_PREDICTORS in predict.c: a row's position is the predictor's index in
  * checkpoints (HYBR), so rows are only ever appended.
  */
@@ -44,12 +45,17 @@ typedef struct hpt_pred_ops {
     /* the ring of parameter snapshots it fits (0: keeps none): ring_c of
      * them, one every ring_s real steps, unless hpt_pred_init overrides */
     int ring_c, ring_s;
+    /* the history it needs: snapshots in the ring before its begin may run
+     * (0: it reads only the moments). The controller waits in Full until
+     * the ring holds them, whatever the confidence threshold (a Predict
+     * phase with threshold 0 once began on an empty ring: issue 27 B).
+     * At most ring_c; a ring made smaller by hpt_pred_init lowers it to
+     * ring_c. */
+    int min_history;
     /* after the common init: the predictor's own thresholds */
     hpt_status (*init)(hpt_predictor *p);
     /* after every real step (the updates-th AdamW update) */
     void (*observe)(hpt_predictor *p, const float *params, int updates);
-    /* whether it has what it needs to propose (NULL: always) */
-    int (*ready)(const hpt_predictor *p);
     /* prepares a Predict phase from the moments and the last real step's
      * AdamW settings and update count t */
     void (*begin)(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *o, int t);
@@ -81,6 +87,7 @@ struct hpt_predictor {
     /* the ring (ops->ring_c > 0): c parameter snapshots, one every s real steps */
     float *ring;                 /* (c, n) */
     int ring_c, ring_s, ring_count, ring_head;
+    int min_history;             /* ops->min_history, at most ring_c */
     float *slope;                /* (n) per-step slope of the last fit */
     /* the outer predictor: the anchor and the outer momentum buffer, each
      * (n), in the arena; its rate and momentum (set by the driver) */
@@ -96,7 +103,13 @@ struct hpt_predictor {
 hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ring_c, int ring_s);
 void hpt_pred_free(hpt_predictor *p);
 void hpt_pred_observe(hpt_predictor *p, const float *params, int updates);
+/* Whether the ring holds the history the predictor needs (min_history
+ * snapshots): the controller enters no Predict phase before. */
 int hpt_pred_ready(const hpt_predictor *p);
+/* Why it is not ready, for phases.jsonl: "the shrink predictor holds 2 of
+ * the 6 snapshots it needs (one every 20 real steps)". */
+void hpt_pred_wait_reason(const hpt_predictor *p, char *buf, size_t cap);
+/* Asserts hpt_pred_ready: a driver that skipped the wait is a bug. */
 void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *opt, int t);
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *opt, int t, float lr, int k, float scale);
@@ -107,9 +120,8 @@ void hpt_pred_outer_reset(hpt_predictor *p, const float *params);
 
 /* ---------------------------------------------------------------- for the predictor files */
 
-/* The ring's observe and ready: a snapshot every ring_s updates; ready once full. */
+/* The ring's observe: a snapshot every ring_s updates. */
 void hpt_pred_ring_observe(hpt_predictor *p, const float *params, int updates);
-int hpt_pred_ring_ready(const hpt_predictor *p);
 /* The ring's snapshots, oldest first (ring_count of them). */
 void hpt_pred_ring_oldest_first(const hpt_predictor *p, const float *snap[HPT_PRED_MAX_RING]);
 /* params += scale * tensor_scale * gate * slope per tensor (gate NULL: 1). */

@@ -8,6 +8,10 @@
  *   ADAM  the AdamW moments, m then v
  *   DATA  the task's data cursor (opaque bytes, see task.h)
  *   LOGS  metrics.jsonl's length at the save (resume cuts it back to that)
+ *   DSRC  the data's identity (task.h): u64 size, u32 CRC-32. A resume
+ *         whose data differs is refused unless allowed (issue 27: it
+ *         trained on silently); absent in checkpoints of an older hpt,
+ *         which resume with a note
  *   EMAW  (TCFG ema_decay > 0) the weight average, like PARM
  *   SFRE  (TCFG optimizer schedule-free) n, lr_max and the weight sum
  *         (f64 each), then z and x; PARM holds its gradient point y
@@ -54,6 +58,7 @@ int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr
 #define SFRE_LEN(n) (8 + 16 + 2 * (uint64_t)(n) * sizeof(float))
 #define LSTP_LEN(ranks, n) (4 + 8 + (1 + 2 * ((uint64_t)(ranks) - 1)) * (uint64_t)(n) * sizeof(float))
 #define LSTP_MAX_RANKS 65536u
+#define DSRC_LEN 12u
 
 /* ---------------------------------------------------------------- encoding */
 
@@ -127,6 +132,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     if (tr->ema) size += 16 + 8 + n * sizeof(float);
     if (tr->sf_z) size += 16 + SFRE_LEN(n);
     size += 16 + 8;  /* LOGS */
+    size += 16 + DSRC_LEN;
     if (tr->ranks > 1) size += 16 + 4;
     if (tr->anchor) size += 16 + LSTP_LEN(tr->ranks, n);
     hpt_writer w = {.f = f};
@@ -174,6 +180,9 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     }
     hpt_state_section(&w, "LOGS", 8);
     hpt_w_u64(&w, (uint64_t)(tr->metrics_bytes >= 0 ? tr->metrics_bytes : -1));
+    hpt_state_section(&w, "DSRC", DSRC_LEN);
+    hpt_w_u64(&w, tr->task_->data_size);
+    hpt_w_u32(&w, tr->task_->data_crc);
     if (tr->ranks > 1) {
         hpt_state_section(&w, "RANK", 4);
         hpt_w_u32(&w, (uint32_t)tr->ranks);
@@ -379,6 +388,8 @@ static const char *check_sections(const hpt_state_sec *secs, int nsec, const cha
     memcpy(&n, a->p, a->n >= 8 ? 8 : 0);
     if (a->n < 8 || a->n != 8 + 2 * n * sizeof(float)) return "bad ADAM section";
     if (d->n > HPT_CURSOR_MAX) return "bad DATA section";
+    const hpt_state_sec *ds = hpt_state_find(secs, nsec, "DSRC");
+    if (ds && ds->n != DSRC_LEN) return "bad DSRC section (size)";
     /* the arenas the config implies must be the ones stored, checked before
      * hpt_trainer_init allocates them: a flipped n_embd must not reserve GBs */
     const hpt_state_sec *cf = hpt_state_find(secs, nsec, "CONF"), *pm = hpt_state_find(secs, nsec, "PARM");
@@ -472,6 +483,59 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     return HPT_OK;
 }
 
+/* The data against the checkpoint's record of it (DSRC): the same size and
+ * CRC-32, or refused naming the file, unless allow; then what goes on
+ * differently is logged. A checkpoint without the record is let through
+ * with a note: it comes from an hpt that did not keep one. */
+static hpt_status data_matches(const hpt_trainer *tr, const hpt_state_sec *secs, int nsec, const char *path,
+                               int allow, hpt_log_fn log, void *ctx) {
+    const hpt_task *t = tr->task_;
+    const char *src = t->data_source && *t->data_source ? t->data_source : "(the data)";
+    const hpt_state_sec *ds = hpt_state_find(secs, nsec, "DSRC");
+    if (!ds) {
+        hpt_logf(log, ctx, "note       '%s' holds no record of its data (an older hpt wrote it): '%s' cannot be "
+                 "checked against the data the run began with", path, src);
+        return HPT_OK;
+    }
+    uint64_t size;
+    uint32_t crc;
+    memcpy(&size, ds->p, 8);  /* size checked by check_sections */
+    memcpy(&crc, ds->p + 8, 4);
+    if (size == t->data_size && crc == t->data_crc) return HPT_OK;
+    char was[160];
+    snprintf(was, sizeof was, "%llu bytes with CRC-32 %08x at the checkpoint, %llu bytes with CRC-32 %08x now",
+             (unsigned long long)size, crc, (unsigned long long)t->data_size, t->data_crc);
+    if (!allow)
+        return hpt_fail(HPT_ERR_DATA, "the data '%s' changed since '%s' was saved (%s): the run would go on "
+                        "training on other data than it began with%s. Restore the data, or resume with "
+                        "--allow-data-change to go on with it as it is", src, path, was,
+                        size != t->data_size ? ", and its train/validation split would move" : "");
+    char desc[512];
+    t->describe(t, desc, sizeof desc);
+    /* the model is built for the data: a char vocabulary is the corpus's
+     * characters, so new ones make another model, which no flag can bridge
+     * (restore would only say CONF does not match) */
+    const hpt_state_sec *cf = hpt_state_find(secs, nsec, "CONF");
+    const hpt_model *m = tr->model;
+    if (cf && (cf->n != 4 + 4ull * m->nconf || memcmp(cf->p + 4, m->conf, 4ull * m->nconf))) {
+        uint32_t v = 0;
+        if (cf->n >= 12) memcpy(&v, cf->p + 8, 4);
+        if (m->conf[0] == HPT_FAMILY_GPT2 && v != m->conf[1])
+            return hpt_fail(HPT_ERR_DATA, "--allow-data-change: the data '%s' changed (%s) and its tokenizer's "
+                            "vocabulary with it (%u tokens now, %u in the run's model: a char tokenizer's vocabulary "
+                            "is the corpus's distinct characters), so the run's model cannot go on with it",
+                            src, was, m->conf[1], v);
+        return hpt_fail(HPT_ERR_DATA, "--allow-data-change: the data '%s' changed (%s) and the model built for it "
+                        "is not the run's (CONF differs), so the run cannot go on with it", src, was);
+    }
+    hpt_logf(log, ctx, "data       --allow-data-change: '%s' changed since the checkpoint (%s); the run goes on "
+             "with it as it is now (%s). What changes: training draws from the new data%s, val_loss from here on "
+             "is measured on the new validation split and is not comparable with the values before, the run is no "
+             "longer the uninterrupted one bit for bit, and the checkpoints from here on record the new data",
+             src, was, desc, size != t->data_size ? ", the train/validation split moved with the size" : "");
+    return HPT_OK;
+}
+
 /* A run resumes on as many ranks as it was trained on: each step's
  * micro-batches are split over the ranks, and another split adds their
  * gradients in another order (not bit-exact), so it is refused. */
@@ -491,6 +555,11 @@ static hpt_status ranks_match(const hpt_state_sec *secs, int nsec, const char *p
 }
 
 hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, hpt_log_fn log, void *ctx) {
+    return hpt_trainer_resume_flags(out, dir, threads, 0u, log, ctx);
+}
+
+hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
+                                    hpt_log_fn log, void *ctx) {
     *out = NULL;
     char cdir[4200], path[4400];
     snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);
@@ -560,6 +629,8 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
         st = hpt_trainer_init(&tr, &c);
         if (st == HPT_OK) { tr->resume_mode = mode; tr->lock_fd = lock_fd; lock_fd = -1; }
     }
+    /* the data was read by hpt_trainer_init: compare before anything is restored */
+    if (st == HPT_OK) st = data_matches(tr, secs, nsec, path, (flags & HPT_RESUME_ALLOW_DATA_CHANGE) != 0, log, ctx);
     if (st == HPT_OK) st = restore(tr, path, secs, nsec);
     free(buf);
     if (st != HPT_OK) { hpt_trainer_free(tr); free(steps); hpt_dir_unlock(lock_fd); return st; }

@@ -12,7 +12,7 @@
  *             et al. 2025, arXiv 2502.15938)
  *   constant  1
  *   wsd       1 until the cooldown, the last --decay-frac of the run's steps
- *             (rounded to whole steps; of all of them, warmup included, as "the last 20% of training"
+ *             (rounded to whole steps, at least 2 when > 0; of all of them, warmup included, as "the last 20% of training"
  *             in Hägele et al. 2024, arXiv 2405.18392; never reaching into
  *             the warmup); over it, at cooldown progress p in [0, 1]:
  *             1 - p (--cooldown linear) or 1 - sqrt(p) (sqrt)
@@ -36,9 +36,14 @@ static double constant(const hpt_train_config *c, double t, int span) { return 1
  * steps, rounded to a whole number of steps (so that the cooldown starts at
  * a step, with progress 0, whatever float 0.2 is) and at most the span after
  * the warmup. At step it the cooldown's progress is
- * p = (it - (max_iters - D)) / D = 1 - (1 - t) span / D. */
+ * p = (it - (max_iters - D)) / D = 1 - (1 - t) span / D, so its last step
+ * is at 1 - 1/D: a cooldown of 1 step (or 0, --decay-frac 0.05 over 10
+ * steps rounds to 1, 0.04 to 0) never lowers the rate. A decay_frac > 0
+ * gets at least 2 steps, the fewest that decay (issue 27); a rounded D of 2
+ * or more is left as it was, so those runs keep their rates bit for bit. */
 static double wsd(const hpt_train_config *c, double t, int span) {
     double d = floor((double)c->decay_frac * c->max_iters + 0.5);
+    if (c->decay_frac > 0.0f && d < 2) d = 2;
     if (d > span) d = span;
     if (!(d > 0)) return 1.0;
     double p = 1.0 - (1.0 - t) * span / d;

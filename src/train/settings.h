@@ -104,7 +104,8 @@
       "D2Z), cosine, constant, or wsd (constant, then a cooldown over the last --decay-frac of the steps) "      \
       "[linear]")                                                                                                \
     X(decay_frac, "decay-frac", FLOAT, 0, 1, SINCE(3), 0.2f, 0.2f, 0.2f, "F",                                  \
-      "--schedule wsd: the share of the run's steps spent in the cooldown")                                    \
+      "--schedule wsd: the share of the run's steps spent in the cooldown (rounded to whole steps, at least 2 " \
+      "when > 0: the fewest whose last step decays)")                                                          \
     X(cooldown, "cooldown", NAME, 0, 0, SINCE(3), "sqrt", "sqrt", "sqrt", CHOICES("linear", "sqrt"),            \
       "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")      \
     X(optimizer, "optimizer", NAME, 0, 0, SINCE(4), "adamw", "adamw", "adamw", CHOICES("adamw", "schedule-free"), \
@@ -128,13 +129,17 @@
       "plain training, or the hybrid predictive controller (with --resume: the run's own)")                    \
     X(resume_dir, "resume", STR, 1, 4095, RESUME_OK, NULL, "DIR",                                              \
       "continue the run in DIR from its newest valid checkpoint, with its stored configuration "               \
-      "(only --threads, --mode, --log-interval, --rss-warn and --rss-limit may be given with it)")             \
+      "(only --threads, --mode, --log-interval, --rss-warn, --rss-limit and --allow-data-change may be given "  \
+      "with it)")                                                                                              \
     X(log_interval, "log-interval", INT, 1, HPT_STEPS_MAX, RESUME_OK, 0, "N",                                  \
       "progress line every N steps when not on a terminal [auto]")                                             \
     X(rss_warn_mib, "rss-warn", INT, 0, 100000000, RESUME_OK, 0, "MIB",                                        \
       "warn once when resident memory passes MIB [off]")                                                       \
     X(rss_limit_mib, "rss-limit", INT, 0, 100000000, RESUME_OK, 0, "MIB",                                      \
-      "past MIB resident, save an emergency checkpoint and stop [off]")
+      "past MIB resident, save an emergency checkpoint and stop [off]")                                        \
+    X(allow_data_change, "allow-data-change", SWITCH, 0, 1, RESUME_OK, 0, "",                                   \
+      "--resume: go on although the data no longer matches the checkpoint's record of it (size and CRC-32), "  \
+      "training on the data as it is now; without it such a resume is refused")
 
 /* The hybrid controller (--mode hybrid); docs/hybrid.md. The defaults are
  * the phase controller's and the divergence monitor's (tests/test_settings.c

@@ -24,6 +24,15 @@ struct hpt_task {
     int tokens_per_sample;     /* T for text, 1 for images */
     int x_dim;                 /* floats per sample in batch x (0: token batches) */
     size_t train_examples;     /* windows or images available per epoch */
+    /* The data's identity: the bytes the task read (text: the --data file;
+     * fashion-mnist: the four IDX payloads after gunzip, train images and
+     * labels, then test images and labels) and their CRC-32, zlib's.
+     * Checkpoints record it (DSRC) and a resume compares, so a run does not
+     * train on silently after its data changed (issue 27). data_source
+     * names the file or directory in messages (the trainer's string). */
+    uint64_t data_size;
+    uint32_t data_crc;
+    const char *data_source;
 
     /* Next training batch (buffers owned by the task, valid until the next
      * call); advances the data cursor. */
@@ -43,6 +52,9 @@ struct hpt_task {
 };
 
 hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c);
+/* text.c's, for the text task's identity: the size and CRC-32 of the file a
+ * corpus was read from (0 and 0 for one built from a vocabulary alone). */
+void hpt_text_source(const hpt_text *t, uint64_t *bytes, uint32_t *crc);
 hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c);
 
 #endif /* HPT_TASK_H */

@@ -261,6 +261,14 @@ hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c) {
     t->tokens_per_sample = 1;
     t->x_dim = IMG;
     t->train_examples = (size_t)ft->train.n;
+    /* the payloads, as trained on: a file recompressed alike is the same data */
+    const split *sp[2] = {&ft->train, &ft->test};
+    for (int i = 0; i < 2; i++) {
+        t->data_crc = hpt_crc32(t->data_crc, sp[i]->img, (size_t)sp[i]->n * IMG);
+        t->data_crc = hpt_crc32(t->data_crc, sp[i]->lab, (size_t)sp[i]->n);
+        t->data_size += (uint64_t)sp[i]->n * (IMG + 1);
+    }
+    t->data_source = dir;
     t->train_batch = fashion_train_batch;
     t->val_batches = fashion_val_batches;
     t->val_batch = fashion_val_batch;

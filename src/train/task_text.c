@@ -164,6 +164,8 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     t->batch_size = B;
     t->tokens_per_sample = T;
     t->train_examples = ntr - (size_t)T;
+    hpt_text_source(tt->text, &t->data_size, &t->data_crc);
+    t->data_source = c->data_path;
     t->train_batch = text_train_batch;
     t->val_batches = text_val_batches;
     t->val_batch = text_val_batch;

@@ -20,7 +20,21 @@ struct hpt_text {
     hpt_bpe *bpe;         /* gpt2 tokenizer only (shared by reference) */
     int *tokens;          /* (n) whole corpus */
     size_t n, n_train;    /* tokens [0, n_train) train, [n_train, n) val */
+    uint64_t src_bytes;   /* the file's size and CRC-32 (hpt_text_source) */
+    uint32_t src_crc;
 };
+
+/* The file the corpus came from, while its bytes are at hand: its identity
+ * costs one CRC pass instead of a second read at resume. */
+static void note_source(hpt_text *t, const unsigned char *buf, size_t len) {
+    t->src_bytes = len;
+    t->src_crc = hpt_crc32(0, buf, len);
+}
+
+void hpt_text_source(const hpt_text *t, uint64_t *bytes, uint32_t *crc) {
+    *bytes = t->src_bytes;
+    *crc = t->src_crc;
+}
 
 /* Decodes one codepoint at s[i] (n bytes total); returns its byte length. */
 static int utf8_next(const unsigned char *s, size_t i, size_t n, uint32_t *cp) {
@@ -79,8 +93,9 @@ static hpt_status load_gpt2(hpt_text **out, const char *path, hpt_bpe *bpe) {
     if (len == 0) { free(buf); return hpt_fail(HPT_ERR_DATA, "data file '%s' is empty", path); }
     int *ids = NULL;
     hpt_status st = hpt_bpe_encode(bpe, buf, len, &ids, &n, &cap);
-    free(buf);
     hpt_text *t = st == HPT_OK ? calloc(1, sizeof *t) : NULL;
+    if (t) note_source(t, buf, len);
+    free(buf);
     if (!t) {
         free(ids);
         return st != HPT_OK ? st : hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path);
@@ -117,6 +132,7 @@ hpt_status hpt_text_load(hpt_text **out, const char *path, hpt_tokenizer_kind ki
     hpt_text *t = calloc(1, sizeof *t);
     if (t) t->tokens = malloc(len * sizeof(int));
     if (!t || !t->tokens) { free(buf); hpt_text_free(t); return hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path); }
+    note_source(t, buf, len);
     t->kind = kind;
     if (kind == HPT_TOK_BYTE) {
         t->V = 256;
@@ -169,6 +185,7 @@ hpt_status hpt_text_load_with(hpt_text **out, const char *path, const hpt_text *
         free(buf); hpt_text_free(t);
         return hpt_fail(HPT_ERR_NOMEM, "out of memory reading '%s'", path);
     }
+    note_source(t, buf, len);
     t->kind = vocab->kind;
     t->V = vocab->V;
     memcpy(t->cps, vocab->cps, (size_t)vocab->V * sizeof(uint32_t));

@@ -70,10 +70,12 @@ static hpt_status cross_check(hpt_train_args *a, const seen *w) {
     if (a->run.resume_dir) {
         if (w->train_flag)
             return hpt_fail(HPT_ERR_ARG, "--resume DIR continues the run with its stored configuration: %s cannot be "
-                            "given with it (only --threads, equal to the stored count, and --log-interval can)",
-                            w->train_flag);
+                            "given with it (only --threads, equal to the stored count, --mode, --log-interval, "
+                            "--rss-warn, --rss-limit and --allow-data-change can)", w->train_flag);
         return HPT_OK;
     }
+    if (a->run.allow_data_change)  /* a new run reads its data as it is: nothing to allow */
+        return hpt_fail(HPT_ERR_ARG, "--allow-data-change only applies with --resume DIR");
     if (w->iters && w->epochs && c->epochs > 0) return hpt_fail(HPT_ERR_ARG, "give --max-iters or --epochs, not both");
     if (w->iters) c->epochs = 0;  /* an explicit step count replaces the task's default epochs */
     if (!c->data_path && !strcmp(c->task, "text")) return hpt_fail(HPT_ERR_ARG, "train needs --data PATH (a text file)");
@@ -156,7 +158,8 @@ hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_
     const double mib = 1048576.0;
     hpt_set_memory_ceiling((size_t)(a->run.rss_limit_mib * mib));  /* refused before allocating, if over */
     hpt_trainer *tr = NULL;
-    hpt_status st = a->run.resume_dir ? hpt_trainer_resume(&tr, a->run.resume_dir, a->threads_given, log, ctx)
+    unsigned flags = a->run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u;
+    hpt_status st = a->run.resume_dir ? hpt_trainer_resume_flags(&tr, a->run.resume_dir, a->threads_given, flags, log, ctx)
                                       : hpt_trainer_init(&tr, &a->train);
     if (st == HPT_OK) {
         hpt_trainer_set_memory_limits(tr, (size_t)(a->run.rss_warn_mib * mib), (size_t)(a->run.rss_limit_mib * mib));
