@@ -18,7 +18,8 @@ void usage_hf(FILE *f) {
           "                         tokenizer: the one whose vocabulary has the model's size unless given\n"
           "  hpt export --model FILE --out FILE.safetensors   a GPT-2 model back to Hugging Face's layout (F32)\n"
           "  hpt eval --model FILE --data PATH [--threads N]  mean next-token loss over a text file, as\n"
-          "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}\n"
+          "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}; token shards: their\n"
+          "                         validation split\n"
           "                         (each takes --vocab DIR: a gpt2 model's tokenizer files)\n", f);
 }
 

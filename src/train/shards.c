@@ -298,7 +298,10 @@ static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t 
         if (exists(p, 0)) {
             *manifest = 1;
             s->format = "hpt";
-            return read_manifest(s, spec, p, 1);
+            HPT_TRY(read_manifest(s, spec, p, 1));
+            if (!s->nf[0] || !s->nf[1])
+                return hpt_fail(HPT_ERR_DATA, "'%s' lists no %s shards", p, s->nf[0] ? "validation" : "train");
+            return HPT_OK;
         }
         snprintf(p, sizeof p, "%s/train.bin", spec);
         if (exists(p, 0)) {
@@ -445,6 +448,7 @@ hpt_status hpt_shards_match(const hpt_shards *s, const hpt_text *vocab, const ch
 hpt_status hpt_shards_windows(hpt_shards *s, int T) {
     s->T = T;
     for (int k = 0; k < 2; k++) {
+        if (s->nf[k] == 0) return hpt_fail(HPT_ERR_DATA, "no %s shards", k ? "validation" : "train");
         free(s->cum[k]);
         s->cum[k] = malloc((size_t)s->nf[k] * sizeof(size_t));
         if (!s->cum[k]) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
