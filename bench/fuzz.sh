@@ -1,5 +1,5 @@
 #!/bin/sh
-# Bounded fuzzing of hpt's loaders (the state file, text, Fashion-MNIST IDX, hpt import's safetensors) and of resume down to the steps after it
+# Bounded fuzzing of hpt's loaders (the state file, text, Fashion-MNIST IDX, hpt import's safetensors, token shards) and of resume down to the steps after it
 # (one checkpoint section at a time: TCFG, TRST, DATA, LOGS, HYBR) with libFuzzer (Debian: clang-14,
 # libfuzzer-14-dev, libclang-rt-14-dev), under ASan and UBSan (any report stops the target), without BLAS
 # or OpenMP (the loaders need neither). Seeds: a real model.bin and
@@ -14,10 +14,10 @@ secs=${1:-60}
 cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cc" ] || { echo "fuzz: needs clang (apt-get install clang-14 libfuzzer-14-dev libclang-rt-14-dev)" >&2; exit 1; }
 out=build-fuzz
-mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/corpus-safetensors $out/artifacts
+mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/corpus-safetensors $out/corpus-shard $out/artifacts
 src=$(ls src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/train/*.c src/hybrid/*.c)
 flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson ompi-c) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-pragmas"
-for t in state text idx resume safetensors; do
+for t in state text idx resume safetensors shard; do
     "$cc" $flags bench/fuzz/fuzz_$t.c $src -lm -lz $(pkg-config --libs libcjson ompi-c) -o $out/fuzz_$t
 done
 # seeds
@@ -88,9 +88,23 @@ cp tests/fixtures/hf/prefixed/model.safetensors $out/corpus-safetensors/f16.safe
 cp tests/fixtures/hf/bf16/model.safetensors $out/corpus-safetensors/bf16.safetensors
 rm -rf $out/crafted && mkdir -p $out/crafted && python3 tests/hf_files.py craft tests/fixtures/hf/model.safetensors $out/crafted
 for f in $out/crafted/*.safetensors; do cp "$f" $out/corpus-safetensors/crafted-$(basename "$f"); done
+# shard seeds (selector byte, then the file): a valid llm.c shard, nanoGPT
+# ids, and llm.c's bad cases: version 2, a count past the size, an id past 255
+python3 - $out/corpus-shard <<'PY'
+import struct, sys
+d = sys.argv[1]
+ids = struct.pack("<300H", *[(i * 31) % 256 for i in range(300)])
+def llmc(magic=20240520, version=1, n=300, body=ids):
+    return bytes([0]) + struct.pack("<256i", magic, version, n, *([0] * 253)) + body
+open(f"{d}/llmc", "wb").write(llmc())
+open(f"{d}/nano", "wb").write(bytes([1]) + ids)
+open(f"{d}/version2", "wb").write(llmc(version=2))
+open(f"{d}/count", "wb").write(llmc(n=301))
+open(f"{d}/bigid", "wb").write(llmc(body=ids[:-2] + struct.pack("<H", 999)))
+PY
 status=0
 res="{"
-for t in state text idx resume safetensors; do
+for t in state text idx resume safetensors shard; do
     log=$out/fuzz_$t.log
     max_len=65536
     [ $t = resume ] && max_len=$resume_max

@@ -22,7 +22,8 @@ void usage_hf(FILE *f) {
           "                         (import and export: an existing --out is replaced only with --overwrite,\n"
           "                         the input never)\n"
           "  hpt eval --model FILE --data PATH [--threads N]  mean next-token loss over a text file, as\n"
-          "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}\n"
+          "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}; token shards: their\n"
+          "                         validation split\n"
           "                         (each takes --vocab DIR: a gpt2 model's tokenizer files)\n", f);
 }
 

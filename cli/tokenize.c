@@ -1,7 +1,8 @@
 /*
  * tokenize.c — `hpt tokenize`: a file's token ids, one per line (or, with
  * --decode, ids back to their bytes). How the tokenizer tests look at the
- * encoding, and handy for counting a corpus's tokens.
+ * encoding, and handy for counting a corpus's tokens. With --out DIR, the
+ * files become token shards for training (src/train/shard_write.c).
  */
 #include "cli.h"
 #include "../src/base/base.h"   /* hpt_read_file */
@@ -13,7 +14,25 @@
 void usage_tokenize(FILE *f) {
     fputs("  hpt tokenize [--tokenizer gpt2|byte] [--vocab DIR] [--decode] FILE\n"
           "                         FILE's token ids, one per line (gpt2 by default); --decode: FILE holds\n"
-          "                         ids (whitespace-separated), their bytes go to stdout\n", f);
+          "                         ids (whitespace-separated), their bytes go to stdout\n"
+          "  hpt tokenize --out DIR [--tokenizer gpt2|byte|char] [--threads N] [--shard-tokens N]\n"
+          "               [--val-tokens N] [--doc-sep STR] FILE|DIR...\n"
+          "                         token shards for --data DIR: llm.c's format (uint16 ids) and\n"
+          "                         DIR/manifest.json; each file (a DIR's files) a document, or split at\n"
+          "                         --doc-sep (C escapes: '\\n\\n'); gpt2 puts its end-of-text token before\n"
+          "                         each; the first --val-tokens (default: a tenth, at most a shard of\n"
+          "                         --shard-tokens, default 100M) are validation; the same bytes at any\n"
+          "                         --threads (default: all cores)\n", f);
+}
+
+/* --out: the files as shards (the library's hpt_tokenize_shards) */
+static int shard_files(const char *out, char **paths, int n, const hpt_tokenize_options *o) {
+    hpt_tokenize_result r;
+    hpt_status st = hpt_tokenize_shards(out, (const char *const *)paths, n, o, &r);
+    if (st != HPT_OK) die_status(st);
+    fprintf(stderr, "hpt: %d document(s), %llu bytes: %zu train tokens in %d shard(s), %zu val tokens in %d, in %s\n",
+            r.documents, (unsigned long long)r.bytes, r.tokens[0], r.shards[0], r.tokens[1], r.shards[1], out);
+    return 0;
 }
 
 static int encode_file(hpt_tokenizer_kind kind, const char *path) {
@@ -78,13 +97,16 @@ static int decode_file(hpt_tokenizer_kind kind, const char *path) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL, *kind_name = "gpt2";
-    int decode = 0;
+    const char *path = NULL, *kind_name = "gpt2", *out = NULL;
+    int decode = 0, npaths = 0;
+    char **paths = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof *paths);
+    hpt_tokenize_options o;
+    hpt_tokenize_options_default(&o);
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (a.i < argc) {
         if (!strcmp(argv[a.i], "-h")) { usage_tokenize(stdout); return 0; }
         if (strncmp(argv[a.i], "--", 2)) {  /* the file, anywhere among the flags */
-            if (path) die_usage("tokenize takes one FILE, got a second: '%s'", argv[a.i]);
+            paths[npaths++] = argv[a.i];
             path = argv[a.i++];
             continue;
         }
@@ -93,13 +115,27 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a.name, "--tokenizer")) kind_name = flag_value(&a);
         else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
         else if (!strcmp(a.name, "--decode")) decode = 1;
+        else if (!strcmp(a.name, "--out")) out = flag_value(&a);
+        else if (!strcmp(a.name, "--threads")) o.threads = (int)parse_int("--threads", flag_value(&a), 0, 1024);
+        else if (!strcmp(a.name, "--shard-tokens"))
+            o.shard_tokens = (size_t)parse_int("--shard-tokens", flag_value(&a), 2, 2147483647L);
+        else if (!strcmp(a.name, "--val-tokens")) o.val_tokens = parse_int("--val-tokens", flag_value(&a), 1, 2147483647L);
+        else if (!strcmp(a.name, "--doc-sep")) o.doc_sep = flag_value(&a);
         else die_usage("unknown option '%s' for 'hpt tokenize'", a.name);
     }
     if (!path) die_usage("%s", "tokenize needs a FILE");
+    if (npaths > 1 && !out) die_usage("tokenize takes one FILE without --out, got a second: '%s'", paths[1]);
     hpt_tokenizer_kind kind;
     if (!strcmp(kind_name, "gpt2")) kind = HPT_TOK_GPT2;
     else if (!strcmp(kind_name, "byte")) kind = HPT_TOK_BYTE;
-    else die_usage("--tokenizer: '%s' is not gpt2 or byte (the char tokenizer's vocabulary is a corpus's own)",
+    else if (out && !strcmp(kind_name, "char")) kind = HPT_TOK_CHAR;
+    else die_usage("--tokenizer: '%s' is not gpt2 or byte (char only with --out: its vocabulary is a corpus's own)",
                    kind_name);
+    if (out) {
+        if (decode) die_usage("%s", "--decode and --out do not go together");
+        o.tokenizer = kind;
+        hpt_set_threads(o.threads);
+        return shard_files(out, paths, npaths, &o);
+    }
     return decode ? decode_file(kind, path) : encode_file(kind, path);
 }

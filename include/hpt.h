@@ -240,6 +240,56 @@ int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t 
  * the count (0 for an invalid id). */
 int hpt_text_decode(const hpt_text *t, int id, char *buf);
 
+/* ---------------------------------------------------------------- token shards */
+
+/* A corpus tokenised once, read by every run after through memory maps
+ * (src/train/shards.c): llm.c's shard format, a header of 256 little-endian
+ * int32 (magic, version, token count, the rest 0) then the uint16 token
+ * ids; nanoGPT's train.bin / val.bin, bare uint16 ids; hpt tokenize --out's
+ * directory, llm.c shards and a manifest.json (tokenizer, vocabulary size,
+ * EOT id, counts, max ids, the source's size and CRC). */
+#define HPT_SHARD_MAGIC 20240520
+#define HPT_SHARD_VERSION 1
+#define HPT_SHARD_HEADER_BYTES 1024
+
+/* 1 if a --data PATH names token shards, not a text file: a directory, a
+ * glob (a path that does not exist, with * ? or [) or a file named *.bin. */
+int hpt_data_is_shards(const char *path);
+/* An llm.c shard's header (its first head_len bytes) against the file's
+ * size: HPT_ERR_FORMAT naming path and the reason (magic, version, a count
+ * that disagrees with the size, truncated); *ntok: its token count. */
+hpt_status hpt_shard_header_check(const char *path, const void *head, size_t head_len, uint64_t file_size,
+                                  size_t *ntok);
+
+typedef struct hpt_tokenize_options {
+    hpt_tokenizer_kind tokenizer;
+    const char *doc_sep;      /* documents within a file end at this string (C escapes \n \t \r \\);
+                               * NULL or "": each file is one document */
+    size_t shard_tokens;      /* tokens per shard file (default 100M, at most 2^31 - 1) */
+    long long val_tokens;     /* the first N tokens are validation (<= shard_tokens); < 0 (default):
+                               * a tenth of the corpus, at most one shard */
+    int threads;              /* tokenizing threads; <= 0: hpt_get_threads() */
+} hpt_tokenize_options;
+
+void hpt_tokenize_options_default(hpt_tokenize_options *o);
+
+typedef struct hpt_tokenize_result {
+    size_t tokens[2];         /* train, val */
+    int shards[2];            /* files written: train, val */
+    uint64_t bytes;           /* source bytes read */
+    int documents;
+} hpt_tokenize_result;
+
+/* Tokenises the files (a directory: its regular files in name order, each a
+ * document) into out_dir, which must be new or empty: llm.c shards named
+ * shard_val_NNNNNN.bin and shard_train_NNNNNN.bin, and manifest.json, each
+ * written atomically (the manifest last: a directory without one is not a
+ * finished tokenisation). Each document starts with the tokenizer's
+ * end-of-text token (gpt2's 50256; byte and char have none), as llm.c's
+ * scripts write them. The output is the same bytes at any thread count. */
+hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, int n_inputs,
+                               const hpt_tokenize_options *o, hpt_tokenize_result *res);
+
 /* ---------------------------------------------------------------- training */
 
 /* What a new run does with a run already in its output directory. */
@@ -251,7 +301,7 @@ typedef struct hpt_train_config {
     const char *task;
     const char *model;
     /* data and model */
-    const char *data_path;  /* text file, or the Fashion-MNIST directory */
+    const char *data_path;  /* text file, token shards (hpt_data_is_shards), or the Fashion-MNIST directory */
     hpt_tokenizer_kind tokenizer;
     const char *vocab_dir;  /* gpt2 tokenizer: its files' directory (NULL: the default); not stored */
     int n_layer, n_head, n_embd, block_size;

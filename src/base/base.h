@@ -65,7 +65,8 @@ hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx);
 hpt_status hpt_mkdir_p(const char *path);
 /* PATH made absolute (realpath: symlinks resolved), so that a path stored in
  * a checkpoint means the same file from any working directory; PATH as given
- * where it does not resolve (or is empty), so errors name what was typed. */
+ * where it does not resolve (or is empty), so errors name what was typed; a
+ * glob (token shards) with its directory made absolute, the pattern kept. */
 void hpt_abs_path(char *dst, size_t n, const char *path);
 /* Advisory lock on a run directory (flock on DIR/.hpt.lock, holding our pid),
  * so two trainers never write the same checkpoints and logs. Fails with a

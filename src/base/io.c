@@ -127,6 +127,16 @@ static void fsync_dir_of(const char *path) {
 void hpt_abs_path(char *dst, size_t n, const char *path) {
     char *abs = *path ? realpath(path, NULL) : NULL;
     snprintf(dst, n, "%s", abs && strlen(abs) < n ? abs : path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!abs && strpbrk(base, "*?[")) {
+        /* a glob of token shards (--data 'DIR/x_train_*.bin') names no file:
+         * its directory is made absolute, the pattern kept */
+        char d[4096];
+        snprintf(d, sizeof d, "%.*s", base == path ? 1 : (int)(base - path), base == path ? "." : path);
+        abs = realpath(d, NULL);
+        if (abs && strlen(abs) + strlen(base) + 2 <= n) snprintf(dst, n, "%s/%s", abs, base);
+    }
     free(abs);
 }
 

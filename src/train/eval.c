@@ -10,8 +10,12 @@
  * window is shorter when the tokens do not divide evenly: it feeds what is
  * left (T < bs, still causal) and predicts its tokens. The result is the sum
  * of every position's loss over the count, summed in double.
+ *
+ * Token shards (hpt_data_is_shards) are read through their maps: their
+ * validation split, each shard cut into windows as a text file is.
  */
 #include "../base/base.h"
+#include "shards.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,27 +29,47 @@ hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *
         hpt_model_free(m);
         return hpt_fail(HPT_ERR_ARG, "'%s' is not a language model (it has no tokenizer)", model_path);
     }
-    hpt_text *text;
-    hpt_status st = hpt_text_load_with(&text, data_path, tok);
-    hpt_text_free(tok);
-    if (st != HPT_OK) { hpt_model_free(m); return st; }
-    size_t n;
-    const int *ids = hpt_text_ids(text, &n);
-    if (n < 2) st = hpt_fail(HPT_ERR_DATA, "'%s' has %zu token: nothing to predict", data_path, n);
-    const size_t bs = (size_t)hpt_model_block_size(m);
-    double sum = 0;
-    for (size_t pos = 0; st == HPT_OK && pos + 1 < n; ) {
-        size_t T = n - 1 - pos < bs ? n - 1 - pos : bs;
-        hpt_batch b = {.B = 1, .T = (int)T, .tokens = ids + pos, .targets = ids + pos + 1};
-        float mean;
-        st = hpt_model_forward(m, &b, &mean);
-        sum += (double)mean * (double)T;  /* the window's mean back to its sum */
-        pos += T;
+    hpt_text *text = NULL;
+    hpt_shards *sh = NULL;
+    hpt_status st;
+    if (hpt_data_is_shards(data_path)) {
+        st = hpt_shards_open(&sh, data_path, hpt_text_kind(tok));
+        if (st == HPT_OK) st = hpt_shards_match(sh, tok, "the model");
+    } else {
+        st = hpt_text_file_check(data_path, hpt_text_kind(tok));
+        if (st == HPT_OK) st = hpt_text_load_with(&text, data_path, tok);
     }
+    hpt_text_free(tok);
+    const size_t bs = (size_t)hpt_model_block_size(m);
+    int *buf = sh && st == HPT_OK ? malloc((bs + 1) * sizeof *buf) : NULL;
+    if (sh && st == HPT_OK && !buf) st = hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    double sum = 0;
+    size_t count = 0;
+    for (int f = 0; st == HPT_OK && f < (sh ? hpt_shards_files(sh, 1) : 1); f++) {
+        size_t n;
+        const int *ids = NULL;
+        const uint16_t *ids16 = NULL;
+        if (sh) ids16 = hpt_shards_ids(sh, 1, f, &n, NULL);
+        else ids = hpt_text_ids(text, &n);
+        for (size_t pos = 0; st == HPT_OK && pos + 1 < n; ) {
+            size_t T = n - 1 - pos < bs ? n - 1 - pos : bs;
+            if (ids16) for (size_t i = 0; i <= T; i++) buf[i] = ids16[pos + i];  /* the window as ints */
+            const int *w = ids16 ? buf : ids + pos;
+            hpt_batch b = {.B = 1, .T = (int)T, .tokens = w, .targets = w + 1};
+            float mean;
+            st = hpt_model_forward(m, &b, &mean);
+            sum += (double)mean * (double)T;  /* the window's mean back to its sum */
+            pos += T;
+            count += T;
+        }
+    }
+    if (st == HPT_OK && count == 0) st = hpt_fail(HPT_ERR_DATA, "'%s' has fewer than 2 tokens: nothing to predict", data_path);
     if (st == HPT_OK && !isfinite(sum))
         st = hpt_fail(HPT_ERR_NUMERIC, "'%s': the loss is not finite (weights holding NaN or Inf?)", model_path);
-    if (st == HPT_OK) { *loss = sum / (double)(n - 1); *tokens = n - 1; }
+    if (st == HPT_OK) { *loss = sum / (double)count; *tokens = count; }
+    free(buf);
     hpt_text_free(text);
+    hpt_shards_free(sh);
     hpt_model_free(m);
     return st;
 }

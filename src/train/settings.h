@@ -54,7 +54,8 @@
     X(model, "model", NAME, 0, 0, 0, "gpt2", "mlp", "cnn", CHOICES("gpt2", "mlp", "cnn"),                       \
       "gpt2 for text; mlp or cnn for fashion-mnist [gpt2]")                                                           \
     X(data_path, "data", STR, 0, 4095, 0, NULL, NULL, NULL, "PATH",                                            \
-      "text file to train on (90% train / 10% validation), or the Fashion-MNIST directory "                     \
+      "text file to train on (90% train / 10% validation), token shards (hpt tokenize --out's DIR, llm.c "     \
+      "*.bin or a glob of them, nanoGPT's train.bin), or the Fashion-MNIST directory "                          \
       "[fashion-mnist: /usr/share/datasets/fashion-mnist]")                                                    \
     X(out_dir, "out", STR, 1, 4095, 0, "runs/latest", "runs/latest", "runs/latest", "DIR", "output directory") \
     X(existing_run, "overwrite", SWITCH, 0, 2, NOT_STORED, HPT_RUNDIR_REFUSE, HPT_RUNDIR_REFUSE, HPT_RUNDIR_REFUSE, \

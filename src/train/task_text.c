@@ -1,9 +1,11 @@
 /*
- * task_text.c — the text task: a GPT-2 over a tokenised text file, random
- * training windows from a seeded RNG (the data cursor is its one u64 state),
- * and fixed validation windows.
+ * task_text.c — the text task: a GPT-2 over a tokenised text file or token
+ * shards (shards.c, memory-mapped), random training windows from a seeded
+ * RNG (the data cursor is its one u64 state, whichever the source), and
+ * fixed validation windows.
  */
 #include "preflight.h"
+#include "shards.h"
 #include "task.h"
 
 #include <stdio.h>
@@ -11,7 +13,8 @@
 #include <string.h>
 
 typedef struct text_task {
-    hpt_text *text;
+    hpt_text *text;        /* the corpus; with shards, only the vocabulary */
+    hpt_shards *shards;    /* NULL: a text file */
     int B, T, eval_iters;
     int *x, *y;            /* (B, T) */
     uint64_t rng;          /* the data cursor */
@@ -19,7 +22,8 @@ typedef struct text_task {
 
 static void text_train_batch(hpt_task *t, hpt_batch *b) {
     text_task *tt = t->impl;
-    hpt_text_train_batch(tt->text, &tt->rng, tt->B, tt->T, tt->x, tt->y);
+    if (tt->shards) hpt_shards_train_batch(tt->shards, &tt->rng, tt->B, tt->T, tt->x, tt->y);
+    else hpt_text_train_batch(tt->text, &tt->rng, tt->B, tt->T, tt->x, tt->y);
     *b = (hpt_batch){.B = tt->B, .T = tt->T, .tokens = tt->x, .targets = tt->y};
 }
 
@@ -27,22 +31,29 @@ static int text_val_batches(const hpt_task *t) { return ((const text_task *)t->i
 
 static void text_val_batch(hpt_task *t, int i, hpt_batch *b) {
     text_task *tt = t->impl;
-    hpt_text_val_batch(tt->text, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y);
+    if (tt->shards) hpt_shards_val_batch(tt->shards, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y);
+    else hpt_text_val_batch(tt->text, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y);
     *b = (hpt_batch){.B = tt->B, .T = tt->T, .tokens = tt->x, .targets = tt->y};
 }
 
 static void text_describe(const hpt_task *t, char *buf, size_t n) {
     const text_task *tt = t->impl;
-    static const char *const names[] = {[HPT_TOK_BYTE] = "byte", [HPT_TOK_CHAR] = "char", [HPT_TOK_GPT2] = "gpt2"};
-    snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens", names[hpt_text_kind(tt->text)],
-             hpt_text_vocab_size(tt->text),
-             hpt_text_tokens(tt->text, 0), hpt_text_tokens(tt->text, 1));
+    const hpt_shards *sh = tt->shards;
+    if (sh)
+        snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens in %d + %d %s shards (mapped)",
+                 hpt_tokenizer_names[hpt_text_kind(tt->text)], hpt_text_vocab_size(tt->text), hpt_shards_tokens(sh, 0),
+                 hpt_shards_tokens(sh, 1), hpt_shards_files(sh, 0), hpt_shards_files(sh, 1), hpt_shards_format(sh));
+    else
+        snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens", hpt_tokenizer_names[hpt_text_kind(tt->text)],
+                 hpt_text_vocab_size(tt->text),
+                 hpt_text_tokens(tt->text, 0), hpt_text_tokens(tt->text, 1));
 }
 
 static size_t text_data_bytes(const hpt_task *t) {
     const text_task *tt = t->impl;
-    return (hpt_text_tokens(tt->text, 0) + hpt_text_tokens(tt->text, 1)) * sizeof(int) +
-           2 * (size_t)tt->B * tt->T * sizeof(int);
+    /* shards are mapped, not allocated: the page cache holds what is read */
+    size_t corpus = tt->shards ? 0 : (hpt_text_tokens(tt->text, 0) + hpt_text_tokens(tt->text, 1)) * sizeof(int);
+    return corpus + 2 * (size_t)tt->B * tt->T * sizeof(int);
 }
 
 /* cursor: the RNG's u64 state */
@@ -64,6 +75,7 @@ static void text_free(hpt_task *t) {
     text_task *tt = t->impl;
     if (tt) {
         hpt_text_free(tt->text);
+        hpt_shards_free(tt->shards);
         free(tt->x);
         free(tt->y);
         free(tt);
@@ -124,17 +136,25 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     /* the gpt2 tokenizer's files: --vocab, else what the process set before
      * (hpt_set_vocab_dir: the Python binding's set_vocab_dir) */
     if (c->vocab_dir && *c->vocab_dir) hpt_set_vocab_dir(c->vocab_dir);
-    if (c->init_path && *c->init_path) {
-        st = open_init(c, &init, &vocab);
-        if (st == HPT_OK) st = hpt_text_load_with(&tt->text, c->data_path, vocab);
-        hpt_text_free(vocab);
-    } else {
-        st = hpt_text_load(&tt->text, c->data_path, c->tokenizer);
-    }
-    if (st != HPT_OK) { hpt_model_free(init); text_free(t); return st; }
     const int B = c->batch_size, T = c->block_size;
-    size_t ntr = hpt_text_tokens(tt->text, 0), nva = hpt_text_tokens(tt->text, 1);
-    if (ntr < (size_t)T + 1 || nva < (size_t)T + 2) {
+    if (c->init_path && *c->init_path) st = open_init(c, &init, &vocab);
+    if (st == HPT_OK && hpt_data_is_shards(c->data_path)) {
+        /* the manifest's tokenizer, else --tokenizer (or --init's) for llm.c / nanoGPT ids */
+        st = hpt_shards_open(&tt->shards, c->data_path, vocab ? hpt_text_kind(vocab) : c->tokenizer);
+        if (st == HPT_OK && vocab) st = hpt_shards_match(tt->shards, vocab, "the --init model");
+        if (st == HPT_OK) st = hpt_shards_windows(tt->shards, T);
+        if (st == HPT_OK) st = hpt_shards_vocab(tt->shards, &tt->text);
+    } else if (st == HPT_OK) {
+        /* a binary file is never trained on as if it were text */
+        st = hpt_text_file_check(c->data_path, vocab ? hpt_text_kind(vocab) : c->tokenizer);
+        if (st == HPT_OK && vocab) st = hpt_text_load_with(&tt->text, c->data_path, vocab);
+        else if (st == HPT_OK) st = hpt_text_load(&tt->text, c->data_path, c->tokenizer);
+    }
+    hpt_text_free(vocab);
+    if (st != HPT_OK) { hpt_model_free(init); text_free(t); return st; }
+    size_t ntr = tt->shards ? hpt_shards_tokens(tt->shards, 0) : hpt_text_tokens(tt->text, 0);
+    size_t nva = tt->shards ? hpt_shards_tokens(tt->shards, 1) : hpt_text_tokens(tt->text, 1);
+    if (!tt->shards && (ntr < (size_t)T + 1 || nva < (size_t)T + 2)) {
         hpt_model_free(init);
         text_free(t);
         return hpt_fail(HPT_ERR_DATA, "data file '%s' is too small: %zu train and %zu validation tokens, "

@@ -76,6 +76,7 @@ static int char_id(const hpt_text *t, uint32_t cp) {
 static char vocab_dir[4096];
 
 void hpt_set_vocab_dir(const char *dir) { snprintf(vocab_dir, sizeof vocab_dir, "%s", dir ? dir : ""); }
+const char *hpt_text_vocab_dir(void) { return vocab_dir; }  /* shard_write.c loads a tokenizer per thread */
 
 void hpt_text_free(hpt_text *t) {
     if (!t) return;
