@@ -12,6 +12,9 @@
 #                        default when nvcc is on PATH (CUDA=0: never; SANITIZE
 #                        builds default to 0). CUDA_ARCH=90 (H100/H200) is the
 #                        GPU target; `make test-cuda` runs tests/cuda/ on a GPU
+#   make DEPS_PREFIX=DIR cJSON and cairo from Debian packages unpacked into DIR
+#                        (dpkg -x) instead of pkg-config: the GPU machine's build
+#                        (bench/gpu_session.sh, scripts/gpu-debs.sh)
 # No -ffast-math, ever: it folds isnan/isinf away and blinds the divergence
 # checks (see docs/references.md section 3).
 
@@ -44,8 +47,21 @@ LDLIBS  += -lm -lz
 
 # cJSON for every JSON file hpt reads or writes; cairo draws the plots (PNG
 # and SVG from one drawing). Both from Debian (scripts/install-deps.sh).
-CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
-LDLIBS  += $(shell pkg-config --libs libcjson cairo)
+# DEPS_PREFIX=DIR takes them from Debian's packages unpacked there (dpkg -x)
+# on a machine that has no registry to install them from (the GPU machine):
+# pkg-config cannot resolve cairo.pc's Requires there, so the folders are
+# named directly; -rpath-link finds cairo's own dependencies (pixman, ...) in
+# DIR at link time, and the programs run with LD_LIBRARY_PATH=DIR/usr/lib/...
+# (RUNPATH does not reach a library's dependencies).
+DEPS_PREFIX ?=
+ifneq ($(DEPS_PREFIX),)
+  DEPS_LIB := $(DEPS_PREFIX)/usr/lib/x86_64-linux-gnu
+  CFLAGS  += -I$(DEPS_PREFIX)/usr/include -I$(DEPS_PREFIX)/usr/include/cairo -I$(DEPS_PREFIX)/usr/include/cjson
+  LDLIBS  += -L$(DEPS_LIB) -Wl,-rpath-link,$(DEPS_LIB) -lcjson -lcairo
+else
+  CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
+  LDLIBS  += $(shell pkg-config --libs libcjson cairo)
+endif
 
 # OpenMPI for data-parallel training under mpirun (src/base/comm.c, the only
 # file that includes mpi.h). One binary: without mpirun MPI is never started.
@@ -132,6 +148,8 @@ help:
 	@echo "make test-cuda  build and run tests/cuda/ (on a GPU; elsewhere each says skip)"
 	@echo "                CUDA=1|0 forces the CUDA backend on or off (default: on where nvcc"
 	@echo "                is on PATH: CUDA=$(CUDA) here), CUDA_ARCH=90 the GPU target"
+	@echo "                DEPS_PREFIX=DIR cJSON and cairo from .debs unpacked in DIR"
+	@echo "                (scripts/gpu-debs.sh, bench/gpu_session.sh: the GPU machine)"
 	@echo "make demo       hpt compare on the fortunes corpus: baseline, hybrid, controls"
 	@echo "make bench      build the bench/ programs"
 	@echo "make clean      remove build outputs"
