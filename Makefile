@@ -215,6 +215,9 @@ $(BUILD)/cuda/test_%: $(BUILD)/tests/cuda/test_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 # kept, so that the next make relinks nothing
 .SECONDARY: $(CUDA_TEST_OBJ)
+# a C test may call the CUDA runtime or cuBLAS itself (cuda_runtime_api.h and
+# cublas_v2.h are C); the library's C sources never include them
+$(CUDA_TEST_OBJ): CFLAGS += -I$(CUDA_HOME)/include
 
 $(BUILD)/test_%: $(BUILD)/tests/test_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
