@@ -8,6 +8,13 @@
 #   make ARCH=x86-64-v3  another target than this CPU (-march=ARCH; default
 #                        native), in build-ARCH/ with its own build-ARCH/hpt:
 #                        e.g. the AVX2 build timed and tested on an AVX-512 machine
+#   make CUDA=1          the CUDA backend (src/cuda/*.cu, nvcc, cuBLAS); the
+#                        default when nvcc is on PATH (CUDA=0: never; SANITIZE
+#                        builds default to 0). CUDA_ARCH=90 (H100/H200) is the
+#                        GPU target; `make test-cuda` runs tests/cuda/ on a GPU
+#   make DEPS_PREFIX=DIR cJSON and cairo from Debian packages unpacked into DIR
+#                        (dpkg -x) instead of pkg-config: the GPU machine's build
+#                        (bench/gpu_session.sh, scripts/gpu-debs.sh)
 # No -ffast-math, ever: it folds isnan/isinf away and blinds the divergence
 # checks (see docs/references.md section 3).
 
@@ -40,8 +47,21 @@ LDLIBS  += -lm -lz
 
 # cJSON for every JSON file hpt reads or writes; cairo draws the plots (PNG
 # and SVG from one drawing). Both from Debian (scripts/install-deps.sh).
-CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
-LDLIBS  += $(shell pkg-config --libs libcjson cairo)
+# DEPS_PREFIX=DIR takes them from Debian's packages unpacked there (dpkg -x)
+# on a machine that has no registry to install them from (the GPU machine):
+# pkg-config cannot resolve cairo.pc's Requires there, so the folders are
+# named directly; -rpath-link finds cairo's own dependencies (pixman, ...) in
+# DIR at link time, and the programs run with LD_LIBRARY_PATH=DIR/usr/lib/...
+# (RUNPATH does not reach a library's dependencies).
+DEPS_PREFIX ?=
+ifneq ($(DEPS_PREFIX),)
+  DEPS_LIB := $(DEPS_PREFIX)/usr/lib/x86_64-linux-gnu
+  CFLAGS  += -I$(DEPS_PREFIX)/usr/include -I$(DEPS_PREFIX)/usr/include/cairo -I$(DEPS_PREFIX)/usr/include/cjson
+  LDLIBS  += -L$(DEPS_LIB) -Wl,-rpath-link,$(DEPS_LIB) -lcjson -lcairo
+else
+  CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
+  LDLIBS  += $(shell pkg-config --libs libcjson cairo)
+endif
 
 # OpenMPI for data-parallel training under mpirun (src/base/comm.c, the only
 # file that includes mpi.h). One binary: without mpirun MPI is never started.
@@ -63,15 +83,60 @@ ifneq ($(SANITIZE),)
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
+# CUDA: src/cuda/*.cu compiled by nvcc into libhpt (the device table's cuda
+# row, src/cuda/device_cuda.cu, replaces src/device/device_nocuda.c), linked
+# against the toolkit's cudart, cuBLAS and cuBLASLt by rpath. On by default
+# where nvcc is on PATH, so CI (nvcc, no GPU) compiles it; never under a
+# sanitizer by default (ASan and the CUDA runtime do not mix). The C sources
+# are the same objects either way: no -D, no #ifdef above src/cuda.
+NVCC    ?= nvcc
+NVCC_PATH := $(shell command -v $(NVCC) 2>/dev/null)
+CUDA    ?= $(if $(SANITIZE),0,$(if $(NVCC_PATH),1,0))
+CUDA_ARCH ?= 90
+ifeq ($(filter 0 1,$(CUDA)),)
+  $(error CUDA=$(CUDA): give CUDA=1 (the CUDA backend) or CUDA=0 (none))
+endif
+ifeq ($(CUDA),1)
+  ifeq ($(NVCC_PATH),)
+    $(error CUDA=1 but $(NVCC) is not on PATH (give NVCC=/path/to/nvcc, or CUDA=0))
+  endif
+  # the toolkit the nvcc found belongs to: /usr/local/cuda/bin/nvcc -> /usr/local/cuda
+  CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC_PATH)))
+  CUDA_LIB  ?= $(CUDA_HOME)/lib64
+  # -fmad=false: no FMA contraction, as the C code's -std=c11 (-ffp-contract=off),
+  # so an elementwise kernel can give the CPU's bits; division and sqrt stay
+  # IEEE-rounded (nvcc's defaults, and no --use_fast_math, ever). -lineinfo
+  # costs nothing at run time and gives compute-sanitizer source lines.
+  # The host side too: g++ contracts by default even with -std=c++17, and the
+  # host computes the per-step factors (bias corrections) the kernels use.
+  # code=[sm_XX,compute_XX]: the machine code, and PTX for a newer GPU to JIT.
+  NVCCFLAGS += -std=c++17 $(if $(filter 1,$(DEBUG)),-O0 -g,-O3) -lineinfo -fmad=false \
+               -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
+               -Xcompiler -Wall -Xcompiler -fPIC -Xcompiler -ffp-contract=off -Iinclude -MMD -MP
+  LDLIBS  += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcublas -lcudart -lstdc++
+  CUDA_SRC := $(wildcard src/cuda/*.cu)
+else
+  CUDA_SRC :=
+endif
+# one object per .cu, position-independent, in both libhpt.a and libhpt.so
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+
 HYBRID_SRC := $(wildcard src/hybrid/*.c)
 LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_SRC := $(if $(filter 1,$(CUDA)),$(filter-out src/device/device_nocuda.c,$(LIB_SRC)),$(LIB_SRC))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/%)
+# tests/cuda/: the CUDA rows and kernels against the CPU's, for a GPU machine
+# (make test-cuda); where no GPU can be used each program says "skip: <why>"
+# (the cuda row's reason, "no CUDA device (...)") and exits 0, so it runs anywhere.
+CUDA_TEST_SRC := $(wildcard tests/cuda/test_*.c tests/cuda/test_*.cu)
+CUDA_TEST_OBJ := $(addprefix $(BUILD)/,$(addsuffix .o,$(basename $(CUDA_TEST_SRC))))
+CUDA_TESTS := $(addprefix $(BUILD)/cuda/,$(notdir $(basename $(CUDA_TEST_SRC))))
 
-.PHONY: all lib test check bench demo clean help
+.PHONY: all lib test check test-cuda bench demo clean help
 # The python package's library and ./hpt come from the plain native build; a
 # sanitizer or ARCH build keeps its own binary in its build directory.
 VARIANT := $(SANITIZE)$(filter-out native,$(ARCH))
@@ -80,13 +145,31 @@ all: hpt $(if $(VARIANT),,$(BUILD)/libhpt.so python/hpt/libhpt.so)
 help:
 	@echo "make            build ./hpt (and $(BUILD)/libhpt.a, $(BUILD)/libhpt.so for python/hpt)"
 	@echo "make test       build and run every test (non-zero exit on any failure)"
+	@echo "make test-cuda  build and run tests/cuda/ (on a GPU; elsewhere each says skip)"
+	@echo "                CUDA=1|0 forces the CUDA backend on or off (default: on where nvcc"
+	@echo "                is on PATH: CUDA=$(CUDA) here), CUDA_ARCH=90 the GPU target"
+	@echo "                DEPS_PREFIX=DIR cJSON and cairo from .debs unpacked in DIR"
+	@echo "                (scripts/gpu-debs.sh, bench/gpu_session.sh: the GPU machine)"
 	@echo "make demo       hpt compare on the fortunes corpus: baseline, hybrid, controls"
 	@echo "make bench      build the bench/ programs"
 	@echo "make clean      remove build outputs"
 
-$(BUILD)/libhpt.a: $(LIB_OBJ)
+# The CUDA setting the libraries were built with, $(BUILD)/cuda.config:
+# rewritten (and so newer) only when it changes, so that switching CUDA=1/0
+# in one build directory relinks everything. Written as the Makefile is read,
+# not by a rule that always runs, so that `make -q` still answers (the bench
+# scripts ask it). The archive is made afresh: `ar rcs` keeps members that
+# are no longer listed (device_cuda.o beside device_nocuda.o).
+CUDA_CONFIG := CUDA=$(CUDA) CUDA_ARCH=$(CUDA_ARCH)
+ifneq ($(if $(MAKECMDGOALS),$(filter-out clean help,$(MAKECMDGOALS)),all),)
+  $(shell mkdir -p $(BUILD) && { [ "$$(cat $(BUILD)/cuda.config 2>/dev/null)" = "$(CUDA_CONFIG)" ] || \
+          echo "$(CUDA_CONFIG)" > $(BUILD)/cuda.config; })
+endif
+
+$(BUILD)/libhpt.a: $(LIB_OBJ) $(BUILD)/cuda.config
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@
+	$(AR) rcs $@ $(filter %.o,$^)
 
 lib: $(BUILD)/libhpt.a
 
@@ -100,8 +183,8 @@ $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -c $< -o $@
 
-$(BUILD)/libhpt.so: $(PIC_OBJ)
-	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+$(BUILD)/libhpt.so: $(PIC_OBJ) $(CUDA_OBJ) $(BUILD)/cuda.config
+	$(CC) $(LDFLAGS) -shared -o $@ $(filter %.o,$^) $(LDLIBS)
 
 python/hpt/libhpt.so: $(BUILD)/libhpt.so
 	cp $< $@.tmp && mv $@.tmp $@
@@ -122,6 +205,20 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# CUDA sources, compiled once with -fPIC for both libraries (NVCCFLAGS above)
+$(BUILD)/%.o: %.cu $(BUILD)/cuda.config
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MF $(@:.o=.d) -c $< -o $@
+
+$(BUILD)/cuda/test_%: $(BUILD)/tests/cuda/test_%.o $(BUILD)/libhpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# kept, so that the next make relinks nothing
+.SECONDARY: $(CUDA_TEST_OBJ)
+# a C test may call the CUDA runtime or cuBLAS itself (cuda_runtime_api.h and
+# cublas_v2.h are C); the library's C sources never include them
+$(CUDA_TEST_OBJ): CFLAGS += -I$(CUDA_HOME)/include
+
 $(BUILD)/test_%: $(BUILD)/tests/test_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -134,9 +231,23 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 
 # Tests run single- and multi-threaded where it matters; see tests/run.sh.
 # check_vec.sh compiles the kernels for AVX2 and AVX-512 with these flags.
-test check: $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so)
+# With CUDA on, the CUDA tests are built here too (CI compiles them) but run
+# only by test-cuda.
+test check: $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so) $(if $(filter 1,$(CUDA)),$(CUDA_TESTS))
 	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
 	    VEC_CC="$(CC)" VEC_CFLAGS="$(filter-out -march=% -MMD -MP -g -fsanitize=%,$(CFLAGS))" sh tests/run.sh $(TESTS)
+
+# On the GPU machine (bench/gpu_session.sh runs it): tests/cuda/'s programs,
+# then its CLI scripts, one closing line "N passed, N failed".
+ifeq ($(CUDA),1)
+test-cuda: $(HPT_BIN) $(CUDA_TESTS)
+	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
+	    HPT_TEST_SCRIPTS='tests/cuda/cli_*.sh' sh tests/run.sh $(CUDA_TESTS)
+else
+test-cuda:
+	@echo "make test-cuda: this build has no CUDA (CUDA=$(CUDA); $(NVCC) $(if $(NVCC_PATH),at $(NVCC_PATH),not on PATH))" >&2
+	@exit 1
+endif
 
 bench: $(BENCHES)
 
@@ -157,4 +268,4 @@ demo: hpt $(DEMO_DATA)
 clean:
 	rm -rf build build-* hpt python/hpt/libhpt.so
 
--include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d) $(CUDA_TEST_OBJ:.o=.d)

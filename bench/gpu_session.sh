@@ -1,0 +1,168 @@
+#!/bin/sh
+# gpu_session.sh — the one prepared script for a session that is lent the GPU
+# machine (15 minutes of device time in all, machine start included): it
+# builds hpt there with nvcc and the carried Debian packages, runs
+# `make test-cuda` and compute-sanitizer's memcheck on the device row's test,
+# and writes the record (machine, date, commit, results) and every log to
+# $OUT. Nothing here needs the network: that machine has none.
+#
+# On the CPU machine, first:
+#     sh bench/gpu_session.sh --prepare
+#   downloads the .debs into .gpu/debs (scripts/gpu-debs.sh) once, and writes
+#   .gpu/commit (HEAD, and whether the tree has uncommitted changes: the
+#   copy there may have no .git to ask).
+# Then on the GPU machine, from the repository root, with .gpu carried
+# (the device tool: command "sh bench/gpu_session.sh", carry [".gpu"],
+# timeout_s 600):
+#     sh bench/gpu_session.sh
+# Every step has its own time limit (build 240 s, tests 180 s, memcheck
+# 90 s: under 9 minutes in the worst case) and a failed step does not stop the
+# ones after it; the record says what each gave. The exit status is
+# make test-cuda's (4 where it passed only by skipping with a GPU present:
+# nothing was tested). Commit $OUT/record.md under bench/results/ (CI cannot
+# make it): e.g. bench/results/gpu-test-<date>.md.
+set -u
+
+if [ "${1:-}" = "--prepare" ]; then
+    [ -n "$(ls .gpu/debs/*.deb 2>/dev/null)" ] || sh scripts/gpu-debs.sh || exit 1
+    {
+        echo "commit $(git rev-parse HEAD)"
+        echo "branch $(git rev-parse --abbrev-ref HEAD)"
+        echo "uncommitted $(git status --porcelain --untracked-files=no | wc -l) files"
+        echo "prepared $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    } > .gpu/commit
+    cat .gpu/commit
+    echo "$(ls .gpu/debs/*.deb | wc -l) packages in .gpu/debs; now on the GPU machine: sh bench/gpu_session.sh (carry .gpu)"
+    exit 0
+fi
+
+out=${OUT:-/tmp/hpt-gpu-session}
+mkdir -p "$out"
+log() { echo "$*" | tee -a "$out/session.log"; }
+started=$(date +%s)
+stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+log "gpu_session.sh $stamp in $(pwd)"
+
+# ---- the machine
+{
+    echo "date: $stamp"
+    echo "host: $(uname -a)"
+    echo "cpus: $(nproc)"
+    grep -m1 'model name' /proc/cpuinfo
+    grep PRETTY_NAME /etc/os-release 2>/dev/null
+    gcc --version 2>&1 | head -n 1
+} > "$out/machine.txt" 2>&1
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+log "gpu: ${gpu:-none (nvidia-smi: $(head -n 1 "$out/nvidia-smi.txt"))}"
+
+# ---- the commit: git where the tree has it, else what --prepare wrote
+if commit=$(git rev-parse HEAD 2>/dev/null); then
+    commit="$commit ($(git status --porcelain --untracked-files=no | wc -l) files uncommitted)"
+elif [ -f .gpu/commit ]; then
+    commit="$(sed -n 's/^commit //p' .gpu/commit) (from .gpu/commit: $(sed -n 's/^uncommitted //p' .gpu/commit) uncommitted)"
+else
+    commit="unknown (no .git, no .gpu/commit: run --prepare on the CPU machine)"
+fi
+log "commit: $commit"
+
+# ---- the toolkit: nvcc on PATH, or the usual place
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then PATH=/usr/local/cuda/bin:$PATH; fi
+nvcc --version > "$out/nvcc.txt" 2>&1
+log "nvcc: $(grep -m1 release "$out/nvcc.txt" || echo 'not found')"
+
+# ---- the carried packages, unpacked into a temporary prefix (never into /)
+deps=$(mktemp -d /tmp/hpt-deps.XXXXXX)
+ndeb=0
+for f in .gpu/debs/*.deb; do
+    [ -f "$f" ] || continue
+    dpkg -x "$f" "$deps" && ndeb=$((ndeb + 1))
+done
+log "debs: $ndeb unpacked into $deps"
+export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# fontconfig's configuration and a font from the packages, for the plots
+cat > "$deps/fonts.conf" <<EOF
+<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig>
+  <include ignore_missing="yes">$deps/etc/fonts/fonts.conf</include>
+  <dir>$deps/usr/share/fonts</dir>
+  <cachedir>$deps/fontcache</cachedir>
+</fontconfig>
+EOF
+export FONTCONFIG_FILE="$deps/fonts.conf"
+
+# OpenBLAS: the image has the pthread build; the Makefile's default is
+# Debian's OpenMP build's folder (slower alongside OpenMP, same results)
+blas=""
+ol=/usr/lib/x86_64-linux-gnu
+if [ ! -d $ol/openblas-openmp ] && [ -e $ol/openblas-pthread/libopenblas.so ]; then
+    blas="OPENBLAS_INC=/usr/include/x86_64-linux-gnu/openblas-pthread OPENBLAS_LIB=$ol/openblas-pthread"
+fi
+log "blas: ${blas:-the Makefile's default}"
+
+# ---- build: the CUDA build (CUDA=1: fail loudly where nvcc is missing)
+j=$(nproc)
+t0=$(date +%s)
+timeout 240 make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas all > "$out/build.log" 2>&1
+build_rc=$?
+nwarn=$(grep -c -i 'warning' "$out/build.log")
+log "build: make CUDA=1 DEPS_PREFIX=... all: rc $build_rc, $nwarn warning lines, $(($(date +%s) - t0)) s"
+./hpt --version > "$out/hpt-version.txt" 2>&1
+
+# ---- make test-cuda
+t0=$(date +%s)
+timeout 180 make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas test-cuda > "$out/test-cuda.log" 2>&1
+test_rc=$?
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/test-cuda.log" | tail -n 1)
+log "make test-cuda: rc $test_rc, ${summary:-no summary line}, $(($(date +%s) - t0)) s"
+grep -E '(: [0-9]+ passed, [0-9]+ failed|^FAIL|skip:|^ok )' "$out/test-cuda.log" > "$out/test-cuda-results.txt"
+# a test that skipped where nvidia-smi sees a GPU tested nothing: the
+# session failed (a driver or toolkit mismatch, a busy GPU), whatever make says
+nskip=$(grep -c 'skip:' "$out/test-cuda-results.txt")
+if [ -n "$gpu" ] && [ "$nskip" -gt 0 ]; then
+    log "make test-cuda: $nskip skipped with a GPU present: counted as a failure"
+    [ "$test_rc" -eq 0 ] && test_rc=4
+fi
+
+# ---- compute-sanitizer memcheck on the device row's test, smaller sizes
+san_rc=skipped
+if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    if [ -x build/cuda/test_device_cuda ]; then
+        t0=$(date +%s)
+        # API errors are not its to report: hpt checks every CUDA call itself
+        # (an unexpected error aborts), and the test's deliberate 256 TiB
+        # cudaMalloc would count as one. No leak check: the reductions' block
+        # sums are a buffer kept for the process's life (device_cuda.cu).
+        HPT_CUDA_TEST_MAX_N=100003 timeout 90 "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 \
+            build/cuda/test_device_cuda > "$out/memcheck.log" 2>&1
+        san_rc=$?
+        log "memcheck test_device_cuda (n <= 100003): rc $san_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")), $(($(date +%s) - t0)) s"
+    fi
+fi
+
+# ---- the record
+{
+    echo "# make test-cuda on the GPU machine"
+    echo
+    echo "- date: $stamp (session $(($(date +%s) - started)) s)"
+    echo "- GPU: ${gpu:-none}"
+    echo "- machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(grep PRETTY_NAME /etc/os-release 2>/dev/null | cut -d'"' -f2)"
+    echo "- toolkit: $(grep -m1 release "$out/nvcc.txt" 2>/dev/null | sed 's/.*release/release/')"
+    echo "- commit: $commit"
+    echo "- build: \`make CUDA=1 DEPS_PREFIX=<$ndeb carried .debs> $blas all\`: rc $build_rc, $nwarn warning lines"
+    echo "- \`make test-cuda\`: rc $test_rc, ${summary:-no summary line}, $nskip skipped"
+    echo "- compute-sanitizer memcheck, test_device_cuda at n <= 100003: rc $san_rc"
+    echo
+    echo "## results"
+    echo
+    echo '```'
+    cat "$out/test-cuda-results.txt"
+    echo '```'
+    echo
+    echo "Logs beside this file: build.log, test-cuda.log, memcheck.log, nvidia-smi.txt, machine.txt."
+} > "$out/record.md"
+log "record: $out/record.md"
+rm -rf "$deps"
+exit $test_rc

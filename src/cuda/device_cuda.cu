@@ -1,0 +1,293 @@
+/*
+ * device_cuda.cu — the CUDA row of the device table (src/device/device.h):
+ * device memory (cudaMalloc, zeroed) on GPU 0 and one plain kernel per
+ * operation, all on the default stream, so they run in the order called and
+ * a host read (download, sumsq, dot) waits for everything before it.
+ *
+ * Bits against the CPU row (src/kernels/sweep.c), what tests/cuda/
+ * test_device_cuda.c checks:
+ * - copies, fill, swap, scale, axpy, lerp, AdamW, schedule-free AdamW and the
+ *   outer step: the same bits. Each element is the CPU's expression written
+ *   out again in the same order; nvcc builds with -fmad=false (no FMA
+ *   contraction, as the C code's -ffp-contract=off) and IEEE-rounded division
+ *   and sqrt (its defaults; never --use_fast_math), denormals kept. The
+ *   step-only factors (bias corrections: powf, sqrtf) are computed on the host
+ *   exactly as the CPU kernel computes them, by the same libm, and passed in.
+ * - sumsq and dot: double sums of the float products (exact in double) in a
+ *   fixed order of their own: RED_BLOCK threads x a grid fixed by n alone,
+ *   each thread a strided sum, each block a tree in shared memory, the blocks'
+ *   sums added on the host in block order. The same bits from call to call
+ *   and run to run on one GPU model; not the CPU's 64-chunk bits (within
+ *   about 1e-15 relative of an exact sum, as the CPU's are). No atomics.
+ * A failed CUDA call is a programmer error here (cuda_check.h aborts with the
+ * runtime's message); no device and out of memory are reported instead
+ * (unavailable's reason, alloc's NULL).
+ */
+extern "C" {
+#include "../device/device.h"
+}
+#include "cuda_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- launches */
+
+/* elementwise: any shape gives the same bits */
+static constexpr size_t BLOCK = 256, GRID_MAX = 8192;
+
+static unsigned grid_for(size_t n) {
+    size_t g = (n + BLOCK - 1) / BLOCK;
+    return (unsigned)(g < GRID_MAX ? g : GRID_MAX);
+}
+
+/* every elementwise kernel walks i = its global thread index, step the grid */
+#define FOR_EACH(i, n)                                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);             \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* n == 0 launches nothing (a zero grid is an error) */
+#define LAUNCH(kernel, n, ...)                                                           \
+    do {                                                                                 \
+        if ((n) == 0) break;                                                             \
+        kernel<<<grid_for(n), BLOCK>>>(__VA_ARGS__);                                     \
+        HPT_CUDA_LAUNCHED(kernel);                                                       \
+    } while (0)
+
+/* ---------------------------------------------------------------- availability */
+
+/* Asked once per process: the answer cannot change, and cudaGetDeviceCount
+ * loads the driver (tens of ms). */
+static const char *cuda_unavailable(void) {
+    static int asked;
+    static char why[256];
+    if (asked) return why[0] ? why : NULL;
+    asked = 1;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        snprintf(why, sizeof why, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+    else if (count == 0)
+        snprintf(why, sizeof why, "no CUDA device (cudaGetDeviceCount found none)");
+    else if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess)
+        /* cudaFree(0) makes the context now: a GPU in exclusive mode and
+         * taken, or out of memory, says so here rather than at the first alloc */
+        snprintf(why, sizeof why, "CUDA device 0 cannot be used (%s)", cudaGetErrorString(e));
+    cudaGetLastError();   /* none of these may stay as the last error a later check reads */
+    return why[0] ? why : NULL;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static float *cuda_alloc(size_t n) {
+    if (n > ((size_t)-1) / sizeof(float)) {
+        hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu floats on the GPU", n);
+        return NULL;
+    }
+    size_t bytes = (n ? n : 1) * sizeof(float);   /* never NULL for a valid request, as the CPU row */
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();   /* out of memory is the caller's to report, not a later launch's */
+        hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu bytes on the GPU (cudaMalloc: %s)", bytes,
+                 cudaGetErrorString(e));
+        return NULL;
+    }
+    HPT_CUDA_CHECK(cudaMemset(p, 0, bytes));   /* zeroed, as the CPU row: AdamW's moments start at 0 */
+    return (float *)p;
+}
+
+static void cuda_free(float *p) { HPT_CUDA_CHECK(cudaFree(p)); }   /* NULL is a no-op */
+
+static void cuda_upload(float *dst, const float *host, size_t n) {
+    if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void cuda_download(float *host, const float *src, size_t n) {
+    if (n) HPT_CUDA_CHECK(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+static void cuda_copy(float *dst, const float *src, size_t n) {
+    if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+static __global__ void fill_kernel(float *x, float v, size_t n) {
+    FOR_EACH(i, n) x[i] = v;
+}
+
+static __global__ void swap_kernel(float *p, float *q, size_t n) {
+    FOR_EACH(i, n) { float t = p[i]; p[i] = q[i]; q[i] = t; }
+}
+
+static __global__ void scale_kernel(float *x, float s, size_t n) {
+    FOR_EACH(i, n) x[i] *= s;
+}
+
+static __global__ void axpy_kernel(float *y, float a, const float *x, size_t n) {
+    FOR_EACH(i, n) y[i] += a * x[i];
+}
+
+static __global__ void lerp_kernel(float *e, float a, float b, const float *x, size_t n) {
+    FOR_EACH(i, n) e[i] = a * e[i] + b * x[i];
+}
+
+static void cuda_fill(float *x, float v, size_t n) { LAUNCH(fill_kernel, n, x, v, n); }
+static void cuda_swap(float *a, float *b, size_t n) { LAUNCH(swap_kernel, n, a, b, n); }
+static void cuda_scale(float *x, float s, size_t n) { LAUNCH(scale_kernel, n, x, s, n); }
+static void cuda_axpy(float *y, float a, const float *x, size_t n) { LAUNCH(axpy_kernel, n, y, a, x, n); }
+static void cuda_lerp(float *e, float a, float b, const float *x, size_t n) { LAUNCH(lerp_kernel, n, e, a, b, x, n); }
+
+/* ---------------------------------------------------------------- reductions */
+
+/* RED_GRID_MAX blocks at most: enough to fill an H100/H200 (132 SMs) several
+ * times over, few enough that the host adds their sums in microseconds. */
+static constexpr size_t RED_BLOCK = 256, RED_GRID_MAX = 1024;
+
+static unsigned red_grid_for(size_t n) {
+    size_t g = (n + RED_BLOCK - 1) / RED_BLOCK;
+    return (unsigned)(g < RED_GRID_MAX ? g : RED_GRID_MAX);
+}
+
+/* part[k] = block k's sum of a[i] b[i]: its thread t sums the elements
+ * i = k RED_BLOCK + t + j g RED_BLOCK (g blocks) for j = 0, 1, ... in turn,
+ * then the block's RED_BLOCK sums are added pairwise in a fixed tree. */
+static __global__ void dot_kernel(const float *a, const float *b, size_t n, double *part) {
+    __shared__ double s[RED_BLOCK];
+    double acc = 0.0;
+    FOR_EACH(i, n) acc += (double)a[i] * (double)b[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned h = RED_BLOCK / 2; h > 0; h /= 2) {
+        if (threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) part[blockIdx.x] = s[0];
+}
+
+/* The blocks' sums: one buffer for the process (the table's operations run
+ * one at a time, from the host thread that drives training), made at the
+ * first reduction and kept. */
+static double *partials;
+
+static double cuda_dot(const float *a, const float *b, size_t n) {
+    if (n == 0) return 0.0;
+    if (!partials) HPT_CUDA_CHECK(cudaMalloc(&partials, RED_GRID_MAX * sizeof(double)));
+    unsigned g = red_grid_for(n);
+    dot_kernel<<<g, RED_BLOCK>>>(a, b, n, partials);
+    HPT_CUDA_LAUNCHED(dot_kernel);
+    double host[RED_GRID_MAX];
+    HPT_CUDA_CHECK(cudaMemcpy(host, partials, g * sizeof(double), cudaMemcpyDeviceToHost));   /* waits */
+    double s = 0.0;
+    for (unsigned k = 0; k < g; k++) s += host[k];
+    return s;
+}
+
+/* the same products in the same order: sumsq(x) = dot(x, x) bit for bit, as on the CPU */
+static double cuda_sumsq(const float *x, size_t n) { return cuda_dot(x, x, n); }
+
+/* ---------------------------------------------------------------- optimizers */
+
+/* sweep.c's ADAMW_ELEMENT; scaled: the gradient times gscale (the CPU skips
+ * the product when gscale is 1, and so does this) */
+static __global__ void adamw_kernel(float *params, const float *grads, float *m, float *v, size_t n, int scaled,
+                                    float gscale, float beta1, float beta2, float eps, float step, float decay,
+                                    float bc2_sqrt) {
+    FOR_EACH(i, n) {
+        float g = scaled ? grads[i] * gscale : grads[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float p = params[i] * decay;
+        params[i] = p - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+static void cuda_adamw(float *params, const float *grads, float *m, float *v, size_t n, const hpt_dev_adamw *a) {
+    /* adamw_update's per-step factors, on the host, in its words */
+    float bc1 = 1.0f - powf(a->beta1, (float)a->t);
+    float bc2_sqrt = sqrtf(1.0f - powf(a->beta2, (float)a->t));
+    float step = a->lr / bc1;
+    float decay = 1.0f - a->lr * a->weight_decay;
+    LAUNCH(adamw_kernel, n, params, grads, m, v, n, a->gscale != 1.0f, a->gscale, a->beta1, a->beta2, a->eps, step,
+           decay, bc2_sqrt);
+}
+
+/* sweep.c's sf_adamw_update_scaled, element for element */
+static __global__ void sf_adamw_kernel(float *y, const float *g, float *z, float *x, float *v, size_t n, float gscale,
+                                       float lr, float beta1, float beta2, float eps, float weight_decay, float c,
+                                       float bc2) {
+    FOR_EACH(i, n) {
+        float gi = g[i] * gscale;
+        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        v[i] = vi;
+        float u = gi / (sqrtf(vi / bc2) + eps) + weight_decay * y[i];
+        float zi = z[i] - lr * u;
+        float xi = (1.0f - c) * x[i] + c * zi;
+        z[i] = zi;
+        x[i] = xi;
+        y[i] = (1.0f - beta1) * zi + beta1 * xi;
+    }
+}
+
+static void cuda_sf_adamw(float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a) {
+    const float bc2 = 1.0f - powf(a->beta2, (float)a->t);
+    LAUNCH(sf_adamw_kernel, n, y, g, z, x, v, n, a->gscale, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->c,
+           bc2);
+}
+
+/* sweep.c's outer_step, its three loops: a given displacement d; none and no
+ * departure (theta untouched, even a -0); none, theta - anchor */
+enum { OUTER_GIVEN, OUTER_STAY, OUTER_OWN };
+
+static __global__ void outer_kernel(float *th, float *an, float *u, const float *d, size_t n, int form, float mu,
+                                    float a, float b) {
+    FOR_EACH(i, n) {
+        if (form == OUTER_GIVEN) {
+            u[i] = mu * u[i] + d[i];
+            th[i] = (an[i] + d[i]) + (a * d[i] + b * u[i]);
+            an[i] = th[i];
+        } else if (form == OUTER_STAY) {
+            u[i] = mu * u[i] + (th[i] - an[i]);
+            an[i] = th[i];
+        } else {
+            float di = th[i] - an[i];
+            u[i] = mu * u[i] + di;
+            th[i] += a * di + b * u[i];
+            an[i] = th[i];
+        }
+    }
+}
+
+static void cuda_outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a,
+                            float b) {
+    int form = d ? OUTER_GIVEN : a == 0.0f && b == 0.0f ? OUTER_STAY : OUTER_OWN;
+    LAUNCH(outer_kernel, n, theta, anchor, u, d, n, form, mu, a, b);
+}
+
+/* ---------------------------------------------------------------- the row */
+
+extern "C" const hpt_device hpt_device_cuda = {
+    /* C++17 has no designated initializers: the fields in device.h's order */
+    "cuda",
+    "an NVIDIA GPU (CUDA, cuBLAS): device 0",
+    cuda_unavailable,
+    cuda_alloc,
+    cuda_free,
+    cuda_upload,
+    cuda_download,
+    cuda_copy,
+    cuda_fill,
+    cuda_swap,
+    cuda_scale,
+    cuda_axpy,
+    cuda_lerp,
+    cuda_sumsq,
+    cuda_dot,
+    cuda_adamw,
+    cuda_sf_adamw,
+    cuda_outer_step,
+};
