@@ -135,9 +135,11 @@ void residual_backward_cuda(float *da, float *db, const float *dout, size_t n);
 void attention_forward_cuda(float *out, float *att, const float *inp, int B, int T, int C, int NH);
 /* dinp (B,T,3C) += the gradient of q, k, v given dout (B,T,C) (_first:
  * written). scratch: B*NH*T floats, each softmax row's sum(datt * att),
- * computed once by the row pass and read by the column pass. T up to
- * 6144 (the column pass keeps two length-T coefficient rows in shared
- * memory); longer is refused through kernels_cuda_error. */
+ * computed once by the row pass and read by the column pass. The column
+ * pass keeps two length-T coefficient rows in shared memory, hs + 64 (hs+1)
+ * + 2T floats per block, opting in past 48 KiB (Hopper allows 227 KiB: T up
+ * to about 27000 at hs 64); a shape past the GPU's limit is refused through
+ * kernels_cuda_error. */
 void attention_backward_cuda(float *dinp, const float *dout, const float *inp, const float *att,
                              int B, int T, int C, int NH, float *scratch);
 void attention_backward_first_cuda(float *dinp, const float *dout, const float *inp, const float *att,
