@@ -1,0 +1,163 @@
+/*
+ * kernels_cuda.h — the GPT-2 training kernels on an NVIDIA GPU, fp32: each
+ * mirrors the CPU kernel of the same name in src/kernels/kernels.h (read its
+ * contract there: shapes, "backward accumulates", the *_first twins that
+ * write what they would have accumulated onto zeros).
+ *
+ * A C header: no CUDA type appears in it, so plain C (the model, the tests)
+ * includes it without the toolkit's headers. Every float/int pointer is
+ * device memory. Every kernel runs on the default stream, in call order;
+ * nothing here synchronises with the host except kernels_cuda_sync.
+ *
+ * Determinism: no float atomics anywhere. Every sum has one fixed order that
+ * depends on the shape alone, so two runs on the same GPU, toolkit and
+ * shapes give the same bits (cuBLAS promises this for its GEMMs on one
+ * architecture with one SM count). Where that order is the CPU kernel's, the
+ * bits are the CPU's as well (nvcc -fmad=false, IEEE division and sqrt):
+ *   equal to the CPU bit for bit: encoder forward/backward, residual
+ *     forward/backward, GELU forward/backward (hpt_expf/hpt_tanhf ported
+ *     operation for operation), softmax_xent_backward, and attention's
+ *     backward given the same att (dot16 and ascending-position orders);
+ *   within rounding (a reduction in another order, see each kernel):
+ *     layernorm, matmul (cuBLAS), softmax_xent_forward, attention forward.
+ *
+ * Errors: kernels return nothing (as on the CPU). A launch or cuBLAS failure
+ * is recorded, the first one sticks, and kernels_cuda_sync() reports it
+ * (with the asynchronous ones) as -1 and a message from kernels_cuda_error().
+ * One host thread drives these kernels.
+ *
+ * Scratch: the kernels that reduce in two passes or need a per-row value
+ * across launches take a scratch buffer from the caller (so it is in the
+ * model's memory plan, not allocated behind it); its size comes from the
+ * kernel's *_scratch function. Nothing here calls cudaMalloc, apart from
+ * cuBLAS's own workspace inside kernels_cuda_init.
+ */
+#ifndef HPT_KERNELS_CUDA_H
+#define HPT_KERNELS_CUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- setup and errors */
+
+/* Creates the cuBLAS handle on the current device: math mode
+ * CUBLAS_DEFAULT_MATH with an fp32 compute type, which never uses TF32
+ * (TF32 needs CUBLAS_TF32_TENSOR_OP_MATH, kernels_cuda_set_tf32). 0 on
+ * success, -1 with kernels_cuda_error() saying why (no device, no driver). */
+int kernels_cuda_init(void);
+void kernels_cuda_shutdown(void);
+/* TF32 tensor cores in the GEMMs on (1) or off (0, the default); for
+ * --precision tf32. 0 or -1 as above. */
+int kernels_cuda_set_tf32(int on);
+/* Waits for every kernel launched so far; 0, or -1 when a launch, a cuBLAS
+ * call or a kernel failed since kernels_cuda_init (the first failure is kept:
+ * kernels_cuda_error). */
+int kernels_cuda_sync(void);
+/* The first failure's message ("" when none). */
+const char *kernels_cuda_error(void);
+
+/* ---- linear layers (cuBLAS sgemm on the row-major layouts of kernels.h) */
+
+/* out (N,OC) = inp (N,C) . weight (OC,C)^T + bias (OC) [bias may be NULL] */
+void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias,
+                         int N, int C, int OC);
+/* dinp (N,C) += dout (N,OC) . weight (OC,C); _first: dinp = dout . weight
+ * (beta 0: dinp is not read, NaN there does not leak). */
+void matmul_backward_dinp_cuda(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
+void matmul_backward_dinp_first_cuda(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
+/* dweight (OC,C) += dout^T . inp; dbias (OC) += sum over rows of dout
+ * (dbias may be NULL, then scratch may be NULL too); _first writes both.
+ * The bias sum is two passes in fixed order: per-chunk column sums of 64
+ * rows into scratch, then the chunks added in order. */
+void matmul_backward_dweight_cuda(float *dweight, float *dbias, const float *dout, const float *inp,
+                                  int N, int C, int OC, float *scratch);
+void matmul_backward_dweight_first_cuda(float *dweight, float *dbias, const float *dout, const float *inp,
+                                        int N, int C, int OC, float *scratch);
+/* the dinp half (if dinp), then the dweight half, as matmul_backward */
+void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout,
+                          const float *inp, const float *weight, int N, int C, int OC, float *scratch);
+/* floats of scratch matmul_backward_dweight*_cuda need for a bias */
+size_t matmul_backward_cuda_scratch(int N, int OC);
+
+/* ---- embeddings */
+
+/* out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) token ids in [0, V) */
+void encoder_forward_cuda(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C);
+/* dwte (V,C) and dwpe (T,C) += scatter of dout (B,T,C). Each vocabulary row
+ * that occurs is owned by the first position holding it, which adds every
+ * position's row for that token in ascending position order (the CPU's
+ * order, so the CPU's bits); ownership comes from an integer atomicMin
+ * (whose result does not depend on timing) into scratch, V ints. */
+void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp,
+                           int B, int T, int C, int V, int *scratch);
+/* ints of scratch encoder_backward_cuda needs */
+size_t encoder_backward_cuda_scratch(int V);
+
+/* ---- layernorm */
+
+/* Per row of inp (N,C): out = (x - mean) * rstd * weight + bias; mean,
+ * rstd (N). One block per row; the row sums in a fixed tree order. */
+void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
+                            const float *weight, const float *bias, int N, int C);
+/* dinp += ...; dweight, dbias += ... (_first: dweight, dbias written, dinp
+ * still accumulated, as on the CPU). dweight/dbias in two fixed-order
+ * passes (chunks of 64 rows into scratch, then the chunks in order). */
+void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout,
+                             const float *inp, const float *weight, const float *mean,
+                             const float *rstd, int N, int C, float *scratch);
+void layernorm_backward_first_cuda(float *dinp, float *dweight, float *dbias, const float *dout,
+                                   const float *inp, const float *weight, const float *mean,
+                                   const float *rstd, int N, int C, float *scratch);
+/* floats of scratch layernorm_backward*_cuda need */
+size_t layernorm_backward_cuda_scratch(int N, int C);
+
+/* ---- elementwise */
+
+/* GELU, tanh approximation, over n: the CPU's arithmetic operation for
+ * operation (the same bits). */
+void gelu_forward_cuda(float *out, const float *inp, size_t n);
+void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n);
+void gelu_backward_first_cuda(float *dinp, const float *inp, const float *dout, size_t n);
+/* out = a + b; backward: da += dout, db += dout. */
+void residual_forward_cuda(float *out, const float *a, const float *b, size_t n);
+void residual_backward_cuda(float *da, float *db, const float *dout, size_t n);
+
+/* ---- attention */
+
+/* Causal multi-head self-attention over the packed qkv inp (B,T,3C) into
+ * out (B,T,C), att (B,NH,T,T) the softmax rows (zeros above the diagonal),
+ * as attention_forward. It materialises att in device memory like the CPU
+ * kernel (B*NH*T*T floats: 805 MB at B16 T1024 NH12); a fused flash-style
+ * kernel that keeps only per-row statistics is the next step (issue 24). */
+void attention_forward_cuda(float *out, float *att, const float *inp, int B, int T, int C, int NH);
+/* dinp (B,T,3C) += the gradient of q, k, v given dout (B,T,C) (_first:
+ * written). scratch: B*NH*T floats, each softmax row's sum(datt * att),
+ * computed once by the row pass and read by the column pass. The column
+ * pass keeps two length-T coefficient rows in shared memory, hs + 64 (hs+1)
+ * + 2T floats per block, opting in past 48 KiB (Hopper allows 227 KiB: T up
+ * to about 27000 at hs 64); a shape past the GPU's limit is refused through
+ * kernels_cuda_error. */
+void attention_backward_cuda(float *dinp, const float *dout, const float *inp, const float *att,
+                             int B, int T, int C, int NH, float *scratch);
+void attention_backward_first_cuda(float *dinp, const float *dout, const float *inp, const float *att,
+                                   int B, int T, int C, int NH, float *scratch);
+/* floats of scratch attention_backward*_cuda need */
+size_t attention_backward_cuda_scratch(int B, int T, int NH);
+
+/* ---- loss */
+
+/* Softmax cross-entropy over rows of logits (N,Vp), the first V real: in
+ * place, logits become probabilities (padding 0); losses (N) = -log
+ * p[target]. One block per row; max and sum in a fixed tree order. */
+void softmax_xent_forward_cuda(float *losses, float *logits, const int *targets, int N, int V, int Vp);
+/* In place: probs become (p - onehot(target)) * dloss (padding 0). */
+void softmax_xent_backward_cuda(float *probs, const int *targets, float dloss, int N, int V, int Vp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HPT_KERNELS_CUDA_H */
