@@ -63,7 +63,7 @@ ifneq ($(SANITIZE),)
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
-HYBRID_SRC := $(wildcard src/hybrid/*.c)
+HYBRID_SRC := $(wildcard src/hybrid/*.c src/hybrid/phased/*.c)
 LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)

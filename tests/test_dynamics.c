@@ -24,7 +24,7 @@
  *   - the residual corrector removes a constant bias a frozen model cannot;
  *   - cost of observe + forecast at the default sizes (printed).
  */
-#include "../src/hybrid/dynamics.h"
+#include "../src/hybrid/phased/dynamics.h"
 #include "test.h"
 
 #include <math.h>

@@ -13,7 +13,7 @@
  *     level as an EMA, steps in phase advance;
  *   - bad phase ids are rejected.
  */
-#include "../src/hybrid/encoder.h"
+#include "../src/hybrid/phased/encoder.h"
 #include "test.h"
 
 #include <math.h>

@@ -118,17 +118,4 @@ void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const fl
  * (at the start, after the warmup, after a rollback). */
 void hpt_pred_outer_reset(hpt_predictor *p, const float *params);
 
-/* ---------------------------------------------------------------- for the predictor files */
-
-/* The ring's observe: a snapshot every ring_s updates. */
-void hpt_pred_ring_observe(hpt_predictor *p, const float *params, int updates);
-/* The ring's snapshots, oldest first (ring_count of them). */
-void hpt_pred_ring_oldest_first(const hpt_predictor *p, const float *snap[HPT_PRED_MAX_RING]);
-/* params += scale * tensor_scale * gate * slope per tensor (gate NULL: 1). */
-void hpt_pred_apply_slope(hpt_predictor *p, float *params, float scale, const float *gate);
-/* The AdamW step from the stored moments, its momentum scaled by decay_m,
- * per tensor by tensor_scale * gate (gate NULL: 1). */
-void hpt_pred_apply_adamw(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
-                          const hpt_adamw *o, int t, float lr, float scale, float decay_m, const float *gate);
-
 #endif /* HPT_PREDICT_H */
