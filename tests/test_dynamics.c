@@ -1,5 +1,5 @@
 /*
- * test_dynamics.c — the dynamics model (src/hybrid/dynamics.h).
+ * test_dynamics.c — the dynamics model (src/hybrid/phased/dynamics.h).
  *
  * Gradients (central finite differences, objective and tolerances as in
  * test_kernels.c: |a - n| <= RTOL |n| + ATOL * scale, scale = max |n| of the
