@@ -33,7 +33,7 @@
  *      budgets around it, compare_budget.c) and the baseline's full time
  *      (updates) over the arm's there.
  * Every run is a child `hpt train` process (same binary, same thread count,
- * one at a time), so each has its own peak RSS and a crash costs one run;
+ * one at a time, or --jobs side by side), so each has its own peak RSS and a crash costs one run;
  * this file reads each child's run directory back through the library
  * (hpt_rundir_open). A run whose directory already holds a summary for
  * identical arguments, the same hpt binary (by CRC) and the same data (size,

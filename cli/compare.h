@@ -80,14 +80,14 @@ typedef struct compare {
     char **hpass; int nhpass;        /* hybrid-only flags, for the hybrid arms */
     float lrs[MAX_LRS]; int nlrs;
     int scheds[MAX_SCHEDS]; int nscheds;  /* --schedules: indices into compare_scheds (0: not given) */
-    const char *train_schedule;      /* without --schedules: the runs' --schedule (default cosine) */
+    const char *train_schedule;      /* without --schedules: the runs' --schedule (default: the task's, linear to 0) */
     int sched_flags_given;           /* --schedule, --decay-frac or --cooldown passed through */
     int nseeds;
     uint64_t seed0;
     int arms[NARMS];                 /* 1: arm requested */
     float ema_decay, min_lr_ratio;
     const char *out;
-    const char *predictor;           /* the hybrid arm's (--predictor; default coast) */
+    const char *predictor;           /* the hybrid arm's (--predictor; default the hybrid's, outer) */
     const char *data;                /* --data as given (NULL: the task's default) */
     double budgets[MAX_BUDGETS]; int nbudgets;  /* --budgets, ascending, 1 last (0: no budget sweep) */
     int max_iters, eval_interval_given, fresh, threads;

@@ -54,8 +54,12 @@ static void md_setup(const cJSON *r, FILE *o) {
     int ns = cJSON_GetArraySize(seeds);
     char ema[32], mlr[32];
     if (get(r, "cpu")) fprintf(o, "Measured on: %s.\n\n", str(r, "cpu"));
-    /* with --schedules: the ones swept and the baseline's tuned one */
-    char sched[256] = "cosine";
+    /* without --schedules: the runs' one schedule (the task's default,
+     * linear, unless --schedule; a results.json from before issue 12 has
+     * none and ran cosine); with --schedules: the ones swept and the
+     * baseline's tuned one, and the end of the cosine row's decay */
+    char sched[256];
+    snprintf(sched, sizeof sched, "%.40s", *str(r, "baseline_schedule") ? str(r, "baseline_schedule") : "cosine");
     const cJSON *sc = get(r, "schedules"), *x;
     if (cJSON_GetArraySize(sc)) {
         size_t n = (size_t)snprintf(sched, sizeof sched, "schedules");

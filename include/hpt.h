@@ -367,10 +367,11 @@ typedef struct hpt_train_config {
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,
- * batch 12, lr 1e-3 -> 1e-4, 100 warmup, 2000 iters, betas 0.9/0.99). */
+ * batch 12, lr 1e-3, 100 warmup, 2000 iters, betas 0.9/0.99), with linear
+ * decay to 0 (D2Z: min_lr 0). */
 void hpt_train_config_default(hpt_train_config *c);
 /* Defaults for a task and model: the above for text; for fashion-mnist,
- * batch 128, lr 1e-3 -> 1e-5, betas 0.9/0.999, 10 epochs (MLP) or 5 (CNN),
+ * batch 128, lr 1e-3 (linear to 0), betas 0.9/0.999, 10 epochs (MLP) or 5 (CNN),
  * evaluation every epoch (eval_interval -1). */
 void hpt_train_config_default_for(hpt_train_config *c, const char *task, const char *model);
 /* Checks every field; the message names the offending flag. */
@@ -461,17 +462,23 @@ hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int thre
 /* ---------------------------------------------------------------- hybrid */
 
 /* The hybrid controller's knobs (the CLI flag of each in brackets). The
- * controller cycles Warmup -> Full -> Predict -> Correct; src/hybrid/ has the
- * modules and docs/hybrid.md the design. */
+ * default path (--predictor outer) takes an outer Nesterov step every
+ * outer_interval real steps after warmup_steps and checks it against the
+ * next outer_check real losses; the phase, prediction and dynamics knobs
+ * below serve the phased controller (--predictor coast|stale-adam|linear|
+ * shrink: Warmup -> Full -> Predict -> Correct) and are inert on the outer
+ * path (but --outer-gate dynamics, which reads the dynamics model and the
+ * confidence threshold). src/hybrid/ has the driver and the outer path,
+ * src/hybrid/phased/ the phased controller, docs/hybrid.md the design. */
 typedef struct hpt_hybrid_config {
     /* phases */
-    int warmup_steps;            /* [--warmup-steps] full steps before any Predict */
+    int warmup_steps;            /* [--warmup-steps] real steps before any jump or Predict */
     int full_steps;              /* [--full-steps] length of a Full phase */
     int min_predict_steps;       /* [--min-predict-steps] horizon at the threshold */
     int max_predict_steps;       /* [--max-predict-steps] horizon at confidence 1 */
     int correct_steps;           /* [--correct-steps] real steps after each Predict */
     int max_consecutive_predict; /* [--max-consecutive-predict] */
-    float confidence_threshold;  /* [--confidence-threshold] > 1 disables Predict */
+    float confidence_threshold;  /* [--confidence-threshold] phased: > 1 disables Predict; outer: the gate's, with --outer-gate dynamics */
     int backoff_after;           /* [--backoff-after] failed Predict phases before backing off */
     int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
     float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */

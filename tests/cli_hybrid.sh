@@ -1,6 +1,9 @@
 #!/bin/sh
 # CLI invariants of --mode hybrid (issue: the hybrid predictive trainer):
-#   - with Predict disabled (threshold > 1) hybrid is bit-identical to baseline;
+#   - the phased controller (coast) with Predict disabled (threshold > 1), and
+#     the outer path (the default) with no jump due (--outer-interval beyond
+#     the run), are bit-identical to baseline; the outer path does jump when
+#     one is due;
 #   - Predict phases run no backward pass: the model's own count of backward
 #     calls equals the real steps, and predict lines say backward 0;
 #   - every transition is logged with a reason;
@@ -16,9 +19,26 @@ print(' '.join(random.choice(words) for _ in range(8000)))" > "$tmp/text.txt"
 small="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 --threads 1"
 
 $HPT train $small --max-iters 60 --eval-interval 30 --out "$tmp/base" >/dev/null 2>&1 || fail "baseline run"
-$HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --confidence-threshold 2 --warmup-steps 5 \
-    --out "$tmp/off" >/dev/null 2>&1 || fail "hybrid run with predict disabled"
+# the threshold gates the phased controller only (the outer predictor has no
+# confidence gate without --outer-gate dynamics): pin the predictor
+$HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --predictor coast --confidence-threshold 2 \
+    --warmup-steps 5 --out "$tmp/off" >/dev/null 2>&1 || fail "hybrid run with predict disabled"
 [ "$(crc_of "$tmp/base")" = "$(crc_of "$tmp/off")" ] || fail "predict disabled: crc $(crc_of "$tmp/base") != $(crc_of "$tmp/off")"
+# the outer path's own: no jump due in the run (interval > max-iters) is the baseline
+$HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --outer-interval 1000 --warmup-steps 5 \
+    --out "$tmp/outer-off" >/dev/null 2>&1 || fail "outer run with no jump due"
+[ "$(crc_of "$tmp/base")" = "$(crc_of "$tmp/outer-off")" ] ||
+    fail "outer, no jump due: crc $(crc_of "$tmp/base") != $(crc_of "$tmp/outer-off")"
+# ... and with jumps due it departs from it (else the check above proves nothing)
+$HPT train $small --max-iters 60 --eval-interval 30 --mode hybrid --outer-interval 10 --outer-check 4 \
+    --warmup-steps 5 --out "$tmp/outer-on" >/dev/null 2>&1 || fail "outer run with jumps due"
+python3 - "$tmp/outer-off/summary.json" "$tmp/outer-on/summary.json" 2>"$tmp/py.err" <<'PY' || fail "outer jumps: $(cat "$tmp/py.err")"
+import json, sys
+off, on = (json.load(open(p))["outer_jumps"] for p in sys.argv[1:3])
+assert off["applied"] == 0, f"no jump due, yet {off['applied']} applied"
+assert on["applied"] >= 1, "jumps due, none applied"
+PY
+[ "$(crc_of "$tmp/base")" != "$(crc_of "$tmp/outer-on")" ] || fail "outer jumps left the parameters at the baseline's"
 
 # the accounting of Predict phases, for a control and for hpt's shrink
 # predictor (its ring fills after 6 x 20 real steps)

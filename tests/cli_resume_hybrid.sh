@@ -137,15 +137,17 @@ else: sys.exit("no HYBR section")
 h = off + 16
 ver = struct.unpack_from("<I", b, h)[0]
 # after u32 version, the config (88 bytes; 108 from version 5: the outer
-# rows; 120 from version 6), u64 phases.jsonl length: the phase controller's block (u64 length +
-# bytes), then the divergence monitor's
+# rows; 120 from version 6), u64 phases.jsonl length: the phase controller's
+# block (u64 length + bytes; from version 7 only for a phased predictor, the
+# config's 11th word not 4, outer), then the divergence monitor's
 cfg = 120 if ver >= 6 else 108 if ver >= 5 else 88
-ph_len = struct.unpack_from("<Q", b, h + 4 + cfg + 8)[0]
-div = h + 4 + cfg + 16 + ph_len
+phased = ver < 7 or struct.unpack_from("<i", b, h + 4 + 10 * 4)[0] != 4
+ph_len = struct.unpack_from("<Q", b, h + 4 + cfg + 8)[0] + 8 if phased else 0
+div = h + 4 + cfg + 8 + ph_len
 # where loss.next sits in the monitor's block: version 3 saved the struct
 # (config 28 bytes, loss.v[256], loss.n, loss.next); version 4 saves it
 # field by field, the loss ring's n and next first
-at = {3: 28 + 1024 + 4, 4: 4, 5: 4, 6: 4}.get(ver)
+at = {3: 28 + 1024 + 4, 4: 4, 5: 4, 6: 4, 7: 4}.get(ver)
 if at is None: sys.exit("HYBR version %d: unknown layout" % ver)
 struct.pack_into("<i", b, div + at, 50000000)
 struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))

@@ -1,5 +1,5 @@
 /*
- * test_dynamics.c — the dynamics model (src/hybrid/dynamics.h).
+ * test_dynamics.c — the dynamics model (src/hybrid/phased/dynamics.h).
  *
  * Gradients (central finite differences, objective and tolerances as in
  * test_kernels.c: |a - n| <= RTOL |n| + ATOL * scale, scale = max |n| of the
@@ -24,7 +24,7 @@
  *   - the residual corrector removes a constant bias a frozen model cannot;
  *   - cost of observe + forecast at the default sizes (printed).
  */
-#include "../src/hybrid/dynamics.h"
+#include "../src/hybrid/phased/dynamics.h"
 #include "test.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * test_encoder.c — the training-state encoder (src/hybrid/encoder.h):
+ * test_encoder.c — the training-state encoder (src/hybrid/phased/encoder.h):
  *   - the slot table: HPT_ENC_NFEAT slots, each named, names unique, and
  *     n_features from init equal to it;
  *   - normalisation: on a long stationary run every slot's output has mean
@@ -13,7 +13,7 @@
  *     level as an EMA, steps in phase advance;
  *   - bad phase ids are rejected.
  */
-#include "../src/hybrid/encoder.h"
+#include "../src/hybrid/phased/encoder.h"
 #include "test.h"
 
 #include <math.h>

@@ -13,7 +13,7 @@
  * phase boundary is a few steps away and the expected sequences can be
  * written out.
  */
-#include "../src/hybrid/phase.h"
+#include "../src/hybrid/phased/phase.h"
 #include "test.h"
 
 #include <string.h>

@@ -12,7 +12,7 @@
  */
 #include "../src/hybrid/divergence.h"
 #include "../src/hybrid/hybrid_internal.h"
-#include "../src/hybrid/phase.h"
+#include "../src/hybrid/phased/phase.h"
 #include "../src/hybrid/predict.h"
 #include "../src/train/settings.h"
 #include "test.h"

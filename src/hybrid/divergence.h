@@ -11,9 +11,11 @@
  *             steps (a period-2 instability; noise alone does it 2/3 of the time)
  *   OK        anything else, and every finite value until the windows fill
  *
- * Suggested driver policy: CRITICAL -> roll back and hpt_phase_force_full;
- * WARNING -> reject a running Predict phase; CAUTION -> do not start one
- * (pass confidence 0). The monitor itself takes no action.
+ * The driver (hybrid.c, guard_divergence) acts on CRITICAL only: it rolls
+ * back to the snapshot when one is held (on the outer path, to before the
+ * jump under check), else holds the phased controller in Full
+ * (hpt_phase_force_full). WARNING and CAUTION are reported, not acted on.
+ * The monitor itself takes no action.
  *
  * Statistics (llm.c's OutlierDetector, with the bugs of the original Rust
  * monitor fixed): one fixed ring per signal of `window` values; a value is

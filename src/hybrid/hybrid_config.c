@@ -107,10 +107,10 @@ hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *h
     if (v > HYBR_VERSION)
         return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u, this hpt reads %u (upgrade hpt)", ckpt_path, v,
                         HYBR_VERSION);
-    if (v != HYBR_VERSION)
+    if (v < HYBR_VERSION_OLDEST)
         return hpt_fail(HPT_ERR_FORMAT, "'%s': HYBR version %u was written by an older hpt whose hybrid state this "
                         "one cannot continue (version %u %s); start the hybrid run again", ckpt_path, v,
-                        HYBR_VERSION, v < 2   ? "samples the update statistics"
+                        v + 1, v < 2   ? "samples the update statistics"
                                      : v < 3 ? "also records the controller's own time"
                                      : v < 4 ? "saves the phase controller and divergence monitor field by field"
                                      : v < 5 ? "stores the outer predictor's settings and state"

@@ -36,11 +36,11 @@ static void per_phase(cJSON *o, const char *key, const double *v) {
 /* The forecast's calibration: how often the realised loss fell inside the
  * forecast's mean +- 2 std, per horizon bucket (1, 2-3, 4-7, ...); nothing
  * scored yet is null. */
-static void calibration(const hybrid *h, cJSON *o) {
+static void calibration(const hpt_dyn *d, cJSON *o) {
     cJSON *a = cJSON_AddArrayToObject(o, "calibration");
-    for (int b = 0; a && b < hpt_dyn_buckets(&h->dyn); b++) {
+    for (int b = 0; a && b < hpt_dyn_buckets(d); b++) {
         hpt_dyn_calib cb;
-        hpt_dyn_calibration(&h->dyn, b, 0, &cb);
+        hpt_dyn_calibration(d, b, 0, &cb);
         cJSON *e = cJSON_CreateObject();
         if (!e) return;
         cJSON_AddItemToArray(a, e);
@@ -55,6 +55,20 @@ static void calibration(const hybrid *h, cJSON *o) {
     }
 }
 
+/* The learned dynamics' members: the forecast's calibration and what the
+ * residual corrector changed (only where the run has them: the phased
+ * controller, --outer-gate dynamics). */
+static void learned_dynamics(const hpt_dyn *d, cJSON *o) {
+    calibration(d, o);
+    float before, after;
+    hpt_dyn_corrector_effect(d, 0, &before, &after);
+    cJSON *cr = cJSON_AddObjectToObject(o, "corrector_loss_residual");
+    if (cr) {
+        hpt_json_num(cr, "raw", before);
+        hpt_json_num(cr, "corrected", after);
+    }
+}
+
 void hpt_hyb_summary(void *hctx, cJSON *o) {
     hybrid *h = hctx;
     const hybrid_counts *c = &h->cnt;
@@ -64,11 +78,10 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
     cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes_hybrid");
     if (mb) {
         hpt_json_u64(mb, "snapshot", 3 * h->n * sizeof(float));
-        hpt_json_u64(mb, "buffers", h->buf_bytes);
+        hpt_json_u64(mb, "buffers", hpt_hyb_buf_bytes(h));
         hpt_json_u64(mb, "predictor", h->pred.arena_bytes);
-        hpt_json_u64(mb, "dynamics", (h->dyn.params_n + h->dyn.grads_n + h->dyn.adam_n + h->dyn.state_n +
-                                      h->dyn.scratch_n) * sizeof(float));
-        hpt_json_u64(mb, "encoder", h->enc.arena_floats * sizeof(float));
+        hpt_json_u64(mb, "dynamics", h->learn ? hpt_learner_dyn_bytes(h->learn) : 0);
+        hpt_json_u64(mb, "encoder", h->learn ? h->learn->enc.arena_floats * sizeof(float) : 0);
     }
     double steps[HPT_PHASE_COUNT];
     for (int i = 0; i < HPT_PHASE_COUNT; i++) steps[i] = c->phase_count_steps[i];
@@ -112,16 +125,8 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
         hpt_json_u64(rb, "updates", (uint64_t)(undone_u > 0 ? undone_u : 0));
         hpt_json_u64(rb, "predicted_steps", (uint64_t)(undone_p > 0 ? undone_p : 0));
     }
-    hpt_json_u64(o, "transitions", (uint64_t)h->ph.transitions);
-    calibration(h, o);
-    /* what the residual corrector changed */
-    float before, after;
-    hpt_dyn_corrector_effect(&h->dyn, 0, &before, &after);
-    cJSON *cr = cJSON_AddObjectToObject(o, "corrector_loss_residual");
-    if (cr) {
-        hpt_json_num(cr, "raw", before);
-        hpt_json_num(cr, "corrected", after);
-    }
+    hpt_json_u64(o, "transitions", (uint64_t)(h->phz ? h->phz->ph.transitions : 0));
+    if (h->learn) learned_dynamics(&h->learn->dyn, o);
 }
 
 void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
@@ -143,6 +148,6 @@ void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
              c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
              c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
              c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0,
-             3.0 * h->n * sizeof(float) / 1048576.0, h->buf_bytes / 1048576.0);
+             3.0 * h->n * sizeof(float) / 1048576.0, hpt_hyb_buf_bytes(h) / 1048576.0);
     if (log) log(ctx, line);
 }

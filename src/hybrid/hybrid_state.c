@@ -1,6 +1,8 @@
 /*
  * hybrid_state.c — the hybrid driver's whole state in the HYBR checkpoint
- * section (layout in hybrid_internal.h and docs/format.md), and the round
+ * section (layout in hybrid_internal.h and docs/format.md): the driver's
+ * blocks, the phased controller's and the learned dynamics' only where the
+ * run has them, a version-6 checkpoint's extra blocks skipped; and the round
  * trip the tests use.
  */
 #include "hybrid_internal.h"
@@ -13,8 +15,16 @@
 #include <unistd.h>
 
 /* mode 0 counts, 1 writes to w, 2 reads from k; on read, why holds the
- * first problem (the rest of the walk is skipped). */
-typedef struct walker { int mode; uint64_t n; hpt_writer *w; hpt_cursor k; char why[400]; } walker;
+ * first problem (the rest of the walk is skipped) and version the layout
+ * being read (HYBR_VERSION when counting or writing). */
+typedef struct walker {
+    int mode;
+    uint64_t n;
+    hpt_writer *w;
+    hpt_cursor k;
+    uint32_t version;
+    char why[400];
+} walker;
 
 static void fail(walker *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(walker *x, const char *fmt, ...) {
@@ -46,6 +56,23 @@ static void w_block(walker *x, const char *what, void *p, size_t n) {
     w_raw(x, &len, 8);
     w_raw(x, p, n);
 }
+
+/* A block of a version-6 checkpoint this run has no owner for (the outer
+ * path's phase controller, dynamics model and previous update): its length,
+ * then past its bytes. Only on read. */
+static void w_skip(walker *x, const char *what) {
+    uint64_t len;
+    if (x->why[0]) return;
+    if (!hpt_cur_u64(&x->k, &len) || x->k.n - x->k.pos < len) {
+        fail(x, "the %s block is truncated", what);
+        return;
+    }
+    x->k.pos += (size_t)len;
+}
+
+/* Whether the layout being read holds every block for every predictor
+ * (version 6), owned by this run or not. */
+static int all_blocks(const walker *x) { return x->mode == 2 && x->version < 7; }
 
 /* A block written field by field by its module's save, read back and
  * checked by its load (phase.h, divergence.h). */
@@ -80,11 +107,14 @@ static hpt_status div_load(void *o, hpt_cursor *k) { return hpt_div_load(o, k); 
  * checkpoint must not name bytes a crash can still take away). */
 static void walk_head(hybrid *h, walker *x) {
     uint32_t version = HYBR_VERSION;
+    x->version = HYBR_VERSION;
     unsigned char cfg[HYBR_CFG_BYTES], cfg_now[HYBR_CFG_BYTES];
     hpt_hyb_encode_cfg(&h->cfg, cfg_now);
     memcpy(cfg, cfg_now, sizeof cfg);
     w_raw(x, &version, 4);
-    if (x->mode == 2 && version != HYBR_VERSION) fail(x, "version %u, this hpt reads %u", version, HYBR_VERSION);
+    if (x->mode == 2) x->version = version;
+    if (x->mode == 2 && (version < HYBR_VERSION_OLDEST || version > HYBR_VERSION))
+        fail(x, "version %u, this hpt reads %u to %u", version, HYBR_VERSION_OLDEST, HYBR_VERSION);
     w_raw(x, cfg, sizeof cfg);
     if (x->mode == 2 && memcmp(cfg, cfg_now, sizeof cfg)) fail(x, "its config differs from the run's");
     uint64_t plen = 0;
@@ -99,18 +129,46 @@ static void walk_head(hybrid *h, walker *x) {
     if (x->mode == 2) h->phases_bytes = plen;
 }
 
-/* The learned parts: encoder and dynamics arenas, byte for byte (floats,
+/* The phase controller, field by field: the phased controller's. */
+static void walk_phase_ctl(hybrid *h, walker *x) {
+    if (!h->phz) {
+        if (all_blocks(x)) w_skip(x, "phase controller");
+        return;
+    }
+    fields ph = {"phase controller", hpt_phase_state_bytes(), phase_save, phase_load};
+    w_fields(x, &ph, &h->phz->ph);
+}
+
+/* The blocks a version-6 checkpoint held for the learned dynamics: the
+ * encoder's region and the dynamics model's four. */
+#define V6_MODEL_BLOCKS 5
+
+/* The learned dynamics: encoder and dynamics arenas, byte for byte (floats,
  * and the dynamics model's scalars, an explicitly padded struct of fixed
  * width fields), their indices and counters checked after the read. */
 static void walk_models(hybrid *h, walker *x) {
+    hpt_learner *l = h->learn;
+    if (!l) {
+        for (int i = 0; all_blocks(x) && i < V6_MODEL_BLOCKS; i++) w_skip(x, "dynamics model");
+        return;
+    }
     hpt_region r[8];
-    int nr = hpt_encoder_regions(&h->enc, r);
+    int nr = hpt_encoder_regions(&l->enc, r);
     for (int i = 0; i < nr; i++) w_block(x, r[i].name, r[i].ptr, r[i].bytes);
-    nr = hpt_dyn_regions(&h->dyn, r);
+    nr = hpt_dyn_regions(&l->dyn, r);
     for (int i = 0; i < nr; i++) w_block(x, r[i].name, r[i].ptr, r[i].bytes);
     if (x->mode != 2 || x->why[0]) return;
-    if (hpt_encoder_check_state(&h->enc) != HPT_OK || hpt_dyn_check_state(&h->dyn) != HPT_OK)
+    if (hpt_encoder_check_state(&l->enc) != HPT_OK || hpt_dyn_check_state(&l->dyn) != HPT_OK)
         fail(x, "%s", hpt_errmsg());
+}
+
+/* The learned dynamics' previous update at the sampled parameters. */
+static void walk_prev_update(hybrid *h, walker *x) {
+    if (!h->learn) {
+        if (all_blocks(x)) w_skip(x, "previous update");
+        return;
+    }
+    w_block(x, "previous update", h->learn->prev_upd, h->learn->ns * sizeof(float));
 }
 
 static int in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
@@ -169,8 +227,11 @@ static void walk_outer(hybrid *h, walker *x) {
     o->check_sum = gv[0]; o->ref_mean = gv[1]; o->ref_sd = gv[2];
 }
 
-/* The predictor, the snapshot and the driver's own state. */
+/* The predictor, the snapshot and the driver's own state, with the learned
+ * dynamics' and the phased controller's scalars (have_prev_upd,
+ * next_pred_loss, accept_ema: 0, NaN and 1 where they do not exist). */
 static void walk_driver(hybrid *h, walker *x) {
+    hpt_learner *l = h->learn;
     int32_t iv[4] = {h->pred.ring_count, h->pred.ring_head, h->snap.valid, h->snap.step};
     w_block(x, "predictor/snapshot counters", iv, sizeof iv);
     w_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
@@ -178,20 +239,20 @@ static void walk_driver(hybrid *h, walker *x) {
     w_block(x, "predictor arena", h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
     w_block(x, "snapshot arena", h->snap.arena, 3 * h->snap.n * sizeof(float));
 
-    int32_t dv[16] = {h->have_prev_upd, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,
+    int32_t dv[16] = {l ? l->have_prev_upd : 0, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,
                       h->cnt.rollbacks, h->cnt.div_rollbacks, h->cnt.phases_accepted, h->cnt.phases_rejected,
                       h->cnt.predicted_steps_kept, h->cnt.predicted_steps_lost};
     for (int i = 0; i < HPT_PHASE_COUNT; i++) dv[11 + i] = h->cnt.phase_count_steps[i];
     dv[15] = h->snap.valid ? h->snap.updates + 1 : 0;  /* the snapshot's update count + 1 (0: unknown) */
     w_block(x, "driver counters", dv, sizeof dv);
-    float fv[3] = {h->next_pred_loss, h->scale, h->accept_ema};
+    float fv[3] = {l ? l->next_pred_loss : NAN, h->scale, h->phz ? h->phz->accept_ema : 1.0f};
     w_block(x, "driver floats", fv, sizeof fv);
     double gv[3 + HPT_PHASE_COUNT] = {h->real_step_s, h->cnt.alpha_sum};
     for (int i = 0; i < HPT_PHASE_COUNT; i++) gv[2 + i] = h->cnt.phase_s[i];
     gv[2 + HPT_PHASE_COUNT] = h->cnt.ctrl_s;
     w_block(x, "driver times", gv, sizeof gv);
     w_block(x, "loss ring", h->loss_ring, sizeof h->loss_ring);
-    w_block(x, "previous update", h->prev_upd, h->ns * sizeof(float));
+    walk_prev_update(h, x);
     int32_t snap_valid = h->snap.valid;
     if (x->mode == 2) h->snap.valid = iv[2] == 1;  /* what walk_outer checks against; set for good below */
     walk_outer(h, x);
@@ -207,21 +268,23 @@ static void walk_driver(hybrid *h, walker *x) {
     if (why) { fail(x, "%s", why); return; }
     h->pred.ring_count = iv[0]; h->pred.ring_head = iv[1]; h->snap.valid = iv[2]; h->snap.step = iv[3];
     h->snap.updates = dv[15] - 1;
-    h->have_prev_upd = dv[0]; h->loss_n = dv[1]; h->loss_head = dv[2]; h->cnt.backward_passes = dv[3];
+    if (l) l->have_prev_upd = dv[0];
+    h->loss_n = dv[1]; h->loss_head = dv[2]; h->cnt.backward_passes = dv[3];
     h->cnt.probe_passes = dv[4]; h->cnt.rollbacks = dv[5]; h->cnt.div_rollbacks = dv[6]; h->cnt.phases_accepted = dv[7];
     h->cnt.phases_rejected = dv[8]; h->cnt.predicted_steps_kept = dv[9]; h->cnt.predicted_steps_lost = dv[10];
     for (int i = 0; i < HPT_PHASE_COUNT; i++) h->cnt.phase_count_steps[i] = dv[11 + i];
-    h->next_pred_loss = fv[0]; h->scale = fv[1]; h->accept_ema = fv[2];
+    if (l) l->next_pred_loss = fv[0];
+    h->scale = fv[1];
+    if (h->phz) h->phz->accept_ema = fv[2];
     h->real_step_s = gv[0]; h->cnt.alpha_sum = gv[1];
     for (int i = 0; i < HPT_PHASE_COUNT; i++) h->cnt.phase_s[i] = gv[2 + i];
     h->cnt.ctrl_s = gv[2 + HPT_PHASE_COUNT];
 }
 
 static void walk_state(hybrid *h, walker *x) {
-    fields ph = {"phase controller", hpt_phase_state_bytes(), phase_save, phase_load};
     fields dv = {"divergence monitor", hpt_div_state_bytes(&h->div), div_save, div_load};
     walk_head(h, x);
-    w_fields(x, &ph, &h->ph);
+    walk_phase_ctl(h, x);
     w_fields(x, &dv, &h->div);
     walk_models(h, x);
     walk_driver(h, x);

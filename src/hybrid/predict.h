@@ -5,6 +5,13 @@
  *
  * A predictor is a row of the table in predict.c (hpt_pred_ops, like the
  * models' hpt_model_ops) and one file:
+ *   outer       pred_outer.c       the default: the outer Nesterov step on the
+ *                                  displacement since an anchor (DiLoCo's
+ *                                  outer optimizer with one replica;
+ *                                  Lookahead): an "outer" predictor, checked
+ *                                  by the next real steps' losses instead of
+ *                                  probes (the driver's outer path, hybrid.c)
+ * and the phased controller's four (phased/, sharing phased/pred_common.c):
  *   coast       pred_coast.c       hpt's own: the AdamW step with the momentum
  *                                  left to decay, gated per tensor by the
  *                                  gradient signal-to-noise
@@ -14,13 +21,8 @@
  *   shrink      pred_shrink.c      that line with each slope shrunk by its
  *                                  significance, each tensor gated by how
  *                                  straight its path was
- *   outer       pred_outer.c       the outer Nesterov step on the displacement
- *                                  since an anchor (DiLoCo's outer optimizer
- *                                  with one replica; Lookahead): an "outer"
- *                                  predictor, checked by the next real
- *                                  steps' losses instead of probes
- * All but the outer ones share the verification and rollback of the driver
- * (hybrid.c); an outer predictor (ops->outer) is driven by its own path there. A new
+ * The four are verified by probes and a line search and rolled back by the
+ * phased controller (phased/phased.c). A new
  * predictor is one file defining its hpt_pred_ops (with the history it needs,
  * min_history: the controller waits for it) and one row appended to
  * HPT_PREDICTORS in predict.c: a row's position is the predictor's index in
@@ -72,7 +74,8 @@ int hpt_pred_parse(const char *name);
 /* The name of index i, or NULL when there is no such row. */
 const char *hpt_pred_name(int i);
 int hpt_pred_count(void);
-/* "coast, stale-adam, linear or shrink", for messages. */
+/* "coast, stale-adam, linear, shrink or outer" (every row, in table
+ * order), for messages. */
 void hpt_pred_list(char *buf, size_t cap);
 
 struct hpt_predictor {
@@ -83,7 +86,7 @@ struct hpt_predictor {
     float snr_lo, snr_hi;        /* coast gate: scale 0 below lo, 1 above hi */
     float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast, shrink) */
     float straight_lo, straight_hi;      /* shrink gate: 0 at or below lo, 1 at or above hi */
-    float tensor_scale[HPT_MAX_TENSORS];  /* per-tensor scale from the dynamics model, all predictors (1: none) */
+    float tensor_scale[HPT_MAX_TENSORS];  /* per-tensor scale from the dynamics model, set by the phased controller (1: none; the outer path leaves it) */
     /* the ring (ops->ring_c > 0): c parameter snapshots, one every s real steps */
     float *ring;                 /* (c, n) */
     int ring_c, ring_s, ring_count, ring_head;
@@ -94,7 +97,7 @@ struct hpt_predictor {
     float *anchor, *outer_u;
     float outer_lr, outer_mom;
     int outer_adapt;             /* 1: per-tensor agreement gate (tensor_gate), --outer-adapt agree */
-    float *arena;                /* owns ring and slope */
+    float *arena;                /* owns ring and slope, or the outer predictor's anchor and outer_u */
     size_t arena_bytes;
 };
 
@@ -117,18 +120,5 @@ void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const fl
 /* The outer predictor's new interval: anchor = params, momentum buffer 0
  * (at the start, after the warmup, after a rollback). */
 void hpt_pred_outer_reset(hpt_predictor *p, const float *params);
-
-/* ---------------------------------------------------------------- for the predictor files */
-
-/* The ring's observe: a snapshot every ring_s updates. */
-void hpt_pred_ring_observe(hpt_predictor *p, const float *params, int updates);
-/* The ring's snapshots, oldest first (ring_count of them). */
-void hpt_pred_ring_oldest_first(const hpt_predictor *p, const float *snap[HPT_PRED_MAX_RING]);
-/* params += scale * tensor_scale * gate * slope per tensor (gate NULL: 1). */
-void hpt_pred_apply_slope(hpt_predictor *p, float *params, float scale, const float *gate);
-/* The AdamW step from the stored moments, its momentum scaled by decay_m,
- * per tensor by tensor_scale * gate (gate NULL: 1). */
-void hpt_pred_apply_adamw(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
-                          const hpt_adamw *o, int t, float lr, float scale, float decay_m, const float *gate);
 
 #endif /* HPT_PREDICT_H */

@@ -231,8 +231,8 @@
 
 /* ---------------------------------------------------------------- the generic parts */
 
-/* The rows of the train and run groups (settings.c); the hybrid rows are
- * hpt_hybrid_settings (hybrid_config.c), and hpt_settings(g) any group's. */
+/* The rows of the train and run groups (settings.c); hpt_settings(g)
+ * (hybrid_config.c) returns any group's, the hybrid rows included. */
 const hpt_setting *hpt_train_settings(hpt_setting_group g, int *n);
 /* After decoding a TCFG of `version`: the rows it lacks get the value runs
  * of that version had, where it differs from today's default (a version-2

@@ -71,11 +71,6 @@ hpt_status hpt_phase_config_check(const hpt_phase_config *c) {
     return HPT_OK;
 }
 
-const char *hpt_phase_name(hpt_phase p) {
-    static const char *names[HPT_PHASE_COUNT] = {"warmup", "full", "predict", "correct"};
-    return p >= 0 && p < HPT_PHASE_COUNT ? names[p] : "?";
-}
-
 /* --------------------------------------------------------------- the table */
 
 enum {

@@ -2,7 +2,7 @@
  * pred_stale_adam.c — a control: the last AdamW update re-applied unchanged
  * every predicted step (the probe's "stale AdamW"), from the stored moments.
  */
-#include "predict.h"
+#include "pred_common.h"
 
 static void stale_adam_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                              const hpt_adamw *o, int t, float lr, int k, float scale) {

@@ -5,7 +5,7 @@
  * tensors whose recent gradients agree move, noisy ones stay. The total
  * displacement over a phase is bounded (geometric), not linear in the horizon.
  */
-#include "predict.h"
+#include "pred_common.h"
 
 #include <math.h>
 

@@ -8,7 +8,7 @@
  * Warmup and Full steps are plain training steps (forward, backward, AdamW);
  * Predict steps apply the dynamics model's update without a backward pass;
  * Correct steps are full-gradient steps that repair what Predict got wrong.
- * The driver (hybrid.c) runs the steps; this module only decides. It is pure
+ * The phased controller (phased.c) runs the steps; this module only decides. It is pure
  * logic: no I/O, no allocation, no RNG, no clock. Every transition is a row
  * of one table (phase.c), reported with its reason through hpt_phase_next.
  *
@@ -60,18 +60,10 @@
 #ifndef HPT_PHASE_H
 #define HPT_PHASE_H
 
-#include "../base/base.h"
+#include "../../base/base.h"
+#include "../phase_kind.h"
 
-typedef enum hpt_phase {
-    HPT_PHASE_WARMUP,
-    HPT_PHASE_FULL,
-    HPT_PHASE_PREDICT,
-    HPT_PHASE_CORRECT,
-    HPT_PHASE_COUNT
-} hpt_phase;
-
-/* "warmup", "full", "predict", "correct" ("?" out of range). */
-const char *hpt_phase_name(hpt_phase p);
+/* hpt_phase and hpt_phase_name: ../phase_kind.h */
 
 typedef struct hpt_phase_config {
     int warmup_steps;            /* --warmup-steps: full steps before Predict is considered (>= 0) */

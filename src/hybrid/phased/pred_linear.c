@@ -3,7 +3,7 @@
  * last c parameter snapshots (one every s real steps), extrapolated. The
  * probe's control; 4 snapshots 5 steps apart.
  */
-#include "predict.h"
+#include "pred_common.h"
 
 /* The least-squares slope per parameter over the ring, oldest to newest, x
  * in units of real steps. */

@@ -16,8 +16,8 @@
  * those builds when this was written).
  */
 #include "dynamics.h"
-#include "../kernels/vmath.h"
-#include "../train/optim.h"
+#include "../../kernels/vmath.h"
+#include "../../train/optim.h"
 
 #include <math.h>
 #include <string.h>

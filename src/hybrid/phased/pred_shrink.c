@@ -9,7 +9,7 @@
  * over (c-1) x the summed squared hops: 1 for a drift, 1/(c-1) for a random
  * walk, ~1/(c-1)^2 for noise around a fixed point).
  */
-#include "predict.h"
+#include "pred_common.h"
 
 #include <math.h>
 

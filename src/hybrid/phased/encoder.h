@@ -37,7 +37,7 @@
  *   15    phase_steps   log(1 + steps in the current phase)            steps_in_phase
  *
  * The driver measures the inputs of slots 6, 7, 9 and 10 on a fixed sample
- * of each tensor's parameters (at most 1024 per tensor, hybrid_internal.h),
+ * of each tensor's parameters (at most 1024 per tensor, learner.h),
  * not over the whole arena.
  *
  * Slots 0-3 are the three loss EMAs and the raw loss written as one level and
@@ -60,7 +60,7 @@
 #ifndef HPT_ENCODER_H
 #define HPT_ENCODER_H
 
-#include "../base/base.h"
+#include "../../base/base.h"
 
 #define HPT_ENC_NPHASES 4      /* phase ids 0..3 (the driver's W/F/P/C) */
 #define HPT_ENC_CLIP 5.0f      /* normalised features lie in [-5, 5] */
