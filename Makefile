@@ -113,7 +113,7 @@ ifneq ($(HPT_BIN),hpt)
 .PHONY: hpt
 hpt: $(HPT_BIN)
 endif
-CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o $(BUILD)/cli/compare_md.o $(BUILD)/cli/compare_run.o $(BUILD)/cli/compare_results.o $(BUILD)/cli/compare_budget.o $(BUILD)/cli/runlog.o
+CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o $(BUILD)/cli/compare_md.o $(BUILD)/cli/compare_run.o $(BUILD)/cli/compare_results.o $(BUILD)/cli/compare_budget.o $(BUILD)/cli/compare_sweep.o $(BUILD)/cli/runlog.o
 CLI_OBJ += $(BUILD)/cli/hf.o $(BUILD)/cli/tokenize.o
 $(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -125,8 +125,11 @@ $(BUILD)/%.o: %.c
 $(BUILD)/test_%: $(BUILD)/tests/test_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# compare's budget arithmetic is the cli's, pure: its test links that one file
+# compare's budget arithmetic and its sweep extension are the cli's, pure:
+# each test links its one file
 $(BUILD)/test_compare_budget: $(BUILD)/tests/test_compare_budget.o $(BUILD)/cli/compare_budget.o $(BUILD)/libhpt.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/test_compare_sweep: $(BUILD)/tests/test_compare_sweep.o $(BUILD)/cli/compare_sweep.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
