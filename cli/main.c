@@ -20,8 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define VERSION_STRING "hpt 0.1.0"
-
 void die_usage(const char *fmt, const char *a) {
     fprintf(stderr, "hpt: ");
     fprintf(stderr, fmt, a);
@@ -539,7 +537,7 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    if (!strcmp(cmd, "--version")) { puts(VERSION_STRING); return 0; }
+    if (!strcmp(cmd, "--version")) { printf("hpt %s\n", hpt_version(NULL, NULL, NULL)); return 0; }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 2, argv + 2);
     die_usage("unknown command '%s' (expected train, sample, compare, plot, import, export or eval)", cmd);

@@ -25,6 +25,27 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- version */
+
+#define HPT_VERSION_MAJOR 0
+#define HPT_VERSION_MINOR 1
+#define HPT_VERSION_PATCH 0
+#define HPT_VERSION_STRING "0.1.0"
+
+/* The library's version, "MAJOR.MINOR.PATCH" (HPT_VERSION_STRING as the
+ * library was built), and its numbers through any of major, minor, patch
+ * that is not NULL. A program built against this header can compare them
+ * with the macros; `hpt --version` prints it. The string is static. */
+const char *hpt_version(int *major, int *minor, int *patch);
+
+/* sizeof the public struct named `name` as the library was built
+ * ("hpt_tensor_info", "hpt_batch", "hpt_gpt2_config", "hpt_mlp_config",
+ * "hpt_cnn_config", "hpt_step_info", "hpt_setting", "hpt_train_config",
+ * "hpt_hybrid_config", "hpt_run_options"); 0 for another name. A binding
+ * that mirrors these structs by hand (python/hpt/_lib.py) checks its copies
+ * against these at load time. */
+size_t hpt_struct_size(const char *name);
+
 /* ---------------------------------------------------------------- status */
 
 typedef enum hpt_status {

@@ -24,7 +24,18 @@ from ._lib import Error, LIBRARY_PATH, lib, check
 from . import _lib
 
 __all__ = ["Error", "GPT2", "MLP", "CNN", "Model", "Tensor", "train", "train_options", "compare", "load",
-           "set_threads", "get_threads", "blas_core", "set_vocab_dir", "LIBRARY_PATH"]
+           "set_threads", "get_threads", "blas_core", "set_vocab_dir", "LIBRARY_PATH", "version", "__version__"]
+
+
+def version():
+    """libhpt's version: (string, (major, minor, patch)), from hpt_version;
+    the same as `hpt --version` prints."""
+    n = [ctypes.c_int(), ctypes.c_int(), ctypes.c_int()]
+    s = lib.hpt_version(*[ctypes.byref(x) for x in n]).decode()
+    return s, tuple(x.value for x in n)
+
+
+__version__ = version()[0]
 
 Tensor = collections.namedtuple("Tensor", "name shape slice decay")
 
