@@ -12,6 +12,29 @@
  * Conventions (ggml / SQLite style): every *_init / *_load has a *_free that
  * accepts NULL; functions return hpt_status and never exit; on failure the
  * message is available from hpt_errmsg() until the next failure on this thread.
+ * A function that can fail returns hpt_status and gives its results through
+ * out-parameters; the only others return a value that cannot fail or carries
+ * its own "none" (a count, a size, a flag, a pointer that may be NULL, a
+ * sampled token or -1), each said where it is declared.
+ *
+ * Who owns a pointer:
+ *   - a const char * or array the library returns is borrowed: never free it.
+ *     Static ones live for the process (hpt_version, hpt_status_str,
+ *     hpt_blas_core, hpt_schedule_name, the settings table's rows and
+ *     names); hpt_errmsg's until the next failure on the calling thread;
+ *     one read from a handle (hpt_model_params, _grads, _tensors, _logits,
+ *     _describe; hpt_text_ids, _codepoints; hpt_trainer_checkpoint) until
+ *     that handle is freed (logits and the checkpoint path also change with
+ *     the next forward / save);
+ *   - a string a caller puts in a config (hpt_train_config's task, model,
+ *     data_path, out_dir, ...; hpt_hybrid_config's predictor; what
+ *     hpt_setting_parse and hpt_train_args_parse set from text / argv) is
+ *     not copied: it must outlive every use of the config, a run given it
+ *     included (hpt_trainer_init copies only task, model, data_path,
+ *     init_path and out_dir);
+ *   - a handle (**out) or struct a function fills (hpt_rundir) belongs to the
+ *     caller, who frees it with its *_free;
+ *   - callbacks (hpt_log_fn, hpt_step_fn) get pointers valid for the call only.
  * Dimension letters used across the code: B batch, T time (sequence length),
  * C channels (n_embd), V vocab, Vp padded vocab, L layers, NH heads, hs head size.
  */
@@ -222,7 +245,10 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
 /* byte: 256 byte tokens; char: the corpus's own characters; gpt2: GPT-2's
  * byte-level BPE (50257 tokens, OpenAI's vocabulary files, see
  * hpt_set_vocab_dir). */
-typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1, HPT_TOK_GPT2 = 2 } hpt_tokenizer_kind;
+typedef enum hpt_tokenizer_kind {
+    HPT_TOK_AUTO = -1,   /* hpt_hf_import only: the one the file names, else the vocabulary size's */
+    HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1, HPT_TOK_GPT2 = 2
+} hpt_tokenizer_kind;
 #define HPT_TOKEN_MAX_BYTES 256   /* the longest token's bytes, any tokenizer */
 
 /* The directory of the gpt2 tokenizer's encoder.json and vocab.bpe (--vocab);
@@ -254,9 +280,10 @@ size_t hpt_text_tokens(const hpt_text *t, int split /* 0 train, 1 val */);
 void hpt_text_train_batch(const hpt_text *t, uint64_t *rng_state, int B, int T, int *x, int *y);
 /* Batch i of n fixed, evenly spaced validation windows (the same every call). */
 void hpt_text_val_batch(const hpt_text *t, int i, int n, int B, int T, int *x, int *y);
-/* Token ids of a UTF-8 string (at most max); returns the count written, -1 on a
- * character outside the vocabulary (its byte offset in *bad), -2 out of memory. */
-int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t *bad);
+/* Token ids of a UTF-8 string, at most max of them into ids, their count in
+ * *count. HPT_ERR_DATA for a character outside the vocabulary (its byte
+ * offset in *bad, when bad is not NULL; *count 0), HPT_ERR_NOMEM. */
+hpt_status hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, int *count, size_t *bad);
 /* Appends the bytes of token id to buf (at most HPT_TOKEN_MAX_BYTES); returns
  * the count (0 for an invalid id). */
 int hpt_text_decode(const hpt_text *t, int id, char *buf);
@@ -624,13 +651,13 @@ int hpt_sample_token(const float *logits, int V, float temperature, int topk, ui
  * or BF16; every header field checked against the file, every tensor against
  * one config, the memory of its parameters against what is available, all
  * before the model is allocated, and that without gradients or activations)
- * and writes it as an hpt model file with tokenizer tok (an
- * hpt_tokenizer_kind, or -1: the one the file's metadata names, else the one
- * whose vocabulary has the model's size). n_head <= 0: from config.json
+ * and writes it as an hpt model file with tokenizer tok (HPT_TOK_AUTO: the
+ * one the file's metadata names, else the one whose vocabulary has the
+ * model's size). n_head <= 0: from config.json
  * beside the file. out_path must not be the input; an existing one is
  * replaced only with overwrite (else HPT_ERR_ARG). desc (may be NULL)
  * receives the model's description. */
-hpt_status hpt_hf_import(const char *safetensors, int n_head, int tok, const char *out_path, int overwrite,
+hpt_status hpt_hf_import(const char *safetensors, int n_head, hpt_tokenizer_kind tok, const char *out_path, int overwrite,
                          char *desc, size_t desc_n);
 /* Writes a GPT-2 model file back as safetensors: the hub's bare names, F32,
  * Conv1D [in, out] matrices, the real vocabulary rows; tensors in name order;

@@ -180,7 +180,7 @@ _SIGS = {
     "hpt_set_vocab_dir": (None, [c_char_p]),
     "hpt_text_from_vocab": (c_int, [POINTER(_P), c_int, c_void_p, c_int]),
     "hpt_text_vocab_size": (c_int, [_P]),
-    "hpt_text_encode": (c_int, [_P, c_char_p, POINTER(c_int), c_int, POINTER(c_size_t)]),
+    "hpt_text_encode": (c_int, [_P, c_char_p, POINTER(c_int), c_int, POINTER(c_int), POINTER(c_size_t)]),
     "hpt_text_decode": (c_int, [_P, c_int, c_char_p]),
     "hpt_sample_token": (c_int, [c_void_p, c_int, c_float, c_int, POINTER(c_uint64), POINTER(c_float),
                                  POINTER(c_int)]),
