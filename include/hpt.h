@@ -456,175 +456,10 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
 hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
                                     hpt_log_fn log, void *ctx);
 
-/* ---------------------------------------------------------------- hybrid */
-
-/* The hybrid controller's knobs (the CLI flag of each in brackets). The
- * controller cycles Warmup -> Full -> Predict -> Correct; src/hybrid/ has the
- * modules and docs/hybrid.md the design. */
-typedef struct hpt_hybrid_config {
-    /* phases */
-    int warmup_steps;            /* [--warmup-steps] full steps before any Predict */
-    int full_steps;              /* [--full-steps] length of a Full phase */
-    int min_predict_steps;       /* [--min-predict-steps] horizon at the threshold */
-    int max_predict_steps;       /* [--max-predict-steps] horizon at confidence 1 */
-    int correct_steps;           /* [--correct-steps] real steps after each Predict */
-    int max_consecutive_predict; /* [--max-consecutive-predict] */
-    float confidence_threshold;  /* [--confidence-threshold] > 1 disables Predict */
-    int backoff_after;           /* [--backoff-after] failed Predict phases before backing off */
-    int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
-    float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */
-    /* prediction and verification */
-    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear | outer */
-    int correction_interval;     /* [--correction-interval] predicted steps between probe checks */
-    int probe_batches;           /* [--probe-batches] batches per verification (>= 2: one batch accepted harmful jumps) */
-    int whole_phase;             /* [--whole-phase] apply the horizon's deltas as one jump */
-    /* dynamics model */
-    int ensemble, hidden, bptt;  /* [--ensemble] [--hidden] [--bptt] */
-    /* divergence monitor */
-    int div_window;              /* [--div-window] */
-    float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
-    float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
-    float div_grad_vanish;       /* [--div-grad-vanish] */
-    /* 1 (default): value a Predict phase's cost by counted passes (a probe
-     * forward = 1/3 real step, a predicted step 1/50), so runs are
-     * reproducible and resumable bit for bit; 0 [--cost-by-time]: by wall
-     * time against the measured real step, truer but not reproducible */
-    int count_cost;
-    /* --predictor outer (docs/hybrid.md): every outer_interval real steps,
-     * the outer Nesterov step on the displacement since the anchor */
-    int outer_interval;          /* [--outer-interval] H */
-    float outer_lr;              /* [--outer-lr] eta */
-    float outer_momentum;        /* [--outer-momentum] mu */
-    int outer_follow_lr;         /* [--outer-follow-lr] jump scaled by lr(t) / lr */
-    int outer_check;             /* [--outer-check] K real losses that check a jump */
-    int outer_moments;           /* [--outer-moments] 0 keep, 1 reset: AdamW's first moment at a jump */
-    int outer_adapt;             /* [--outer-adapt] 0 none, 1 agree: per-tensor gate on the momentum term */
-    int outer_gate;              /* [--outer-gate] 0 none, 1 dynamics: jump only when the dynamics model is confident */
-} hpt_hybrid_config;
-
-void hpt_hybrid_config_default(hpt_hybrid_config *c);
-hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c);
-/* hpt_trainer_run in hybrid mode: the same outputs, plus per-step phase
- * fields in metrics.jsonl, DIR/phases.jsonl (every transition with its
- * reason) and the hybrid summary (phase counts and times, backward passes,
- * predictor overhead, acceptance, calibration). */
-hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
-                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx);
-/* A trainer from hpt_trainer_resume: 1 if its checkpoint came from a
- * --mode hybrid run (continue it with hpt_trainer_run_hybrid and the config
- * from hpt_hybrid_config_resumed), else 0. */
-int hpt_trainer_resumed_hybrid(const hpt_trainer *tr);
-/* The hybrid config stored in a resumed trainer's checkpoint (HYBR). */
-hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc);
-
 /* Memory guard rails of a run (bytes, 0 = off; operational settings, not
  * saved in checkpoints): past warn, one warning through the log; past limit,
  * an emergency checkpoint is saved and the run stops with HPT_ERR_NOMEM. */
 void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit);
-
-/* ---------------------------------------------------------------- settings */
-
-/* What a run is asked to do beside its configs: operational settings of the
- * command line, never stored in checkpoints. */
-typedef struct hpt_run_options {
-    int hybrid;               /* --mode: 0 baseline, 1 hybrid */
-    const char *resume_dir;   /* --resume DIR, or NULL */
-    int log_interval;         /* --log-interval: progress every N steps off a terminal; 0 auto */
-    int rss_warn_mib;         /* --rss-warn / --rss-limit in MiB, 0 off (hpt_trainer_set_memory_limits) */
-    int rss_limit_mib;
-    int allow_data_change;    /* --allow-data-change: a resume goes on when the data changed (else refused) */
-} hpt_run_options;
-
-void hpt_run_options_default(hpt_run_options *o);
-
-/* Every field of hpt_train_config, hpt_run_options and hpt_hybrid_config is
- * one row of the settings table (src/train/settings.h) with its flag, type,
- * range, default and help; defaults, checks, checkpoint encoding, the
- * command line's parsing and its help are generated from it. */
-typedef enum hpt_setting_group {
-    HPT_SET_TRAIN,    /* hpt_train_config */
-    HPT_SET_RUN,      /* hpt_run_options */
-    HPT_SET_HYBRID    /* hpt_hybrid_config */
-} hpt_setting_group;
-
-typedef enum hpt_setting_type {
-    HPT_SET_INT,      /* int */
-    HPT_SET_U64,      /* uint64_t */
-    HPT_SET_FLOAT,    /* float */
-    HPT_SET_STR,      /* const char *, not copied; min and max bound its length */
-    HPT_SET_ENUM,     /* int: the index of one of names */
-    HPT_SET_NAME,     /* const char *: one of names */
-    HPT_SET_SWITCH    /* int (an enum) in [min, max]: a flag without a value, which sets `on` */
-} hpt_setting_type;
-
-#define HPT_SET_MIN_OPEN   1u   /* the range excludes min */
-#define HPT_SET_MAX_OPEN   2u   /* the range excludes max */
-#define HPT_SET_RESUME_OK  4u   /* may be given with --resume */
-#define HPT_SET_NOT_STORED 8u   /* operational: not in checkpoints (every HPT_SET_RUN row is) */
-
-typedef struct hpt_setting {
-    const char *flag;           /* "--n-layer" */
-    const char *field;          /* "n_layer" */
-    hpt_setting_group group;
-    hpt_setting_type type;
-    size_t offset;              /* of the field in its group's struct */
-    double min, max;            /* the range; STR: of the length; SWITCH: of the field */
-    unsigned flags;             /* HPT_SET_*; bits 8..15: the TCFG version that first stored it */
-    const char *meta;           /* the value's name in the help ("N", "X", "PATH"), or NULL */
-    /* ENUM, NAME: the allowed values in stored order, a NULL-terminated
-     * array or a function of the index (NULL past the last); read them
-     * through hpt_setting_name */
-    const char *const *names;
-    const char *(*name_at)(int i);
-    int on;                     /* SWITCH: the value the flag sets (the opposite of the default) */
-    const char *help;           /* one line; a "[...]" at its end stands for the default */
-} hpt_setting;
-
-/* The rows of a group in table order (the order of `hpt --help` and of the
- * checkpoint encoding); *n their count. */
-const hpt_setting *hpt_settings(hpt_setting_group g, int *n);
-/* The row of a flag ("--n-layer") in any group, or NULL. */
-const hpt_setting *hpt_setting_find(const char *flag);
-/* ENUM, NAME: the i-th allowed value, NULL past the last. */
-const char *hpt_setting_name(const hpt_setting *s, int i);
-/* Sets s's field in cfg (a struct of s's group) from text (NULL for a
- * SWITCH), checking the type and range; HPT_ERR_ARG with a message naming
- * the flag. Strings are not copied: text must outlive cfg. */
-hpt_status hpt_setting_parse(const hpt_setting *s, void *cfg, const char *text);
-/* s's value in cfg as text ("" for a NULL string); returns the length
- * snprintf would write. */
-int hpt_setting_format(const hpt_setting *s, const void *cfg, char *buf, size_t n);
-
-/* `hpt train`'s argument list ("--flag value" or "--flag=value", every row
- * of the table above) as the three configs, with the checks between flags
- * (--max-iters or --epochs, hybrid flags only with --mode hybrid, ...). The
- * command line and the Python binding both parse here. */
-typedef struct hpt_train_args {
-    hpt_train_config train;
-    hpt_run_options run;
-    hpt_hybrid_config hybrid;
-    int help;              /* --help was given: nothing after it was read */
-    int threads_given;     /* --threads' value, -1 if not given (a resume checks it against the run's) */
-    int mode_given;        /* --mode was given (a resume checks it against the checkpoint) */
-    unsigned arch_given;   /* which architecture flags were given (--init takes the others from its model) */
-} hpt_train_args;
-
-/* Defaults for --task / --model, then each flag in turn; HPT_ERR_ARG with a
- * message naming the flag. Strings point into argv: it must outlive a. */
-hpt_status hpt_train_args_parse(hpt_train_args *a, int argc, char *const *argv);
-/* A new run's last step before training (not for --resume): --init's
- * architecture from its model file, then the train and hybrid checks. */
-hpt_status hpt_train_args_resolve(hpt_train_args *a);
-/* The config struct of group g inside a (for hpt_setting_format). */
-void *hpt_train_args_group(hpt_train_args *a, hpt_setting_group g);
-/* sizeof(hpt_train_args), for bindings that allocate it without this header. */
-size_t hpt_train_args_sizeof(void);
-/* The run a describes, start to end, in this process (one rank): a new
- * trainer or the --resume DIR one, the memory limits, hpt_trainer_run or
- * hpt_trainer_run_hybrid, the trainer freed. HPT_ERR_INTERRUPTED after
- * hpt_request_stop, with a checkpoint to resume. (`hpt train` adds the
- * mpirun group, signal handlers and plots around the same steps.) */
-hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
 /* ---------------------------------------------------------------- weights */
 
@@ -673,54 +508,6 @@ hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *
  * (hpt train --init takes the architecture flags it was not given from it). */
 hpt_status hpt_weights_gpt2_info(const char *path, hpt_gpt2_config *cfg, hpt_tokenizer_kind *tok);
 
-/* ---------------------------------------------------------------- run directories */
-
-/* What `hpt train --out DIR` leaves in DIR, read back (src/report/rundir.c):
- * DIR/metrics.jsonl as columns, DIR/summary.json's figures, the newest
- * checkpoint. hpt compare, hpt plot and the tests read runs through these
- * only, so the file formats are known in one place (the writer's, trainer.c). */
-typedef struct hpt_run_metrics {
-    int n;                   /* lines with a step (a torn or foreign line is skipped) */
-    double *step, *time_s;   /* time_s: the training clock */
-    double *train_loss, *val_loss, *ema_val_loss, *val_accuracy;  /* NaN where a line lacks it */
-    unsigned char *predict;  /* 1: the line ends a hybrid Predict phase */
-    /* optimizer updates up to the line: its "backward" (hybrid lines, 1 for
-     * a real step, 0 for a Predict phase) summed, or, on a line without one
-     * (plain training), its step's advance over the line before */
-    double *updates;
-} hpt_run_metrics;
-
-/* summary.json's numbers, NaN where absent or null (one row per field). */
-#define HPT_RUN_SUMMARY_FIELDS(X) \
-    X(steps) X(final_val_loss) X(final_ema_val_loss) X(best_val_loss) X(train_s) X(wall_s) \
-    X(optimizer_updates) X(model_backward_calls) X(probe_passes) X(peak_rss_bytes) \
-    X(predictor_overhead_s) X(controller_overhead_s)
-typedef struct hpt_run_summary {
-    int present;             /* 0: no summary.json yet (a run in progress or stopped) */
-#define HPT_RUN_SUMMARY_FIELD_(name) double name;
-    HPT_RUN_SUMMARY_FIELDS(HPT_RUN_SUMMARY_FIELD_)
-#undef HPT_RUN_SUMMARY_FIELD_
-    double phase_steps[4];   /* hybrid steps in warmup, full, predict, correct; NaN without the hybrid */
-    double outer_jumps[2];   /* the outer predictor's jumps kept, rolled back; NaN without it */
-} hpt_run_summary;
-
-typedef struct hpt_rundir {
-    hpt_run_metrics metrics;
-    hpt_run_summary summary;
-} hpt_rundir;
-
-/* Reads DIR/metrics.jsonl (required: HPT_ERR_IO naming it) and
- * DIR/summary.json (optional: summary.present). Free with hpt_rundir_free. */
-hpt_status hpt_rundir_open(hpt_rundir *r, const char *dir);
-void hpt_rundir_free(hpt_rundir *r);
-/* The step of the last complete line of DIR/metrics.jsonl, read from its
- * tail (cheap enough to poll a growing file); 0 if none. */
-int hpt_rundir_last_step(const char *dir);
-/* The newest checkpoint file DIR/checkpoints/ckpt-<step>.bin: its step, its
- * path in path[cap]; -1 if there is none (src/train/checkpoint.c, which
- * names them). */
-int hpt_rundir_newest_checkpoint(const char *dir, char *path, size_t cap);
-
 /* ---------------------------------------------------------------- util */
 
 uint32_t hpt_crc32(uint32_t crc, const void *buf, size_t n);
@@ -736,4 +523,13 @@ double hpt_now(void);              /* monotonic seconds */
 #ifdef __cplusplus
 }
 #endif
+
+/* The parts beside the core, each in its own header and included here, so
+ * that hpt.h remains the one header a program needs: the hybrid trainer's
+ * config and runs, the settings table (flags of every config, for command
+ * lines and bindings), and reading a run directory back. */
+#include "hpt_hybrid.h"
+#include "hpt_settings.h"
+#include "hpt_rundir.h"
+
 #endif /* HPT_H */
