@@ -154,11 +154,13 @@ $(DEMO_DATA):
 # adds when an arm's best lies at its edge (--extend-sweep 2: at most 4 more).
 # Estimated from step counts (24 ms/step and 23 s of wall per 800-step run on
 # a 2-core AMD EPYC with AVX2, issue 25), not yet timed on an idle machine:
-# about 2.2 min, 2.8 min with every extension.
+# about 2.2 min, 2.8 min with every extension. At 300 steps both sweeping
+# arms' best was 4e-3, inside (seed 1337, final val 2.626 / 2.610 / 2.783 for
+# the baseline at 2e-3 / 4e-3 / 8e-3, issue 25's run on a loaded EPYC).
 demo: hpt $(DEMO_DATA)
 	./hpt compare --data $(DEMO_DATA) --n-layer 2 --n-head 2 --n-embd 64 --block-size 64 \
 	    --batch-size 12 --max-iters 300 --warmup-iters 30 --eval-iters 10 \
-	    --lrs 4e-3,8e-3,1.6e-2 --extend-sweep 2 --seeds 2 --out runs/demo
+	    --lrs 2e-3,4e-3,8e-3 --extend-sweep 2 --seeds 2 --out runs/demo
 	@echo "plots: runs/demo/val_vs_time.png, runs/demo/val_vs_step.png (and .svg); sample a model with"
 	@echo "  ./hpt sample --run runs/demo/runs/<arm-lr-seed> --tokens 300 --temperature 0.8 --top-k 20"
 
