@@ -9,6 +9,10 @@
  *      budget), and with --schedules under every schedule listed (cosine to
  *      lr x min-lr ratio, d2z, wsd: issue 12); the lowest final val loss
  *      picks each arm's tuned LR (and schedule);
+ *      an arm whose best rate lies at an edge of its rates trains at one
+ *      more rate beyond that edge at the sweep's ratio there, until the
+ *      best is inside or --extend-sweep (3) rates were added
+ *      (compare_sweep.c; results.md says so);
  *      the schedule-free control (--arms ...,schedule-free: schedule-free
  *      AdamW, evaluated at its average) sweeps --lrs too, tuned like the
  *      baseline (no schedules: its rate is constant after the warmup);
@@ -97,6 +101,11 @@ void usage_compare(FILE *f) {
 "\n"
 "compare options:\n"
 "  --lrs LIST             peak learning rates of the sweep, comma-separated    [the task's lr]\n"
+"  --extend-sweep N       when a sweeping arm's best rate is at an edge of     [3]\n"
+"                         its sweep, train it at one more rate beyond that\n"
+"                         edge (the sweep's ratio there: x2 for 2e-3,4e-3,\n"
+"                         8e-3), until the best is inside or N rates were\n"
+"                         added (0: never; results.md says which)\n"
 "  --min-lr-ratio X       each run decays to lr x X (--schedules: the cosine   [the task's min-lr/lr,\n"
 "                         row's floor; d2z and wsd decay to 0)                  0; --schedules 0.1]\n"
 "  --schedules LIST       tune the baseline and the hybrid over these          [off]\n"
@@ -210,6 +219,7 @@ static void parse_arms(compare *c, const char *s) {
 static int own_flag(compare *c, const char *name, const char *val) {
     if (!strcmp(name, "--lrs")) parse_lrs(c, val);
     else if (!strcmp(name, "--schedules")) parse_schedules(c, val);
+    else if (!strcmp(name, "--extend-sweep")) c->extend_cap = (int)parse_int(name, val, 0, MAX_EXTEND);
     else if (!strcmp(name, "--seeds")) c->nseeds = (int)parse_int(name, val, 1, MAX_SEEDS);
     else if (!strcmp(name, "--seed")) c->seed0 = (uint64_t)parse_int(name, val, 0, 1L << 40);
     else if (!strcmp(name, "--arms")) parse_arms(c, val);
@@ -339,17 +349,73 @@ static void announce(const compare *c) {
  * schedule-free (its rate is constant after the warmup). */
 static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && a != ARM_SF ? k : -1; }
 
+/* A rate of the sweep table's columns: its index in c->lrs, added if new
+ * (below every rate: first, so an ascending --lrs stays ascending). */
+static int lr_index(compare *c, float lr) {
+    for (int i = 0; i < c->nlrs; i++) if (c->lrs[i] == lr) return i;
+    int at = 0;
+    for (int i = 0; i < c->nlrs; i++) if (lr > c->lrs[i]) at = c->nlrs;
+    memmove(c->lrs + at + 1, c->lrs + at, (size_t)(c->nlrs - at) * sizeof(float));
+    c->lrs[at] = lr;
+    c->nlrs++;
+    return at;
+}
+
+/* Arm a's sweep runs at lr on the first seed, under each of its schedules. */
+static void sweep_start(compare *c, int a, float lr) {
+    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    for (int k = 0; k < ns; k++) compare_start(c, a, sweep_sched(c, a, k), lr, c->seed0, 1);
+}
+
+/* An arm's sweep read back (waiting for its runs): its lowest final val at
+ * each of its rates, over its schedules; and where that leaves it. */
+static sweep_next sweep_read(compare *c, int a) {
+    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    double v[MAX_LRS + MAX_EXTEND];
+    for (int i = 0; i < c->arm_nlrs[a]; i++) {
+        v[i] = NAN;
+        for (int k = 0; k < ns; k++) {
+            double f = compare_run(c, a, sweep_sched(c, a, k), c->arm_lrs[a][i], c->seed0, 1)->final_val;
+            if (f < v[i] || isnan(v[i])) v[i] = f;
+        }
+    }
+    return compare_sweep_next(c->arm_nlrs[a], c->arm_lrs[a], v, c->nextended[a], c->extend_cap, 10.0f);
+}
+
 /* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
  * (the first two with --schedules under every schedule) on the first seed;
- * the lowest final val tunes each. */
+ * an arm whose best rate lies at an edge of its rates trains at one more
+ * beyond it (compare_sweep.c), until the best is inside or --extend-sweep
+ * rates were added; the lowest final val tunes each. */
 static void sweep(compare *c) {
+    int active[NARMS] = {0};
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a) || !c->arms[a]) continue;
-        int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+        memcpy(c->arm_lrs[a], c->lrs, (size_t)c->nlrs * sizeof(float));
+        c->arm_nlrs[a] = c->nlrs;
+        c->sweep_end[a] = SWEEP_NONE;
+        active[a] = 1;
         /* every run of the sweep started first (--jobs: side by side), then read */
-        for (int k = 0; k < ns; k++)
-            for (int i = 0; i < c->nlrs; i++)
-                compare_start(c, a, sweep_sched(c, a, k), c->lrs[i], c->seed0, 1);
+        for (int i = 0; i < c->nlrs; i++) sweep_start(c, a, c->lrs[i]);
+    }
+    for (int more = 1; more;) {
+        more = 0;
+        for (int a = 0; a < NARMS; a++) {
+            if (!active[a]) continue;
+            sweep_next s = sweep_read(c, a);
+            c->sweep_end[a] = s.status;
+            c->sweep_edge[a] = s.edge;
+            if (s.status != SWEEP_EXTEND) { active[a] = 0; continue; }
+            fprintf(stderr, "compare: %s's best lr %g is at the %s edge of its sweep: trying lr %g (extension %d of "
+                    "at most %d)\n", compare_arm_names[a], c->arm_lrs[a][s.best], s.edge > 0 ? "upper" : "lower",
+                    s.lr, c->nextended[a] + 1, c->extend_cap);
+            lr_index(c, s.lr);
+            c->arm_lrs[a][c->arm_nlrs[a]++] = s.lr;
+            c->nextended[a]++;
+            c->planned += c->nscheds && a != ARM_SF ? c->nscheds : 1;
+            sweep_start(c, a, s.lr);
+            more = 1;
+        }
     }
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a)) continue;
@@ -357,15 +423,24 @@ static void sweep(compare *c) {
         int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
         double best = INFINITY;
         for (int k = 0; k < ns; k++)
-            for (int i = 0; i < c->nlrs; i++) {
+            for (int i = 0; i < c->arm_nlrs[a]; i++) {
                 int sched = sweep_sched(c, a, k);
-                run *r = compare_run(c, a, sched, c->lrs[i], c->seed0, 1);
-                if (r->final_val < best) { best = r->final_val; c->tuned[a] = i; c->tuned_sched[a] = sched; }
+                run *r = compare_run(c, a, sched, c->arm_lrs[a][i], c->seed0, 1);
+                if (r->final_val < best) {
+                    best = r->final_val;
+                    c->tuned[a] = lr_index(c, c->arm_lrs[a][i]);
+                    c->tuned_sched[a] = sched;
+                }
             }
-        if (c->nlrs * ns > 1)
+        if (c->arm_nlrs[a] * ns > 1)
             fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
                     c->lrs[c->tuned[a]], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
                     best, (unsigned long long)c->seed0);
+        if (c->sweep_end[a] == SWEEP_CAPPED || c->sweep_end[a] == SWEEP_LIMIT)
+            fprintf(stderr, "compare: warning: %s's tuned lr %g is %sat the %s edge of its sweep (%s): widen --lrs\n",
+                    compare_arm_names[a], c->lrs[c->tuned[a]], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
+                    c->sweep_end[a] == SWEEP_LIMIT ? "the next rate would pass 10"
+                    : c->extend_cap ? "the --extend-sweep cap was reached" : "--extend-sweep 0");
     }
 }
 
@@ -392,6 +467,7 @@ int cmd_compare(int argc, char **argv) {
     compare c;
     memset(&c, 0, sizeof c);
     c.nseeds = 3;
+    c.extend_cap = 3;
     c.jobs = 1;
     c.seed0 = 1337;
     c.ema_decay = 0.99f;

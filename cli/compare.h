@@ -30,7 +30,10 @@ extern const char *const compare_arm_names[NARMS];
 /* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
 extern const int compare_arm_lr_from[NARMS];
 
-#define MAX_LRS 16
+#define MAX_LRS 16     /* --lrs values */
+#define MAX_EXTEND 8   /* --extend-sweep: at most this many extensions per arm */
+#define NSWEEPING 3    /* the arms ARM_SWEEPS names */
+#define LRS_CAP (MAX_LRS + NSWEEPING * MAX_EXTEND)  /* --lrs and every arm's extensions */
 #define MAX_SCHEDS 8
 #define MAX_SEEDS 16
 #define MAX_PASS 256
@@ -78,7 +81,8 @@ typedef struct compare {
     char *pass_steps;                /* 1 for the words of pass that set the budget (--max-iters,
                                       * --epochs): a budget run gives its own --max-iters instead */
     char **hpass; int nhpass;        /* hybrid-only flags, for the hybrid arms */
-    float lrs[MAX_LRS]; int nlrs;
+    float lrs[LRS_CAP]; int nlrs;    /* --lrs, then the rates an extension added (the sweep table's columns) */
+    int extend_cap;                  /* --extend-sweep: extensions per sweeping arm (0: none) */
     int scheds[MAX_SCHEDS]; int nscheds;  /* --schedules: indices into compare_scheds (0: not given) */
     const char *train_schedule;      /* without --schedules: the runs' --schedule (default: the task's, linear to 0) */
     int sched_flags_given;           /* --schedule, --decay-frac or --cooldown passed through */
@@ -99,6 +103,10 @@ typedef struct compare {
     /* runs */
     run *runs; int nruns, cap;
     int tuned[NARMS];                /* index into lrs of each sweeping arm's tuned LR */
+    /* the rates each sweeping arm trained on the first seed (--lrs, then its
+     * extensions in order), and how its sweep ended (a sweep_status) */
+    float arm_lrs[NARMS][MAX_LRS + MAX_EXTEND]; int arm_nlrs[NARMS];
+    int nextended[NARMS], sweep_end[NARMS], sweep_edge[NARMS];
     int tuned_sched[NARMS];          /* index into scheds of its tuned schedule (-1 without --schedules) */
     /* progress */
     int planned, finished, tty;
@@ -150,6 +158,31 @@ budget_hit compare_budget_hit(int n, const double *f, const double *v, double ta
 /* y (a run's train_s, its updates) at f*, interpolated with the same
  * weights; NaN if the target was not reached. */
 double compare_budget_at(const budget_hit *h, const double *y);
+
+/* compare_sweep.c: the LR sweep's extension, pure (tests/
+ * test_compare_sweep.c). An arm's sweep: n rates lr (any order, distinct)
+ * and its final val at each (the lowest over its schedules; NaN: diverged,
+ * never the best). When the lowest final val lies at the smallest or the
+ * largest rate (a tie with an interior rate counts as inside) the sweep
+ * has not bracketed it: the next rate to try is one step beyond that edge
+ * by the sweep's own ratio there (edge / its neighbour: x2 for 1e-3,2e-3,
+ * 4e-3), rounded to 3 significant digits. `done` extensions were made of
+ * at most `cap`; a rate above lr_max is never proposed. */
+typedef enum {
+    SWEEP_INSIDE,   /* the best rate has a rate on each side: bracketed */
+    SWEEP_EXTEND,   /* at an edge: try .lr next */
+    SWEEP_CAPPED,   /* at an edge after cap extensions: not bracketed */
+    SWEEP_LIMIT,    /* at the upper edge, and one step beyond passes lr_max */
+    SWEEP_NONE      /* nothing to bracket: fewer than 2 rates, or no finite final val */
+} sweep_status;
+typedef struct sweep_next {
+    sweep_status status;
+    int best;    /* index of the lowest final val (the first of ties); -1: none finite */
+    int edge;    /* +1: the best is the largest rate, -1: the smallest, 0: neither */
+    float lr;    /* SWEEP_EXTEND: the rate to try */
+} sweep_next;
+sweep_next compare_sweep_next(int n, const float *lr, const double *val, int done, int cap, float lr_max);
+extern const char *const compare_sweep_status_names[];   /* "inside", "extend", "capped", "limit", "none" */
 
 /* compare_md.c: the tables of a comparison, as Markdown, from its
  * results.json (the LR sweep, per arm medians with ranges, the equal-budget

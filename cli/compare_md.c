@@ -98,6 +98,36 @@ static void md_sweep_row(const cJSON *r, const char *arm, const char *sn, FILE *
     fprintf(o, " %g%s%s |\n", num(get(r, "tuned_lr"), arm), sn && ts ? " " : "", sn && ts ? ts : "");
 }
 
+/* The rates an arm's sweep added (results.json's sweep_extension): which,
+ * and whether its best is inside now; nothing for a sweep left as given
+ * with its best inside (or an older results.json without the record). */
+static void md_sweep_extension(const cJSON *r, FILE *o) {
+    const cJSON *ext = get(r, "sweep_extension"), *e, *x;
+    int cap = (int)num(r, "extend_sweep"), any = 0;
+    cJSON_ArrayForEach(e, ext) {
+        const char *st = str(e, "status"), *edge = str(e, "edge"), *dir = str(e, "direction");
+        int nadd = cJSON_GetArraySize(get(e, "added_lrs"));
+        int stuck = !strcmp(st, "capped") || !strcmp(st, "limit");
+        if (!nadd && !stuck) continue;
+        fprintf(o, "- %s: ", e->string);
+        if (nadd) {
+            fprintf(o, "its best rate lay at the %s edge of --lrs, so the sweep added lr", !strcmp(dir, "up") ? "upper" : "lower");
+            cJSON_ArrayForEach(x, get(e, "added_lrs")) fprintf(o, "%s %g", x == get(e, "added_lrs")->child ? "" : ",", x->valuedouble);
+            fprintf(o, " (%d extension%s of at most %d); ", nadd, nadd > 1 ? "s" : "", cap);
+        }
+        double tuned = num(get(r, "tuned_lr"), e->string);
+        if (!strcmp(st, "capped"))
+            fprintf(o, "its best, lr %g, is %sat the %s edge%s: not bracketed, widen --lrs.\n", tuned, nadd ? "still " : "",
+                    edge, cap ? " (the --extend-sweep cap)" : " of its sweep (--extend-sweep 0)");
+        else if (!strcmp(st, "limit"))
+            fprintf(o, "its best, lr %g, is %sat the %s edge (the next rate would pass 10): not bracketed.\n",
+                    tuned, nadd ? "still " : "", edge);
+        else fprintf(o, "its best, lr %g, is inside now.\n", tuned);
+        any = 1;
+    }
+    if (any) fputc('\n', o);
+}
+
 /* The LR sweep: final val loss per arm (and schedule, with --schedules)
  * and LR on the first seed. */
 static void md_sweep(const cJSON *r, FILE *o) {
@@ -120,6 +150,7 @@ static void md_sweep(const cJSON *r, FILE *o) {
         cJSON_ArrayForEach(x, scheds) md_sweep_row(r, compare_arm_names[a], cJSON_GetStringValue(x), o);
     }
     fputc('\n', o);
+    md_sweep_extension(r, o);
 }
 
 /* Seeds that reached the target, of all. */

@@ -232,6 +232,25 @@ static void json_setup(const compare *c, cJSON *o) {
     free(tf); free(hf);
     cJSON *lrs = cJSON_AddArrayToObject(o, "lrs");
     for (int i = 0; i < c->nlrs; i++) cJSON_AddItemToArray(lrs, jnum(c->lrs[i]));
+    /* the sweep's extension (--extend-sweep): per sweeping arm the rates it
+     * added beyond the edge its best lay at, and where its best ended:
+     * inside (bracketed), capped (still at the edge after the cap), limit
+     * (the next rate would pass 10), none (one rate, or none finite) */
+    cJSON_AddNumberToObject(o, "extend_sweep", c->extend_cap);
+    cJSON *ext = cJSON_AddObjectToObject(o, "sweep_extension");
+    for (int a = 0; a < NARMS; a++) {
+        if (!ARM_SWEEPS(a) || !c->arms[a] || !c->arm_nlrs[a]) continue;
+        cJSON *e = cJSON_AddObjectToObject(ext, compare_arm_names[a]);
+        cJSON *added = cJSON_AddArrayToObject(e, "added_lrs");
+        for (int i = c->arm_nlrs[a] - c->nextended[a]; i < c->arm_nlrs[a]; i++)
+            cJSON_AddItemToArray(added, jnum(c->arm_lrs[a][i]));
+        /* the direction it was extended in: the first added rate against --lrs */
+        int given = c->arm_nlrs[a] - c->nextended[a];
+        if (c->nextended[a]) cJSON_AddStringToObject(e, "direction", c->arm_lrs[a][given] > c->arm_lrs[a][0] ? "up" : "down");
+        cJSON_AddStringToObject(e, "status", compare_sweep_status_names[c->sweep_end[a]]);
+        if (c->sweep_edge[a]) cJSON_AddStringToObject(e, "edge", c->sweep_edge[a] > 0 ? "upper" : "lower");
+        else cJSON_AddNullToObject(e, "edge");
+    }
     cJSON_AddStringToObject(o, "hybrid_predictor", c->predictor);
     cJSON_AddItemToObject(o, "min_lr_ratio", jnum(c->min_lr_ratio));
     cJSON_AddItemToObject(o, "ema_decay", jnum(c->ema_decay));

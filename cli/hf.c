@@ -38,14 +38,14 @@ static hpt_tokenizer_kind tokenizer_named(const char *name) {
 int cmd_import(int argc, char **argv) {
     const char *from = NULL, *out = NULL;
     int n_head = 0, overwrite = 0;
-    int tok = -1;  /* the tokenizer of the model's vocabulary size */
+    hpt_tokenizer_kind tok = HPT_TOK_AUTO;  /* the file's, else the one of the model's vocabulary size */
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) { usage_hf(stdout); return 0; }
         else if (!strcmp(a.name, "--from")) from = flag_value(&a);
         else if (!strcmp(a.name, "--out")) out = flag_value(&a);
         else if (!strcmp(a.name, "--n-head")) n_head = (int)parse_int("--n-head", flag_value(&a), 1, 256);
-        else if (!strcmp(a.name, "--tokenizer")) tok = (int)tokenizer_named(flag_value(&a));
+        else if (!strcmp(a.name, "--tokenizer")) tok = tokenizer_named(flag_value(&a));
         else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
         else if (!strcmp(a.name, "--overwrite")) overwrite = 1;
         else die_usage("unknown option '%s' for 'hpt import'", a.name);

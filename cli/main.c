@@ -20,8 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define VERSION_STRING "hpt 0.1.0"
-
 void die_usage(const char *fmt, const char *a) {
     fprintf(stderr, "hpt: ");
     fprintf(stderr, fmt, a);
@@ -448,17 +446,18 @@ static const char *parse_sample_flags(int argc, char **argv, sample_opts *o, cha
 static int start_context(const hpt_text *tok, const char *prompt, int *ctx, int cap) {
     if (prompt && *prompt) {
         size_t bad = 0;
-        int n = hpt_text_encode(tok, prompt, ctx, cap, &bad);
-        if (n == -2) { fprintf(stderr, "hpt: out of memory encoding the prompt\n"); exit(1); }
-        if (n < 0) {
+        int n = 0;
+        hpt_status st = hpt_text_encode(tok, prompt, ctx, cap, &n, &bad);
+        if (st == HPT_ERR_DATA) {
             fprintf(stderr, "hpt: the prompt's character at byte %zu is not in the model's vocabulary\n", bad);
             exit(2);
         }
+        if (st != HPT_OK) { fprintf(stderr, "hpt: encoding the prompt: %s\n", hpt_errmsg()); exit(1); }
         fputs(prompt, stdout);
         return n;
     }
-    int n = hpt_text_encode(tok, "\n", ctx, cap, NULL);
-    if (n != 1) { ctx[0] = 0; n = 1; }
+    int n = 0;
+    if (hpt_text_encode(tok, "\n", ctx, cap, &n, NULL) != HPT_OK || n != 1) { ctx[0] = 0; n = 1; }
     return n;
 }
 
@@ -539,7 +538,7 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    if (!strcmp(cmd, "--version")) { puts(VERSION_STRING); return 0; }
+    if (!strcmp(cmd, "--version")) { printf("hpt %s\n", hpt_version(NULL, NULL, NULL)); return 0; }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 2, argv + 2);
     die_usage("unknown command '%s' (expected train, sample, compare, plot, import, export or eval)", cmd);

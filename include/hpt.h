@@ -12,6 +12,29 @@
  * Conventions (ggml / SQLite style): every *_init / *_load has a *_free that
  * accepts NULL; functions return hpt_status and never exit; on failure the
  * message is available from hpt_errmsg() until the next failure on this thread.
+ * A function that can fail returns hpt_status and gives its results through
+ * out-parameters; the only others return a value that cannot fail or carries
+ * its own "none" (a count, a size, a flag, a pointer that may be NULL, a
+ * sampled token or -1), each said where it is declared.
+ *
+ * Who owns a pointer:
+ *   - a const char * or array the library returns is borrowed: never free it.
+ *     Static ones live for the process (hpt_version, hpt_status_str,
+ *     hpt_blas_core, hpt_schedule_name, the settings table's rows and
+ *     names); hpt_errmsg's until the next failure on the calling thread;
+ *     one read from a handle (hpt_model_params, _grads, _tensors, _logits,
+ *     _describe; hpt_text_ids, _codepoints; hpt_trainer_checkpoint) until
+ *     that handle is freed (logits and the checkpoint path also change with
+ *     the next forward / save);
+ *   - a string a caller puts in a config (hpt_train_config's task, model,
+ *     data_path, out_dir, ...; hpt_hybrid_config's predictor; what
+ *     hpt_setting_parse and hpt_train_args_parse set from text / argv) is
+ *     not copied: it must outlive every use of the config, a run given it
+ *     included (hpt_trainer_init copies only task, model, data_path,
+ *     init_path and out_dir);
+ *   - a handle (**out) or struct a function fills (hpt_rundir) belongs to the
+ *     caller, who frees it with its *_free;
+ *   - callbacks (hpt_log_fn, hpt_step_fn) get pointers valid for the call only.
  * Dimension letters used across the code: B batch, T time (sequence length),
  * C channels (n_embd), V vocab, Vp padded vocab, L layers, NH heads, hs head size.
  */
@@ -24,6 +47,27 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---------------------------------------------------------------- version */
+
+#define HPT_VERSION_MAJOR 0
+#define HPT_VERSION_MINOR 1
+#define HPT_VERSION_PATCH 0
+#define HPT_VERSION_STRING "0.1.0"
+
+/* The library's version, "MAJOR.MINOR.PATCH" (HPT_VERSION_STRING as the
+ * library was built), and its numbers through any of major, minor, patch
+ * that is not NULL. A program built against this header can compare them
+ * with the macros; `hpt --version` prints it. The string is static. */
+const char *hpt_version(int *major, int *minor, int *patch);
+
+/* sizeof the public struct named `name` as the library was built
+ * ("hpt_tensor_info", "hpt_batch", "hpt_gpt2_config", "hpt_mlp_config",
+ * "hpt_cnn_config", "hpt_step_info", "hpt_setting", "hpt_train_config",
+ * "hpt_hybrid_config", "hpt_run_options"); 0 for another name. A binding
+ * that mirrors these structs by hand (python/hpt/_lib.py) checks its copies
+ * against these at load time. */
+size_t hpt_struct_size(const char *name);
 
 /* ---------------------------------------------------------------- status */
 
@@ -201,7 +245,10 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
 /* byte: 256 byte tokens; char: the corpus's own characters; gpt2: GPT-2's
  * byte-level BPE (50257 tokens, OpenAI's vocabulary files, see
  * hpt_set_vocab_dir). */
-typedef enum hpt_tokenizer_kind { HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1, HPT_TOK_GPT2 = 2 } hpt_tokenizer_kind;
+typedef enum hpt_tokenizer_kind {
+    HPT_TOK_AUTO = -1,   /* hpt_hf_import only: the one the file names, else the vocabulary size's */
+    HPT_TOK_BYTE = 0, HPT_TOK_CHAR = 1, HPT_TOK_GPT2 = 2
+} hpt_tokenizer_kind;
 #define HPT_TOKEN_MAX_BYTES 256   /* the longest token's bytes, any tokenizer */
 
 /* The directory of the gpt2 tokenizer's encoder.json and vocab.bpe (--vocab);
@@ -233,9 +280,10 @@ size_t hpt_text_tokens(const hpt_text *t, int split /* 0 train, 1 val */);
 void hpt_text_train_batch(const hpt_text *t, uint64_t *rng_state, int B, int T, int *x, int *y);
 /* Batch i of n fixed, evenly spaced validation windows (the same every call). */
 void hpt_text_val_batch(const hpt_text *t, int i, int n, int B, int T, int *x, int *y);
-/* Token ids of a UTF-8 string (at most max); returns the count written, -1 on a
- * character outside the vocabulary (its byte offset in *bad), -2 out of memory. */
-int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t *bad);
+/* Token ids of a UTF-8 string, at most max of them into ids, their count in
+ * *count. HPT_ERR_DATA for a character outside the vocabulary (its byte
+ * offset in *bad, when bad is not NULL; *count 0), HPT_ERR_NOMEM. */
+hpt_status hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, int *count, size_t *bad);
 /* Appends the bytes of token id to buf (at most HPT_TOKEN_MAX_BYTES); returns
  * the count (0 for an invalid id). */
 int hpt_text_decode(const hpt_text *t, int id, char *buf);
@@ -459,181 +507,10 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
 hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
                                     hpt_log_fn log, void *ctx);
 
-/* ---------------------------------------------------------------- hybrid */
-
-/* The hybrid controller's knobs (the CLI flag of each in brackets). The
- * default path (--predictor outer) takes an outer Nesterov step every
- * outer_interval real steps after warmup_steps and checks it against the
- * next outer_check real losses; the phase, prediction and dynamics knobs
- * below serve the phased controller (--predictor coast|stale-adam|linear|
- * shrink: Warmup -> Full -> Predict -> Correct) and are inert on the outer
- * path (but --outer-gate dynamics, which reads the dynamics model and the
- * confidence threshold). src/hybrid/ has the driver and the outer path,
- * src/hybrid/phased/ the phased controller, docs/hybrid.md the design. */
-typedef struct hpt_hybrid_config {
-    /* phases */
-    int warmup_steps;            /* [--warmup-steps] real steps before any jump or Predict */
-    int full_steps;              /* [--full-steps] length of a Full phase */
-    int min_predict_steps;       /* [--min-predict-steps] horizon at the threshold */
-    int max_predict_steps;       /* [--max-predict-steps] horizon at confidence 1 */
-    int correct_steps;           /* [--correct-steps] real steps after each Predict */
-    int max_consecutive_predict; /* [--max-consecutive-predict] */
-    float confidence_threshold;  /* [--confidence-threshold] phased: > 1 disables Predict; outer: the gate's, with --outer-gate dynamics */
-    int backoff_after;           /* [--backoff-after] failed Predict phases before backing off */
-    int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
-    float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */
-    /* prediction and verification */
-    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear | outer */
-    int correction_interval;     /* [--correction-interval] predicted steps between probe checks */
-    int probe_batches;           /* [--probe-batches] batches per verification (>= 2: one batch accepted harmful jumps) */
-    int whole_phase;             /* [--whole-phase] apply the horizon's deltas as one jump */
-    /* dynamics model */
-    int ensemble, hidden, bptt;  /* [--ensemble] [--hidden] [--bptt] */
-    /* divergence monitor */
-    int div_window;              /* [--div-window] */
-    float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
-    float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
-    float div_grad_vanish;       /* [--div-grad-vanish] */
-    /* 1 (default): value a Predict phase's cost by counted passes (a probe
-     * forward = 1/3 real step, a predicted step 1/50), so runs are
-     * reproducible and resumable bit for bit; 0 [--cost-by-time]: by wall
-     * time against the measured real step, truer but not reproducible */
-    int count_cost;
-    /* --predictor outer (docs/hybrid.md): every outer_interval real steps,
-     * the outer Nesterov step on the displacement since the anchor */
-    int outer_interval;          /* [--outer-interval] H */
-    float outer_lr;              /* [--outer-lr] eta */
-    float outer_momentum;        /* [--outer-momentum] mu */
-    int outer_follow_lr;         /* [--outer-follow-lr] jump scaled by lr(t) / lr */
-    int outer_check;             /* [--outer-check] K real losses that check a jump */
-    int outer_moments;           /* [--outer-moments] 0 keep, 1 reset: AdamW's first moment at a jump */
-    int outer_adapt;             /* [--outer-adapt] 0 none, 1 agree: per-tensor gate on the momentum term */
-    int outer_gate;              /* [--outer-gate] 0 none, 1 dynamics: jump only when the dynamics model is confident */
-} hpt_hybrid_config;
-
-void hpt_hybrid_config_default(hpt_hybrid_config *c);
-hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c);
-/* hpt_trainer_run in hybrid mode: the same outputs, plus per-step phase
- * fields in metrics.jsonl, DIR/phases.jsonl (every transition with its
- * reason) and the hybrid summary (phase counts and times, backward passes,
- * predictor overhead, acceptance, calibration). */
-hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
-                                  hpt_log_fn log, hpt_step_fn on_step, void *ctx);
-/* A trainer from hpt_trainer_resume: 1 if its checkpoint came from a
- * --mode hybrid run (continue it with hpt_trainer_run_hybrid and the config
- * from hpt_hybrid_config_resumed), else 0. */
-int hpt_trainer_resumed_hybrid(const hpt_trainer *tr);
-/* The hybrid config stored in a resumed trainer's checkpoint (HYBR). */
-hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *hc);
-
 /* Memory guard rails of a run (bytes, 0 = off; operational settings, not
  * saved in checkpoints): past warn, one warning through the log; past limit,
  * an emergency checkpoint is saved and the run stops with HPT_ERR_NOMEM. */
 void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit);
-
-/* ---------------------------------------------------------------- settings */
-
-/* What a run is asked to do beside its configs: operational settings of the
- * command line, never stored in checkpoints. */
-typedef struct hpt_run_options {
-    int hybrid;               /* --mode: 0 baseline, 1 hybrid */
-    const char *resume_dir;   /* --resume DIR, or NULL */
-    int log_interval;         /* --log-interval: progress every N steps off a terminal; 0 auto */
-    int rss_warn_mib;         /* --rss-warn / --rss-limit in MiB, 0 off (hpt_trainer_set_memory_limits) */
-    int rss_limit_mib;
-    int allow_data_change;    /* --allow-data-change: a resume goes on when the data changed (else refused) */
-} hpt_run_options;
-
-void hpt_run_options_default(hpt_run_options *o);
-
-/* Every field of hpt_train_config, hpt_run_options and hpt_hybrid_config is
- * one row of the settings table (src/train/settings.h) with its flag, type,
- * range, default and help; defaults, checks, checkpoint encoding, the
- * command line's parsing and its help are generated from it. */
-typedef enum hpt_setting_group {
-    HPT_SET_TRAIN,    /* hpt_train_config */
-    HPT_SET_RUN,      /* hpt_run_options */
-    HPT_SET_HYBRID    /* hpt_hybrid_config */
-} hpt_setting_group;
-
-typedef enum hpt_setting_type {
-    HPT_SET_INT,      /* int */
-    HPT_SET_U64,      /* uint64_t */
-    HPT_SET_FLOAT,    /* float */
-    HPT_SET_STR,      /* const char *, not copied; min and max bound its length */
-    HPT_SET_ENUM,     /* int: the index of one of names */
-    HPT_SET_NAME,     /* const char *: one of names */
-    HPT_SET_SWITCH    /* int (an enum) in [min, max]: a flag without a value, which sets `on` */
-} hpt_setting_type;
-
-#define HPT_SET_MIN_OPEN   1u   /* the range excludes min */
-#define HPT_SET_MAX_OPEN   2u   /* the range excludes max */
-#define HPT_SET_RESUME_OK  4u   /* may be given with --resume */
-#define HPT_SET_NOT_STORED 8u   /* operational: not in checkpoints (every HPT_SET_RUN row is) */
-
-typedef struct hpt_setting {
-    const char *flag;           /* "--n-layer" */
-    const char *field;          /* "n_layer" */
-    hpt_setting_group group;
-    hpt_setting_type type;
-    size_t offset;              /* of the field in its group's struct */
-    double min, max;            /* the range; STR: of the length; SWITCH: of the field */
-    unsigned flags;             /* HPT_SET_*; bits 8..15: the TCFG version that first stored it */
-    const char *meta;           /* the value's name in the help ("N", "X", "PATH"), or NULL */
-    /* ENUM, NAME: the allowed values in stored order, a NULL-terminated
-     * array or a function of the index (NULL past the last); read them
-     * through hpt_setting_name */
-    const char *const *names;
-    const char *(*name_at)(int i);
-    int on;                     /* SWITCH: the value the flag sets (the opposite of the default) */
-    const char *help;           /* one line; a "[...]" at its end stands for the default */
-} hpt_setting;
-
-/* The rows of a group in table order (the order of `hpt --help` and of the
- * checkpoint encoding); *n their count. */
-const hpt_setting *hpt_settings(hpt_setting_group g, int *n);
-/* The row of a flag ("--n-layer") in any group, or NULL. */
-const hpt_setting *hpt_setting_find(const char *flag);
-/* ENUM, NAME: the i-th allowed value, NULL past the last. */
-const char *hpt_setting_name(const hpt_setting *s, int i);
-/* Sets s's field in cfg (a struct of s's group) from text (NULL for a
- * SWITCH), checking the type and range; HPT_ERR_ARG with a message naming
- * the flag. Strings are not copied: text must outlive cfg. */
-hpt_status hpt_setting_parse(const hpt_setting *s, void *cfg, const char *text);
-/* s's value in cfg as text ("" for a NULL string); returns the length
- * snprintf would write. */
-int hpt_setting_format(const hpt_setting *s, const void *cfg, char *buf, size_t n);
-
-/* `hpt train`'s argument list ("--flag value" or "--flag=value", every row
- * of the table above) as the three configs, with the checks between flags
- * (--max-iters or --epochs, hybrid flags only with --mode hybrid, ...). The
- * command line and the Python binding both parse here. */
-typedef struct hpt_train_args {
-    hpt_train_config train;
-    hpt_run_options run;
-    hpt_hybrid_config hybrid;
-    int help;              /* --help was given: nothing after it was read */
-    int threads_given;     /* --threads' value, -1 if not given (a resume checks it against the run's) */
-    int mode_given;        /* --mode was given (a resume checks it against the checkpoint) */
-    unsigned arch_given;   /* which architecture flags were given (--init takes the others from its model) */
-} hpt_train_args;
-
-/* Defaults for --task / --model, then each flag in turn; HPT_ERR_ARG with a
- * message naming the flag. Strings point into argv: it must outlive a. */
-hpt_status hpt_train_args_parse(hpt_train_args *a, int argc, char *const *argv);
-/* A new run's last step before training (not for --resume): --init's
- * architecture from its model file, then the train and hybrid checks. */
-hpt_status hpt_train_args_resolve(hpt_train_args *a);
-/* The config struct of group g inside a (for hpt_setting_format). */
-void *hpt_train_args_group(hpt_train_args *a, hpt_setting_group g);
-/* sizeof(hpt_train_args), for bindings that allocate it without this header. */
-size_t hpt_train_args_sizeof(void);
-/* The run a describes, start to end, in this process (one rank): a new
- * trainer or the --resume DIR one, the memory limits, hpt_trainer_run or
- * hpt_trainer_run_hybrid, the trainer freed. HPT_ERR_INTERRUPTED after
- * hpt_request_stop, with a checkpoint to resume. (`hpt train` adds the
- * mpirun group, signal handlers and plots around the same steps.) */
-hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
 
 /* ---------------------------------------------------------------- weights */
 
@@ -660,13 +537,13 @@ int hpt_sample_token(const float *logits, int V, float temperature, int topk, ui
  * or BF16; every header field checked against the file, every tensor against
  * one config, the memory of its parameters against what is available, all
  * before the model is allocated, and that without gradients or activations)
- * and writes it as an hpt model file with tokenizer tok (an
- * hpt_tokenizer_kind, or -1: the one the file's metadata names, else the one
- * whose vocabulary has the model's size). n_head <= 0: from config.json
+ * and writes it as an hpt model file with tokenizer tok (HPT_TOK_AUTO: the
+ * one the file's metadata names, else the one whose vocabulary has the
+ * model's size). n_head <= 0: from config.json
  * beside the file. out_path must not be the input; an existing one is
  * replaced only with overwrite (else HPT_ERR_ARG). desc (may be NULL)
  * receives the model's description. */
-hpt_status hpt_hf_import(const char *safetensors, int n_head, int tok, const char *out_path, int overwrite,
+hpt_status hpt_hf_import(const char *safetensors, int n_head, hpt_tokenizer_kind tok, const char *out_path, int overwrite,
                          char *desc, size_t desc_n);
 /* Writes a GPT-2 model file back as safetensors: the hub's bare names, F32,
  * Conv1D [in, out] matrices, the real vocabulary rows; tensors in name order;
@@ -681,54 +558,6 @@ hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *
 /* A GPT-2 model file's config and tokenizer kind, without building the model
  * (hpt train --init takes the architecture flags it was not given from it). */
 hpt_status hpt_weights_gpt2_info(const char *path, hpt_gpt2_config *cfg, hpt_tokenizer_kind *tok);
-
-/* ---------------------------------------------------------------- run directories */
-
-/* What `hpt train --out DIR` leaves in DIR, read back (src/report/rundir.c):
- * DIR/metrics.jsonl as columns, DIR/summary.json's figures, the newest
- * checkpoint. hpt compare, hpt plot and the tests read runs through these
- * only, so the file formats are known in one place (the writer's, trainer.c). */
-typedef struct hpt_run_metrics {
-    int n;                   /* lines with a step (a torn or foreign line is skipped) */
-    double *step, *time_s;   /* time_s: the training clock */
-    double *train_loss, *val_loss, *ema_val_loss, *val_accuracy;  /* NaN where a line lacks it */
-    unsigned char *predict;  /* 1: the line ends a hybrid Predict phase */
-    /* optimizer updates up to the line: its "backward" (hybrid lines, 1 for
-     * a real step, 0 for a Predict phase) summed, or, on a line without one
-     * (plain training), its step's advance over the line before */
-    double *updates;
-} hpt_run_metrics;
-
-/* summary.json's numbers, NaN where absent or null (one row per field). */
-#define HPT_RUN_SUMMARY_FIELDS(X) \
-    X(steps) X(final_val_loss) X(final_ema_val_loss) X(best_val_loss) X(train_s) X(wall_s) \
-    X(optimizer_updates) X(model_backward_calls) X(probe_passes) X(peak_rss_bytes) \
-    X(predictor_overhead_s) X(controller_overhead_s)
-typedef struct hpt_run_summary {
-    int present;             /* 0: no summary.json yet (a run in progress or stopped) */
-#define HPT_RUN_SUMMARY_FIELD_(name) double name;
-    HPT_RUN_SUMMARY_FIELDS(HPT_RUN_SUMMARY_FIELD_)
-#undef HPT_RUN_SUMMARY_FIELD_
-    double phase_steps[4];   /* hybrid steps in warmup, full, predict, correct; NaN without the hybrid */
-    double outer_jumps[2];   /* the outer predictor's jumps kept, rolled back; NaN without it */
-} hpt_run_summary;
-
-typedef struct hpt_rundir {
-    hpt_run_metrics metrics;
-    hpt_run_summary summary;
-} hpt_rundir;
-
-/* Reads DIR/metrics.jsonl (required: HPT_ERR_IO naming it) and
- * DIR/summary.json (optional: summary.present). Free with hpt_rundir_free. */
-hpt_status hpt_rundir_open(hpt_rundir *r, const char *dir);
-void hpt_rundir_free(hpt_rundir *r);
-/* The step of the last complete line of DIR/metrics.jsonl, read from its
- * tail (cheap enough to poll a growing file); 0 if none. */
-int hpt_rundir_last_step(const char *dir);
-/* The newest checkpoint file DIR/checkpoints/ckpt-<step>.bin: its step, its
- * path in path[cap]; -1 if there is none (src/train/checkpoint.c, which
- * names them). */
-int hpt_rundir_newest_checkpoint(const char *dir, char *path, size_t cap);
 
 /* ---------------------------------------------------------------- util */
 
@@ -745,4 +574,13 @@ double hpt_now(void);              /* monotonic seconds */
 #ifdef __cplusplus
 }
 #endif
+
+/* The parts beside the core, each in its own header and included here, so
+ * that hpt.h remains the one header a program needs: the hybrid trainer's
+ * config and runs, the settings table (flags of every config, for command
+ * lines and bindings), and reading a run directory back. */
+#include "hpt_hybrid.h"
+#include "hpt_settings.h"
+#include "hpt_rundir.h"
+
 #endif /* HPT_H */

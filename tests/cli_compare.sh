@@ -4,7 +4,8 @@
 #   - exit 0; results.json parses, has the headline fields as
 #     {median, min, max, per_seed}; results.md has a row per arm; both plots
 #     exist as SVG (parses as XML) and PNG (signature)
-#   - the tuned LR is the sweep's lowest final val; the baseline's own
+#   - the tuned LR is the sweep's lowest final val (--extend-sweep 0: the
+#     two rates as given; cli_compare_extend.sh tests the extension); the baseline's own
 #     speedup is exactly 1 on every seed (it defines the target)
 #   - the ema arm's final val is the averaged weights' (summary
 #     final_ema_val_loss), the baseline's is final_val_loss
@@ -26,7 +27,7 @@ words_text 777 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 60 --warmup-iters 5 --eval-iters 2 --threads 1 --warmup-steps 10 --full-steps 5"
 OUT="$tmp/cmp"
-run "$HPT" compare $CFG --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
+run "$HPT" compare $CFG --extend-sweep 0 --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
 if [ $rc -eq 0 ]; then pass "compare: exit 0 (every arm, 2 LRs, 2 seeds)"
 else fail "compare: status $rc"; fi
 
@@ -89,7 +90,7 @@ if grep -q "| hybrid (outer) |" "$tmp/out"; then pass "the table is printed"; el
 cp "$OUT/results.json" "$tmp/r1.json"
 inodes() { ls -i "$OUT/results.json" "$OUT/results.md" | awk '{print $1}' | tr '\n' ' '; }
 before=$(inodes)
-run "$HPT" compare $CFG --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
+run "$HPT" compare $CFG --extend-sweep 0 --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
 n=$(grep -c "reused" "$tmp/err")
 if [ $rc -eq 0 ] && [ "$n" -eq 12 ] && cmp -s "$OUT/results.json" "$tmp/r1.json"; then
     pass "the same command again: all 12 runs reused, identical results.json"

@@ -20,7 +20,7 @@ test_name=cli_compare_jobs; . tests/lib.sh
 words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 40 --warmup-iters 5 --eval-iters 2 --threads 1"
-ARGS="--lrs 1e-2,2e-2 --schedules d2z,wsd --arms baseline,hybrid,ema,schedule-free --budgets 0.5 --seeds 2"
+ARGS="--extend-sweep 0 --lrs 1e-2,2e-2 --schedules d2z,wsd --arms baseline,hybrid,ema,schedule-free --budgets 0.5 --seeds 2"
 run "$HPT" compare $CFG $ARGS --jobs 2 --out "$tmp/j2"
 j2_rc=$rc; cp "$tmp/err" "$tmp/err2"
 run "$HPT" compare $CFG $ARGS --out "$tmp/j1"

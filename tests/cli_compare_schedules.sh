@@ -19,7 +19,7 @@ words_text 99 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 40 --warmup-iters 5 --eval-iters 2 --threads 1 --warmup-steps 10 --full-steps 5"
 OUT="$tmp/cmp"
-run "$HPT" compare $CFG --schedules cosine,d2z,wsd --lrs 3e-3,1e-2 --seeds 2 --arms baseline,hybrid,ema \
+run "$HPT" compare $CFG --schedules cosine,d2z,wsd --extend-sweep 0 --lrs 3e-3,1e-2 --seeds 2 --arms baseline,hybrid,ema \
     --min-lr-ratio 0.1 --out "$OUT"
 if [ $rc -eq 0 ]; then pass "compare --schedules cosine,d2z,wsd: exit 0"
 else fail "compare --schedules: status $rc"; fi
@@ -81,7 +81,7 @@ run "$HPT" compare --report "$OUT"
 if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$OUT/results.md"; then pass "--report renders the same tables"
 else fail "--report: status $rc"; fi
 
-run "$HPT" compare $CFG --schedules cosine,d2z,wsd --lrs 3e-3,1e-2 --seeds 2 --arms baseline,hybrid,ema \
+run "$HPT" compare $CFG --schedules cosine,d2z,wsd --extend-sweep 0 --lrs 3e-3,1e-2 --seeds 2 --arms baseline,hybrid,ema \
     --min-lr-ratio 0.1 --out "$OUT"
 n=$(grep -c "reused" "$tmp/err")
 if [ $rc -eq 0 ] && [ "$n" -eq 16 ]; then pass "the same command again reuses all 16 runs"

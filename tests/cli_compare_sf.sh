@@ -16,7 +16,7 @@ words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 60 --warmup-iters 5 --eval-iters 2 --threads 1"
 OUT="$tmp/cmp"
-run "$HPT" compare $CFG --arms baseline,schedule-free --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
+run "$HPT" compare $CFG --arms baseline,schedule-free --extend-sweep 0 --lrs 3e-3,1e-2 --seeds 2 --out "$OUT"
 if [ $rc -eq 0 ] && grep -q "compare: 6 runs" "$tmp/err"; then pass "compare: exit 0 (baseline, schedule-free; 2 LRs, 2 seeds: 6 runs)"
 else fail "compare: status $rc, $(grep -o 'compare: [0-9]* runs' "$tmp/err")"; fi
 

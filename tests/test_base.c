@@ -223,7 +223,9 @@ static void test_tokenizers(void) {
         size_t ntr = hpt_text_tokens(t, 0), nva = hpt_text_tokens(t, 1);
         CHECK(ntr + nva == 13 && ntr == 11, "byte split %zu + %zu of 13", ntr, nva);
         int ids[8];
-        CHECK(hpt_text_encode(t, "h\xff", ids, 8, NULL) == 2 && ids[0] == 'h' && ids[1] == 255, "byte encode");
+        int k = -1;
+        CHECK(hpt_text_encode(t, "h\xff", ids, 8, &k, NULL) == HPT_OK && k == 2 && ids[0] == 'h' && ids[1] == 255,
+              "byte encode");
         char out[4];
         CHECK(hpt_text_decode(t, 255, out) == 1 && (unsigned char)out[0] == 0xff, "byte decode 255");
         CHECK(hpt_text_decode(t, 256, out) == 0 && hpt_text_decode(t, -1, out) == 0, "decode of an invalid id");
@@ -244,8 +246,8 @@ static void test_tokenizers(void) {
         CHECK(hpt_text_tokens(t, 0) + hpt_text_tokens(t, 1) == 21, "char corpus has %zu tokens, want 21",
               hpt_text_tokens(t, 0) + hpt_text_tokens(t, 1));
         int ids[64];
-        int n = hpt_text_encode(t, UTF8_TEXT, ids, 64, NULL);
-        CHECK(n == 21, "encode gave %d ids, want 21", n);
+        int n = 0;
+        CHECK(hpt_text_encode(t, UTF8_TEXT, ids, 64, &n, NULL) == HPT_OK && n == 21, "encode gave %d ids, want 21", n);
         char back[128];
         size_t len = 0;
         int ids_ok = 1;
@@ -259,14 +261,18 @@ static void test_tokenizers(void) {
         char emoji[4];
         CHECK(hpt_text_decode(t, 14, emoji) == 4 && !memcmp(emoji, "\xf0\x9f\x98\x80", 4), "U+1F600 decode");
         size_t bad = 99;
-        CHECK(hpt_text_encode(t, "ab\xc3\xa9q", ids, 64, &bad) == -1 && bad == 4,
-              "encode of a character outside the vocabulary: bad offset %zu", bad);
-        CHECK(hpt_text_encode(t, "abab", ids, 3, NULL) == 3, "encode ignores max");
+        int k = -1;
+        CHECK(hpt_text_encode(t, "ab\xc3\xa9q", ids, 64, &k, &bad) == HPT_ERR_DATA && bad == 4 && k == 0 &&
+                  strstr(hpt_errmsg(), "U+0071 at byte 4"),
+              "encode of a character outside the vocabulary: bad offset %zu, '%s'", bad, hpt_errmsg());
+        CHECK(hpt_text_encode(t, "abab", ids, 3, &k, NULL) == HPT_OK && k == 3, "encode stops at max");
+        CHECK(hpt_text_encode(t, "abab", ids, 3, NULL, NULL) == HPT_ERR_ARG, "encode without count: HPT_ERR_ARG");
         /* the vocabulary survives hpt_text_from_vocab */
         hpt_text *t2 = NULL;
         CHECK(hpt_text_from_vocab(&t2, HPT_TOK_CHAR, cps, V) == HPT_OK, "from_vocab: %s", hpt_errmsg());
         if (t2) {
-            CHECK(hpt_text_encode(t2, UTF8_TEXT, ids, 64, NULL) == 21, "from_vocab encode");
+            int k2 = 0;
+            CHECK(hpt_text_encode(t2, UTF8_TEXT, ids, 64, &k2, NULL) == HPT_OK && k2 == 21, "from_vocab encode");
             hpt_text_free(t2);
         }
         hpt_text_free(t);

@@ -65,14 +65,14 @@ static void test_import_memory(void) {
     struct stat sb;
 
     hpt_set_memory_ceiling(bytes - 1);
-    hpt_status st = hpt_hf_import(src, 0, -1, out, 0, NULL, 0);
+    hpt_status st = hpt_hf_import(src, 0, HPT_TOK_AUTO, out, 0, NULL, 0);
     CHECK(st == HPT_ERR_NOMEM, "import under a ceiling below its parameters: status %d (%s)", (int)st, hpt_errmsg());
     CHECK(strstr(hpt_errmsg(), "the import needs") && strstr(hpt_errmsg(), "no gradients"), "message: %s",
           hpt_errmsg());
     CHECK(stat(out, &sb) != 0, "a refused import wrote '%s'", out);
 
     hpt_set_memory_ceiling(bytes + bytes / 5);
-    st = hpt_hf_import(src, 0, -1, out, 0, NULL, 0);
+    st = hpt_hf_import(src, 0, HPT_TOK_AUTO, out, 0, NULL, 0);
     CHECK(st == HPT_OK, "import under 1.2x its parameters: %s", hpt_errmsg());
     CHECK(stat(out, &sb) == 0 && sb.st_size > (off_t)bytes, "the model file");
     hpt_set_memory_ceiling(0);

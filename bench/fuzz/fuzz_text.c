@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         for (int id = 0; id < V; id++) {
             char buf[8] = {0};
             int len = hpt_text_decode(t, id, buf);
-            int back[8];
-            if (len > 0 && buf[0] != 0 && hpt_text_encode(t, buf, back, 8, NULL) < 0) abort();
+            int back[8], nb = 0;
+            if (len > 0 && buf[0] != 0 && hpt_text_encode(t, buf, back, 8, &nb, NULL) != HPT_OK) abort();
         }
         hpt_text_free(t);
     }

@@ -24,7 +24,18 @@ from ._lib import Error, LIBRARY_PATH, lib, check
 from . import _lib
 
 __all__ = ["Error", "GPT2", "MLP", "CNN", "Model", "Tensor", "train", "train_options", "compare", "load",
-           "set_threads", "get_threads", "blas_core", "set_vocab_dir", "LIBRARY_PATH"]
+           "set_threads", "get_threads", "blas_core", "set_vocab_dir", "LIBRARY_PATH", "version", "__version__"]
+
+
+def version():
+    """libhpt's version: (string, (major, minor, patch)), from hpt_version;
+    the same as `hpt --version` prints."""
+    n = [ctypes.c_int(), ctypes.c_int(), ctypes.c_int()]
+    s = lib.hpt_version(*[ctypes.byref(x) for x in n]).decode()
+    return s, tuple(x.value for x in n)
+
+
+__version__ = version()[0]
 
 Tensor = collections.namedtuple("Tensor", "name shape slice decay")
 
@@ -299,14 +310,18 @@ class Model:
         V, maxT = lib.hpt_text_vocab_size(tok), lib.hpt_model_block_size(h)
         pb = (prompt or "").encode()
         ctx = (ctypes.c_int * (int(tokens) + len(pb) + 1))()
-        bad = ctypes.c_size_t()
+        bad, count = ctypes.c_size_t(), ctypes.c_int()
         if pb:
-            n = lib.hpt_text_encode(tok, pb, ctx, len(ctx), ctypes.byref(bad))
-            if n < 0:
-                raise Error("the prompt's character at byte %d is not in the model's vocabulary" % bad.value)
+            st = lib.hpt_text_encode(tok, pb, ctx, len(ctx), ctypes.byref(count), ctypes.byref(bad))
+            if st == _lib.STATUS.index("HPT_ERR_DATA"):
+                raise Error("the prompt's character at byte %d is not in the model's vocabulary" % bad.value,
+                            "HPT_ERR_DATA")
+            check(st)
+            n = count.value
         else:
-            n = lib.hpt_text_encode(tok, b"\n", ctx, len(ctx), None)
-            if n != 1:
+            st = lib.hpt_text_encode(tok, b"\n", ctx, len(ctx), ctypes.byref(count), None)
+            n = count.value
+            if st != 0 or n != 1:
                 ctx[0], n = 0, 1
         rs = ctypes.c_uint64((int(seed) * 0x9E3779B97F4A7C15 + 1) & 0xFFFFFFFFFFFFFFFF)
         probs, order = (ctypes.c_float * V)(), (ctypes.c_int * V)()

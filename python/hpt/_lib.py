@@ -115,6 +115,35 @@ STATUS = ["HPT_OK", "HPT_ERR_ARG", "HPT_ERR_NOMEM", "HPT_ERR_IO", "HPT_ERR_FORMA
           "HPT_ERR_NUMERIC", "HPT_ERR_INTERRUPTED"]
 ERR_INTERRUPTED = 7
 
+# The structs above against the library's own sizeof (hpt_struct_size):
+# a libhpt.so built from another hpt.h (a field added, a type changed) would
+# otherwise be read through the wrong layout without a word.
+MIRRORED = {"hpt_tensor_info": TensorInfo, "hpt_batch": Batch, "hpt_gpt2_config": GPT2Config,
+            "hpt_mlp_config": MLPConfig, "hpt_cnn_config": CNNConfig, "hpt_step_info": StepInfo,
+            "hpt_setting": Setting}
+
+
+def check_struct_sizes(library, path):
+    """Raises ImportError naming every struct whose ctypes mirror's size is
+    not the library's (or a library without hpt_struct_size)."""
+    try:
+        size_of = library.hpt_struct_size
+    except AttributeError:
+        raise ImportError("%s has no hpt_struct_size: it is older than this binding (python/hpt); rebuild it "
+                          "with `make`, or set HPT_LIB to a matching one" % path) from None
+    size_of.restype, size_of.argtypes = c_size_t, [c_char_p]
+    bad = []
+    for cname, mirror in MIRRORED.items():
+        want, got = size_of(cname.encode()), ctypes.sizeof(mirror)
+        if want != got:
+            bad.append("%s is %d bytes in the library, %d in hpt._lib.%s" % (cname, want, got, mirror.__name__))
+    if bad:
+        raise ImportError("libhpt.so at %s does not match this binding's copies of hpt.h's structs (%s): rebuild "
+                          "it with `make` from the same tree, or update python/hpt/_lib.py" % (path, "; ".join(bad)))
+
+
+check_struct_sizes(lib, LIBRARY_PATH)
+
 LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
 STEP_FN = CFUNCTYPE(None, c_void_p, POINTER(StepInfo))
 
@@ -122,6 +151,8 @@ STEP_FN = CFUNCTYPE(None, c_void_p, POINTER(StepInfo))
 
 _P = c_void_p  # opaque handles (hpt_model *, hpt_text *, hpt_train_args *)
 _SIGS = {
+    "hpt_version": (c_char_p, [POINTER(c_int), POINTER(c_int), POINTER(c_int)]),
+    "hpt_struct_size": (c_size_t, [c_char_p]),
     "hpt_errmsg": (c_char_p, []),
     "hpt_status_str": (c_char_p, [c_int]),
     "hpt_set_threads": (None, [c_int]),
@@ -149,7 +180,7 @@ _SIGS = {
     "hpt_set_vocab_dir": (None, [c_char_p]),
     "hpt_text_from_vocab": (c_int, [POINTER(_P), c_int, c_void_p, c_int]),
     "hpt_text_vocab_size": (c_int, [_P]),
-    "hpt_text_encode": (c_int, [_P, c_char_p, POINTER(c_int), c_int, POINTER(c_size_t)]),
+    "hpt_text_encode": (c_int, [_P, c_char_p, POINTER(c_int), c_int, POINTER(c_int), POINTER(c_size_t)]),
     "hpt_text_decode": (c_int, [_P, c_int, c_char_p]),
     "hpt_sample_token": (c_int, [c_void_p, c_int, c_float, c_int, POINTER(c_uint64), POINTER(c_float),
                                  POINTER(c_int)]),

@@ -62,6 +62,13 @@ def test_sample_and_eval_equal_the_cli(hpt_bin, corpus, tmp_path):
                                     text=True, check=True).stdout)
     ev = m.eval(corpus)
     assert ev["tokens"] == cli["tokens"] and abs(ev["loss"] - cli["loss"]) <= 1e-8 * cli["loss"]
+    # a prompt character outside the char vocabulary: HPT_ERR_DATA from hpt_text_encode, and the CLI's exit 2
+    with pytest.raises(hpt.Error) as e:
+        m.sample(tokens=5, prompt="the \u00e9")
+    assert e.value.status == "HPT_ERR_DATA" and "at byte 4" in str(e.value)
+    p = subprocess.run([hpt_bin, "sample", "--model", path, "--tokens", "5", "--prompt", "the \u00e9"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "at byte 4 is not in the model's vocabulary" in p.stderr, p.stderr
     # a checkpoint loads as a model too
     hpt.train(data=corpus, out=str(tmp_path / "c"), save_interval=10, **OPTS)
     ck = hpt.load(str(tmp_path / "c" / "checkpoints" / "ckpt-00000030.bin"))

@@ -491,11 +491,11 @@ static const char *const tok_names[] = {"byte", "char", "gpt2"};
 /* The model file's tokenizer: kind; or (kind < 0) the one the file's
  * __metadata__ names (hpt export's hpt_tokenizer), else the one whose
  * vocabulary has the model's size (256: byte, 50257: gpt2, GPT-2's own). */
-static hpt_status import_tokenizer(const st_file *f, const hf_shape *s, int kind, hpt_text **tok) {
+static hpt_status import_tokenizer(const st_file *f, const hf_shape *s, hpt_tokenizer_kind kind, hpt_text **tok) {
     const char *named;
     HPT_TRY(meta_string(f, "hpt_tokenizer", &named));
     if (kind < 0 && named) {
-        for (int k = 0; k < 3; k++) if (!strcmp(named, tok_names[k])) kind = k;
+        for (int k = 0; k < 3; k++) if (!strcmp(named, tok_names[k])) kind = (hpt_tokenizer_kind)k;
         if (kind < 0) BAD("'%s': __metadata__ names tokenizer '%.32s', which this hpt does not have", f->path, named);
     }
     if (kind < 0 && s->V != 256 && s->V != 50257)
@@ -535,7 +535,7 @@ static hpt_status check_output(const char *in, const char *out, int overwrite) {
     return HPT_OK;
 }
 
-hpt_status hpt_hf_import(const char *st_path, int n_head, int tok_kind, const char *out_path, int overwrite,
+hpt_status hpt_hf_import(const char *st_path, int n_head, hpt_tokenizer_kind tok_kind, const char *out_path, int overwrite,
                          char *desc, size_t desc_n) {
     HPT_TRY(check_output(st_path, out_path, overwrite));
     st_file f;

@@ -280,21 +280,22 @@ void hpt_text_val_batch(const hpt_text *t, int i, int n, int B, int T, int *x, i
 }
 
 /* GPT-2's BPE of the whole string, the first max ids kept. */
-static int encode_gpt2(const hpt_text *t, const char *s, int *ids, int max) {
+static hpt_status encode_gpt2(const hpt_text *t, const char *s, int *ids, int max, int *count) {
     int *all = NULL;
     size_t n = 0, cap = 0;
-    if (hpt_bpe_encode(t->bpe, (const unsigned char *)s, strlen(s), &all, &n, &cap) != HPT_OK) {
-        free(all);
-        return -2;
-    }
+    hpt_status st = hpt_bpe_encode(t->bpe, (const unsigned char *)s, strlen(s), &all, &n, &cap);
+    if (st != HPT_OK) { free(all); return st; }
     int k = n < (size_t)max ? (int)n : max;
     if (k > 0) memcpy(ids, all, (size_t)k * sizeof *ids);
     free(all);
-    return k;
+    *count = k;
+    return HPT_OK;
 }
 
-int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t *bad) {
-    if (t->kind == HPT_TOK_GPT2) return encode_gpt2(t, s, ids, max);
+hpt_status hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, int *count, size_t *bad) {
+    if (!t || !s || !count || (max > 0 && !ids)) return hpt_fail(HPT_ERR_ARG, "%s", "hpt_text_encode: a NULL argument");
+    *count = 0;
+    if (t->kind == HPT_TOK_GPT2) return encode_gpt2(t, s, ids, max, count);
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
     int k = 0;
@@ -303,11 +304,15 @@ int hpt_text_encode(const hpt_text *t, const char *s, int *ids, int max, size_t 
         uint32_t cp;
         int len = utf8_next(u, i, n, &cp);
         int id = char_id(t, cp);
-        if (id < 0) { if (bad) *bad = i; return -1; }
+        if (id < 0) {
+            if (bad) *bad = i;
+            return hpt_fail(HPT_ERR_DATA, "the character U+%04X at byte %zu is not in the vocabulary", (unsigned)cp, i);
+        }
         ids[k++] = id;
         i += len;
     }
-    return k;
+    *count = k;
+    return HPT_OK;
 }
 
 int hpt_text_decode(const hpt_text *t, int id, char *buf) {
