@@ -48,9 +48,22 @@ static inline void hpt_f16_store(float *p, hpt_f16 x) {
     for (int k = 0; k < HPT_VN; k++) memcpy(p + k * HPT_VF, &x.v[k], sizeof x.v[k]);
 }
 
+/* c in every lane: one broadcast instruction. Not 0 + c, which turns -0
+ * into +0 and costs an add per call; not a loop over the lanes, which gcc
+ * builds lane by lane. */
+static inline hpt_vf hpt_vf_splat(float c) {
+#if HPT_VBYTES == 64
+    return (hpt_vf){c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c};
+#elif HPT_VBYTES == 32
+    return (hpt_vf){c, c, c, c, c, c, c, c};
+#else
+    return (hpt_vf){c, c, c, c};
+#endif
+}
+
 static inline hpt_f16 hpt_f16_splat(float c) {
     hpt_f16 r;
-    for (int k = 0; k < HPT_VN; k++) r.v[k] = (hpt_vf){0} + c;
+    for (int k = 0; k < HPT_VN; k++) r.v[k] = hpt_vf_splat(c);
     return r;
 }
 
@@ -63,14 +76,14 @@ static inline hpt_f16 hpt_f16_add(hpt_f16 a, hpt_f16 b) {
 
 /* a + c * x, lane by lane: two roundings, as the scalar expression */
 static inline hpt_f16 hpt_f16_madd(hpt_f16 a, float c, hpt_f16 x) {
-    const hpt_vf cv = (hpt_vf){0} + c;
+    const hpt_vf cv = hpt_vf_splat(c);
     for (int k = 0; k < HPT_VN; k++) a.v[k] += cv * x.v[k];
     return a;
 }
 
 /* x * c, lane by lane */
 static inline hpt_f16 hpt_f16_scale(hpt_f16 x, float c) {
-    const hpt_vf cv = (hpt_vf){0} + c;
+    const hpt_vf cv = hpt_vf_splat(c);
     for (int k = 0; k < HPT_VN; k++) x.v[k] *= cv;
     return x;
 }
