@@ -263,11 +263,9 @@ $(DEMO_DATA):
 # runs/demo/. 14 runs of 300 steps of a 2-layer GPT (the baseline and the
 # hybrid at 3 rates, every arm on 2 seeds), plus one run per rate the sweep
 # adds when an arm's best lies at its edge (--extend-sweep 2: at most 4 more).
-# Estimated from step counts (24 ms/step and 23 s of wall per 800-step run on
-# a 2-core AMD EPYC with AVX2, issue 25), not yet timed on an idle machine:
-# about 2.2 min, 2.8 min with every extension. At 300 steps both sweeping
-# arms' best was 4e-3, inside (seed 1337, final val 2.626 / 2.610 / 2.783 for
-# the baseline at 2e-3 / 4e-3 / 8e-3, issue 25's run on a loaded EPYC).
+# Timed: 57 s wall on an idle 2-core AMD EPYC with AVX2 only (no extension
+# ran: both sweeping arms' best was 4e-3, inside; seed 1337's final val 2.626 /
+# 2.610 / 2.783 for the baseline at 2e-3 / 4e-3 / 8e-3).
 demo: hpt $(DEMO_DATA)
 	./hpt compare --data $(DEMO_DATA) --n-layer 2 --n-head 2 --n-embd 64 --block-size 64 \
 	    --batch-size 12 --max-iters 300 --warmup-iters 30 --eval-iters 10 \
