@@ -11,6 +11,17 @@
 #include <math.h>
 #include <string.h>
 
+/* The per-step factors of AdamW, in torch.optim.AdamW's (non-fused)
+ * arithmetic order: decay first, then step = lr / bc1, denom = sqrt(v) /
+ * sqrt(bc2) + eps. */
+typedef struct adamw_factors { float step, bc2_sqrt, decay; } adamw_factors;
+
+static adamw_factors adamw_at(float lr, float beta1, float beta2, float weight_decay, int t) {
+    const float bc1 = 1.0f - powf(beta1, (float)t);
+    return (adamw_factors){.step = lr / bc1, .bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t)),
+                           .decay = 1.0f - lr * weight_decay};
+}
+
 /* One element of AdamW, g the gradient: the same expressions in every loop
  * below, so that the fused and the plain update give the same bits. */
 #define ADAMW_ELEMENT(i, g)                                                     \
@@ -19,18 +30,13 @@
         float vi = beta2 * v[i] + (1.0f - beta2) * (g) * (g);                   \
         m[i] = mi;                                                              \
         v[i] = vi;                                                              \
-        float p = params[i] * decay;                                            \
-        params[i] = p - step * mi / (sqrtf(vi) / bc2_sqrt + eps);               \
+        float p = params[i] * f.decay;                                          \
+        params[i] = p - f.step * mi / (sqrtf(vi) / f.bc2_sqrt + eps);           \
     } while (0)
 
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
-    /* Same arithmetic order as torch.optim.AdamW (non-fused): decay first,
-     * then step = lr / bc1, denom = sqrt(v) / sqrt(bc2) + eps. */
-    float bc1 = 1.0f - powf(beta1, (float)t);
-    float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
-    float step = lr / bc1;
-    float decay = 1.0f - lr * weight_decay;
+    const adamw_factors f = adamw_at(lr, beta1, beta2, weight_decay, t);
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];   /* vec-check */
@@ -44,10 +50,7 @@ void adamw_update_scaled(float *params, const float *grads, float *m, float *v, 
         adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
         return;
     }
-    float bc1 = 1.0f - powf(beta1, (float)t);
-    float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)t));
-    float step = lr / bc1;
-    float decay = 1.0f - lr * weight_decay;
+    const adamw_factors f = adamw_at(lr, beta1, beta2, weight_decay, t);
     #pragma omp parallel for simd
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * gscale;   /* vec-check; = scale_inplace's product, bit for bit; not stored back */
