@@ -21,7 +21,8 @@ void usage_hf(FILE *f) {
           "                         a GPT-2 model back to Hugging Face's layout (F32, the hub's names)\n"
           "                         (import and export: an existing --out is replaced only with --overwrite,\n"
           "                         the input never)\n"
-          "  hpt eval --model FILE --data PATH [--threads N]  mean next-token loss over a text file, as\n"
+          "  hpt eval --model FILE --data PATH [--threads N] [--device cpu]  mean next-token loss over a\n"
+          "                         text file, as\n"
           "                         one JSON line {\"loss\", \"ppl\", \"tokens\"}; token shards: their\n"
           "                         validation split\n"
           "                         (each takes --vocab DIR: a gpt2 model's tokenizer files)\n", f);
@@ -78,7 +79,7 @@ int cmd_export(int argc, char **argv) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *model = NULL, *data = NULL;
+    const char *model = NULL, *data = NULL, *device = NULL;
     int threads = 0;
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (next_flag(&a)) {
@@ -87,9 +88,12 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a.name, "--data")) data = flag_value(&a);
         else if (!strcmp(a.name, "--threads")) threads = (int)parse_int("--threads", flag_value(&a), 0, 1024);
         else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
+        else if (!strcmp(a.name, "--device")) device = flag_value(&a);
         else die_usage("unknown option '%s' for 'hpt eval'", a.name);
     }
     if (!model || !data) die_usage("%s", "eval needs --model FILE and --data PATH");
+    hpt_status dst = hpt_device_check(device);
+    if (dst != HPT_OK) die_status(dst);
     hpt_set_threads(threads);
     double loss;
     size_t tokens;

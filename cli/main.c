@@ -197,7 +197,7 @@ static void help_settings(FILE *f, hpt_setting_group g) {
 /* hpt sample's options: rows like the settings table's, of the CLI's own
  * struct (the library parses and describes them the same way). */
 typedef struct sample_opts {
-    const char *model, *run, *prompt, *vocab;
+    const char *model, *run, *prompt, *vocab, *device;
     int tokens, top_k, threads;
     float temperature;
     uint64_t seed;
@@ -218,6 +218,7 @@ static const hpt_setting sample_rows[] = {
     SAMPLE_ROW(seed, U64, 0, 0, 0, "N", "seed of the draws"),
     SAMPLE_ROW(threads, INT, 0, 1024, 0, "N", "OpenMP and OpenBLAS threads, 0 = all cores"),
     SAMPLE_ROW(vocab, STR, 0, 4095, 0, "DIR", "a gpt2 model's tokenizer files [$HPT_VOCAB, else /usr/local/share/hpt/gpt2]"),
+    SAMPLE_ROW(device, STR, 1, 64, 0, "NAME", "where the model runs: cpu (cuda: not in this version) [cpu]"),
 };
 #define NSAMPLE ((int)(sizeof sample_rows / sizeof sample_rows[0]))
 
@@ -465,11 +466,13 @@ static int cmd_sample(int argc, char **argv) {
     sample_opts o = sample_defaults;
     char run_path[4200];
     const char *model_path = parse_sample_flags(argc, argv, &o, run_path, sizeof run_path);
+    hpt_status st = hpt_device_check(o.device);
+    if (st != HPT_OK) die_status(st);
     hpt_set_threads(o.threads);
     hpt_set_vocab_dir(o.vocab);
     hpt_model *m;
     hpt_text *tok;
-    hpt_status st = hpt_weights_load(model_path, 1, 0, &m, &tok);
+    st = hpt_weights_load(model_path, 1, 0, &m, &tok);
     if (st != HPT_OK) die_status(st);
     if (!tok) {
         fprintf(stderr, "hpt: '%s' is not a language model (it has no tokenizer); sample needs one from --task text\n", model_path);

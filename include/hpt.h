@@ -82,6 +82,13 @@ typedef enum hpt_status {
     HPT_ERR_INTERRUPTED  /* stopped by a signal; state is consistent */
 } hpt_status;
 
+/* Whether this build can train and evaluate on the device named `name`
+ * (--device; NULL: "cpu", the default): HPT_OK, or HPT_ERR_ARG with the
+ * reason (an unknown name, a device this build lacks or this machine has
+ * not, or one the model families do not run on yet). The table of devices
+ * is src/device/device.h's. */
+hpt_status hpt_device_check(const char *name);
+
 const char *hpt_status_str(hpt_status st);
 /* Message of the last failure on this thread ("" if none). */
 const char *hpt_errmsg(void);

@@ -21,7 +21,7 @@ else fail "--device cpu (rc $rc, crc $(crc_of "$tmp/cpu") vs $d)"; fi
 
 if $HPT --help 2>&1 | grep -q -- '--device cpu|cuda'; then pass "--help lists --device"; else fail "--help lists --device"; fi
 
-cuda_why='--device cuda: \(this hpt was built without CUDA\|no CUDA device (.*)\|CUDA device 0 cannot be used\|the GPT-2 family does not train on the GPU\)'
+cuda_why='--device cuda: \(this hpt was built without CUDA\|no CUDA device (.*)\|CUDA device 0 cannot be used\|the GPT-2 family does not train or evaluate on the GPU\)'
 run $HPT train $small --device cuda --out "$tmp/cuda"
 if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" && [ ! -e "$tmp/cuda" ]; then
     pass "--device cuda refused with the reason, nothing written (exit $rc)"
@@ -34,6 +34,19 @@ else fail "--device tpu (rc $rc)"; fi
 run $HPT compare $small --device cuda --seeds 1 --out "$tmp/cmp"
 if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" "$tmp/out"; then pass "hpt compare --device cuda refused with the reason"
 else fail "hpt compare --device cuda (rc $rc)"; fi
+
+# eval and sample take --device too: cpu runs, cuda is refused with the reason
+# before the model is read
+run $HPT eval --model "$tmp/default/model.bin" --data "$tmp/data.txt" --device cpu
+if [ "$rc" -eq 0 ] && grep -q '"loss"' "$tmp/out"; then pass "hpt eval --device cpu"; else fail "hpt eval --device cpu (rc $rc)"; fi
+run $HPT eval --model "$tmp/default/model.bin" --data "$tmp/data.txt" --device cuda
+if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" && [ ! -s "$tmp/out" ]; then pass "hpt eval --device cuda refused with the reason"
+else fail "hpt eval --device cuda (rc $rc)"; fi
+run $HPT sample --run "$tmp/default" --tokens 5 --device cpu
+if [ "$rc" -eq 0 ]; then pass "hpt sample --device cpu"; else fail "hpt sample --device cpu (rc $rc)"; fi
+run $HPT sample --run "$tmp/default" --tokens 5 --device cuda
+if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" && [ ! -s "$tmp/out" ]; then pass "hpt sample --device cuda refused with the reason"
+else fail "hpt sample --device cuda (rc $rc)"; fi
 
 # resume: the device may be given again (a run may move between devices)
 run $HPT train $small --device cpu --max-iters 6 --save-interval 3 --out "$tmp/r"

@@ -27,3 +27,17 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out) {
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", table[i]->name);
     return hpt_fail(HPT_ERR_ARG, "--device '%s': unknown (one of: %s)", name, names);
 }
+
+hpt_status hpt_device_usable(const char *name, const hpt_device **out) {
+    HPT_TRY(hpt_device_get(name, out));
+    if (*out == &hpt_device_cpu) return HPT_OK;
+    const char *n = (*out)->name;
+    *out = NULL;
+    return hpt_fail(HPT_ERR_ARG, "--device %s: the GPT-2 family does not train or evaluate on the GPU in this "
+                    "version yet (the CUDA row of the device table is built and tested: make test-cuda)", n);
+}
+
+hpt_status hpt_device_check(const char *name) {
+    const hpt_device *d;
+    return hpt_device_usable(name, &d);
+}

@@ -73,6 +73,12 @@ typedef struct hpt_device {
  * when it is unknown (the message lists the table) or unavailable here. */
 hpt_status hpt_device_get(const char *name, const hpt_device **out);
 
+/* hpt_device_get, then the rule of this version: the model families'
+ * forward and backward are CPU code, so a run (train, eval, sample) on any
+ * other row is refused with the reason. The one check every entry point
+ * that takes --device makes (hpt.h's hpt_device_check). */
+hpt_status hpt_device_usable(const char *name, const hpt_device **out);
+
 /* The table, in order, for --help and the tests: NULL past the last row. */
 const hpt_device *hpt_device_at(int i);
 

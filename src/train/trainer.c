@@ -111,12 +111,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     HPT_TRY(hpt_train_config_check(c));
     /* the device first: one that is not here is refused before anything is read or written */
     const hpt_device *dev;
-    HPT_TRY(hpt_device_get(c->device, &dev));
-    /* a GPU that is there: the families still build on the CPU (model->dev),
-     * so it is refused here, with what exists, rather than asserted on below */
-    if (dev != &hpt_device_cpu)
-        return hpt_fail(HPT_ERR_ARG, "--device %s: the GPT-2 family does not train on the GPU in this version yet "
-                        "(the CUDA row of the device table is built and tested: make test-cuda)", dev->name);
+    HPT_TRY(hpt_device_usable(c->device, &dev));   /* a GPU that is there is refused too: the families build on the CPU */
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
     int writer = hpt_comm_rank(comm) == 0;
