@@ -104,14 +104,14 @@ int cmd_tokenize(int argc, char **argv) {
     hpt_tokenize_options_default(&o);
     args a = {.argc = argc, .argv = argv, .i = 0};
     while (a.i < argc) {
-        if (!strcmp(argv[a.i], "-h")) { usage_tokenize(stdout); return 0; }
+        if (!strcmp(argv[a.i], "-h")) { usage_tokenize(stdout); free(paths); return 0; }
         if (strncmp(argv[a.i], "--", 2)) {  /* the file, anywhere among the flags */
             paths[npaths++] = argv[a.i];
             path = argv[a.i++];
             continue;
         }
         next_flag(&a);
-        if (!strcmp(a.name, "--help")) { usage_tokenize(stdout); return 0; }
+        if (!strcmp(a.name, "--help")) { usage_tokenize(stdout); free(paths); return 0; }
         else if (!strcmp(a.name, "--tokenizer")) kind_name = flag_value(&a);
         else if (!strcmp(a.name, "--vocab")) hpt_set_vocab_dir(flag_value(&a));
         else if (!strcmp(a.name, "--decode")) decode = 1;
@@ -131,11 +131,13 @@ int cmd_tokenize(int argc, char **argv) {
     else if (out && !strcmp(kind_name, "char")) kind = HPT_TOK_CHAR;
     else die_usage("--tokenizer: '%s' is not gpt2 or byte (char only with --out: its vocabulary is a corpus's own)",
                    kind_name);
+    int rc;
     if (out) {
         if (decode) die_usage("%s", "--decode and --out do not go together");
         o.tokenizer = kind;
         hpt_set_threads(o.threads);
-        return shard_files(out, paths, npaths, &o);
-    }
-    return decode ? decode_file(kind, path) : encode_file(kind, path);
+        rc = shard_files(out, paths, npaths, &o);
+    } else rc = decode ? decode_file(kind, path) : encode_file(kind, path);
+    free(paths);   /* the file names point into argv: only the array is ours */
+    return rc;
 }
