@@ -6,7 +6,7 @@
  * was given; everything else that sweeps a parameter-sized buffer (the
  * optimizer updates, the weight average, the hybrid's snapshots and outer
  * step, the gradient norm) goes through one row of this table, so that a
- * GPU backend is a row and a file (src/device/device_cuda.cu), and the code
+ * GPU backend is a row and a file (src/cuda/device_cuda.cu), and the code
  * above never tests which device it runs on. The CPU row calls the kernels
  * of src/kernels: the same bits as before the table existed.
  *
