@@ -472,7 +472,7 @@ static int cmd_sample(int argc, char **argv) {
     hpt_set_vocab_dir(o.vocab);
     hpt_model *m;
     hpt_text *tok;
-    st = hpt_weights_load(model_path, 1, 0, &m, &tok);
+    st = hpt_weights_load_on(model_path, 1, 0, o.device, &m, &tok);
     if (st != HPT_OK) die_status(st);
     if (!tok) {
         fprintf(stderr, "hpt: '%s' is not a language model (it has no tokenizer); sample needs one from --task text\n", model_path);
@@ -482,8 +482,9 @@ static int cmd_sample(int argc, char **argv) {
     int cap = o.tokens + (o.prompt ? (int)strlen(o.prompt) : 0) + 1;
     int *ctx = malloc((size_t)cap * sizeof(int));
     float *probs = malloc((size_t)V * sizeof(float));
+    float *logits = malloc((size_t)V * sizeof(float));
     int *order = malloc((size_t)V * sizeof(int));
-    if (!ctx || !probs || !order) { fprintf(stderr, "hpt: out of memory\n"); return 1; }
+    if (!ctx || !probs || !logits || !order) { fprintf(stderr, "hpt: out of memory\n"); return 1; }
     int n = start_context(tok, o.prompt, ctx, cap);
     uint64_t rs = o.seed * 0x9E3779B97F4A7C15ull + 1;
     for (int k = 0; k < o.tokens; k++) {
@@ -491,8 +492,7 @@ static int cmd_sample(int argc, char **argv) {
         hpt_batch b = {.B = 1, .T = T, .tokens = ctx + n - T};
         st = hpt_model_forward(m, &b, NULL);
         if (st != HPT_OK) die_status(st);
-        int nout, row;
-        const float *logits = hpt_model_logits(m, &nout, &row) + (size_t)(T - 1) * row;
+        if ((st = hpt_model_logits_copy(m, T - 1, logits)) != HPT_OK) die_status(st);   /* from the device */
         int pick = hpt_sample_token(logits, V, o.temperature, o.top_k, &rs, probs, order);
         ctx[n++] = pick;
         char out[HPT_TOKEN_MAX_BYTES];
@@ -501,7 +501,7 @@ static int cmd_sample(int argc, char **argv) {
         if (fflush(stdout) != 0) break;  /* nowhere to write the rest: close_stdout reports it at exit */
     }
     fputc('\n', stdout);
-    free(ctx); free(probs); free(order);
+    free(ctx); free(probs); free(logits); free(order);
     hpt_model_free(m);
     hpt_text_free(tok);
     return 0;

@@ -181,6 +181,9 @@ const hpt_tensor_info *hpt_model_tensors(const hpt_model *m, int *n);
  * buffer holds probabilities (the loss computes softmax in place): the same
  * argmax, so it serves accuracy but not sampling temperature. */
 const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row);
+/* Row r (in [0, B*T) of the last forward) of those outputs, its n_out
+ * values copied to out (host memory), from any device. */
+hpt_status hpt_model_logits_copy(const hpt_model *m, int r, float *out);
 size_t hpt_model_num_params(const hpt_model *m);
 int hpt_model_block_size(const hpt_model *m);   /* longest T reserved at init */
 /* Floats per sample a classifier reads from batch->x (its n_in, or
@@ -528,6 +531,11 @@ hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok)
 /* Loads a model reserved for batches of B x T (T <= 0: its full context) and
  * its tokenizer (*tok is NULL when the file has none). */
 hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok);
+/* hpt_weights_load with the model on a device (--device's name; NULL:
+ * "cpu"): its arenas are that device's memory, which the host reads only
+ * through the model's calls (hpt_model_logits_copy, hpt_weights_save), not
+ * through hpt_model_params / _grads / _logits' pointers. */
+hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok);
 
 /* One token drawn from a row of logits (V): temperature, the top k kept
  * (topk <= 0 or >= V: all), then an inverse-CDF draw with a 53-bit uniform
@@ -561,6 +569,9 @@ hpt_status hpt_hf_export(const char *model_path, const char *out_path, int overw
  * tokenised with the model's tokenizer, in consecutive windows of the
  * model's block size (src/train/eval.c); *tokens: the tokens predicted. */
 hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *loss, size_t *tokens);
+/* hpt_eval_text with the model on a device (--device's name; NULL: "cpu") */
+hpt_status hpt_eval_text_on(const char *model_path, const char *data_path, const char *device, double *loss,
+                            size_t *tokens);
 
 /* A GPT-2 model file's config and tokenizer kind, without building the model
  * (hpt train --init takes the architecture flags it was not given from it). */

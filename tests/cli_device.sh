@@ -6,9 +6,12 @@
 # --device cuda's reason depends on the build and the machine: "this hpt was
 # built without CUDA" (no nvcc at build time), "no CUDA device (...)" (the
 # CUDA build where there is no usable GPU: CI). Where a GPU is usable the
-# lookup passes and the trainer refuses instead, also before anything is
-# written: "--device cuda: the GPT-2 family does not train on the GPU in this
-# version yet" (src/train/trainer.c); no machine that runs this has one.
+# cuda checks are skipped (tests/cuda/cli_device_cuda.sh trains there).
+# --device guard (src/device/device_guard.c) runs the CPU's kernels on memory
+# the host cannot touch between the device's calls: every path that trains
+# on a GPU is run here on it, and any host read or write of device memory
+# (the failure a GPU would show) is a crash. It must give the CPU's bits,
+# and checkpoints must move between it and the CPU both ways.
 test_name=cli_device; . tests/lib.sh
 words_text 1 > "$tmp/data.txt"
 small="--data $tmp/data.txt --n-layer 1 --n-head 1 --n-embd 16 --block-size 16 --batch-size 4 --max-iters 12 --eval-iters 2 --threads 1"
@@ -21,19 +24,62 @@ else fail "--device cpu (rc $rc, crc $(crc_of "$tmp/cpu") vs $d)"; fi
 
 if $HPT --help 2>&1 | grep -q -- '--device cpu|cuda'; then pass "--help lists --device"; else fail "--help lists --device"; fi
 
-cuda_why='--device cuda: \(this hpt was built without CUDA\|no CUDA device (.*)\|CUDA device 0 cannot be used\|the GPT-2 family does not train or evaluate on the GPU\)'
+cuda_why='--device cuda: \(this hpt was built without CUDA\|no CUDA device (.*)\|CUDA device 0 cannot be used\|cuBLAS cannot be used\)'
 run $HPT train $small --device cuda --out "$tmp/cuda"
-if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" && [ ! -e "$tmp/cuda" ]; then
+gpu=0
+if [ "$rc" -eq 0 ]; then gpu=1; echo "skip: a GPU is usable here: the cuda refusals (tests/cuda/ trains on it)"
+elif grep -q -- "$cuda_why" "$tmp/err" && [ ! -e "$tmp/cuda" ]; then
     pass "--device cuda refused with the reason, nothing written (exit $rc)"
 else fail "--device cuda (rc $rc, $(ls "$tmp/cuda" 2>/dev/null | head -n 1))"; fi
+
+# the guard device: the CPU's bits on every training path a GPU takes
+for extra in "" "--grad-accum 2" "--optimizer schedule-free" "--ema 0.9" "--init $tmp/default/model.bin"; do
+    rm -rf "$tmp/g" "$tmp/c"
+    run $HPT train $small $extra --device guard --out "$tmp/g"
+    grc=$rc
+    run $HPT train $small $extra --device cpu --out "$tmp/c"
+    if [ "$grc" -eq 0 ] && [ "$rc" -eq 0 ] && [ -n "$(crc_of "$tmp/c")" ] && [ "$(crc_of "$tmp/g")" = "$(crc_of "$tmp/c")" ]; then
+        pass "--device guard ${extra:-(plain)}: no host access to device memory, the CPU's bits ($(crc_of "$tmp/c"))"
+    else fail "--device guard ${extra:-(plain)} (rc $grc/$rc, crc $(crc_of "$tmp/g") vs $(crc_of "$tmp/c"))"; fi
+done
+# checkpoints move between the devices: killed on one, resumed on the other,
+# the uninterrupted run's bits
+long="$small --max-iters 400 --eval-interval 100 --save-interval 50 --keep-last 10"
+run $HPT train $long --out "$tmp/whole"
+whole=$(crc_of "$tmp/whole")
+for pair in "guard cpu" "cpu guard"; do
+    set -- $pair
+    d="$tmp/move-$1"
+    $HPT train $long --device "$1" --out "$d" >/dev/null 2>&1 &
+    pid=$!; i=0
+    while [ "$(ls "$d/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$')" -lt 2 ] && kill -0 $pid 2>/dev/null && [ $i -lt 3000 ]; do
+        sleep 0.01; i=$((i + 1))
+    done
+    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+    run $HPT train --resume "$d" --device "$2"
+    if [ "$rc" -eq 0 ] && [ -n "$whole" ] && [ "$(crc_of "$d")" = "$whole" ]; then
+        pass "killed on $1, resumed on $2: the uninterrupted run's bits ($whole)"
+    else fail "killed on $1, resumed on $2 (rc $rc, crc $(crc_of "$d") vs $whole)"; fi
+done
+# what runs on the CPU only in this version is refused there, with the reason
+run $HPT train --task fashion-mnist --model mlp --max-iters 2 --device guard --out "$tmp/fm"
+if [ "$rc" -ne 0 ] && grep -q 'classifiers.*CPU only' "$tmp/err" && [ ! -e "$tmp/fm" ]; then
+    pass "a classifier on --device guard is refused with the reason"
+else fail "classifier on guard (rc $rc: $(cat "$tmp/err"))"; fi
+run $HPT train $small --mode hybrid --device guard --out "$tmp/hy"
+if [ "$rc" -ne 0 ] && grep -q 'hybrid runs on the CPU only' "$tmp/err" && [ ! -e "$tmp/hy" ]; then
+    pass "--mode hybrid on --device guard is refused with the reason"
+else fail "hybrid on guard (rc $rc: $(cat "$tmp/err"))"; fi
 
 run $HPT train $small --device tpu --out "$tmp/tpu"
 if [ "$rc" -ne 0 ] && grep -q 'cpu, cuda' "$tmp/err" && [ ! -e "$tmp/tpu" ]; then pass "an unknown device is refused, listing the table"
 else fail "--device tpu (rc $rc)"; fi
 
+if [ $gpu = 0 ]; then
 run $HPT compare $small --device cuda --seeds 1 --out "$tmp/cmp"
 if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" "$tmp/out"; then pass "hpt compare --device cuda refused with the reason"
 else fail "hpt compare --device cuda (rc $rc)"; fi
+fi
 
 # eval and sample take --device too: cpu runs, cuda is refused with the reason
 # before the model is read
@@ -44,6 +90,17 @@ if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" && [ ! -s "$tmp/out" ]; 
 else fail "hpt eval --device cuda (rc $rc)"; fi
 run $HPT sample --run "$tmp/default" --tokens 5 --device cpu
 if [ "$rc" -eq 0 ]; then pass "hpt sample --device cpu"; else fail "hpt sample --device cpu (rc $rc)"; fi
+# on the guard device: the CPU's numbers and text (the model's logits read back through the device)
+run $HPT eval --model "$tmp/default/model.bin" --data "$tmp/data.txt" --device cpu
+cpu_eval=$(cat "$tmp/out")
+run $HPT eval --model "$tmp/default/model.bin" --data "$tmp/data.txt" --device guard
+if [ "$rc" -eq 0 ] && [ -n "$cpu_eval" ] && [ "$(cat "$tmp/out")" = "$cpu_eval" ]; then pass "hpt eval --device guard: the CPU's loss"
+else fail "hpt eval --device guard (rc $rc: $(cat "$tmp/out") vs $cpu_eval)"; fi
+run $HPT sample --run "$tmp/default" --tokens 30 --seed 5 --device cpu
+cpu_text=$(cat "$tmp/out")
+run $HPT sample --run "$tmp/default" --tokens 30 --seed 5 --device guard
+if [ "$rc" -eq 0 ] && [ -n "$cpu_text" ] && [ "$(cat "$tmp/out")" = "$cpu_text" ]; then pass "hpt sample --device guard: the CPU's text"
+else fail "hpt sample --device guard (rc $rc)"; fi
 run $HPT sample --run "$tmp/default" --tokens 5 --device cuda
 if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" && [ ! -s "$tmp/out" ]; then pass "hpt sample --device cuda refused with the reason"
 else fail "hpt sample --device cuda (rc $rc)"; fi

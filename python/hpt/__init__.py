@@ -341,15 +341,17 @@ class Model:
         self._last = (0, 0)
         return out.decode("utf-8", "replace")
 
-    def eval(self, data):
+    def eval(self, data, device="cpu"):
         """Mean next-token loss of a model file over a text file (`hpt eval`):
-        {"loss", "ppl", "tokens"}. Needs the model loaded from a file."""
+        {"loss", "ppl", "tokens"}, on `device` (--device's names). Needs the
+        model loaded from a file."""
         self._handle()
         path = getattr(self, "path", None)
         if not path:
             raise Error("eval reads the model from its file: save() it and hpt.load() it, or use hpt.load(path)")
         loss, n = ctypes.c_double(), ctypes.c_size_t()
-        check(lib.hpt_eval_text(os.fsencode(path), os.fsencode(data), ctypes.byref(loss), ctypes.byref(n)))
+        check(lib.hpt_eval_text_on(os.fsencode(path), os.fsencode(data), os.fsencode(device), ctypes.byref(loss),
+                                   ctypes.byref(n)))
         return {"loss": loss.value, "ppl": float(np.exp(loss.value)), "tokens": n.value}
 
 

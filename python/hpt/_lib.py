@@ -185,6 +185,7 @@ _SIGS = {
     "hpt_sample_token": (c_int, [c_void_p, c_int, c_float, c_int, POINTER(c_uint64), POINTER(c_float),
                                  POINTER(c_int)]),
     "hpt_eval_text": (c_int, [c_char_p, c_char_p, POINTER(c_double), POINTER(c_size_t)]),
+    "hpt_eval_text_on": (c_int, [c_char_p, c_char_p, c_char_p, POINTER(c_double), POINTER(c_size_t)]),
     "hpt_settings": (POINTER(Setting), [c_int, POINTER(c_int)]),
     "hpt_setting_find": (POINTER(Setting), [c_char_p]),
     "hpt_setting_name": (c_char_p, [POINTER(Setting), c_int]),

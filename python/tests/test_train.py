@@ -62,6 +62,8 @@ def test_sample_and_eval_equal_the_cli(hpt_bin, corpus, tmp_path):
                                     text=True, check=True).stdout)
     ev = m.eval(corpus)
     assert ev["tokens"] == cli["tokens"] and abs(ev["loss"] - cli["loss"]) <= 1e-8 * cli["loss"]
+    # on the guard device (the CPU's kernels behind the device table): the same loss, bit for bit
+    assert m.eval(corpus, device="guard") == ev
     # a prompt character outside the char vocabulary: HPT_ERR_DATA from hpt_text_encode, and the CLI's exit 2
     with pytest.raises(hpt.Error) as e:
         m.sample(tokens=5, prompt="the \u00e9")

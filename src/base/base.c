@@ -74,10 +74,15 @@ float *hpt_arena_alloc(size_t nfloats) {
 }
 
 float *hpt_arena_carve(const size_t *sizes, int n, float **ptrs[], size_t *total_floats) {
+    return hpt_arena_carve_with(sizes, n, ptrs, total_floats, hpt_arena_alloc);
+}
+
+float *hpt_arena_carve_with(const size_t *sizes, int n, float **ptrs[], size_t *total_floats,
+                            float *(*alloc)(size_t nfloats)) {
     /* Round every slice to 16 floats (64 bytes) so each starts aligned. */
     size_t total = 0;
     for (int i = 0; i < n; i++) total += (sizes[i] + 15) / 16 * 16;
-    float *base = hpt_arena_alloc(total);
+    float *base = alloc(total);
     if (!base) return NULL;
     float *p = base;
     for (int i = 0; i < n; i++) {

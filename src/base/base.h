@@ -36,6 +36,10 @@ void hpt_assert_fail_(const char *expr, const char *file, int line)
  * Returns NULL (and sets the error) on failure; free with hpt_arena_free. */
 float *hpt_arena_carve(const size_t *sizes, int n, float **ptrs[], size_t *total_floats);
 float *hpt_arena_alloc(size_t nfloats);   /* one aligned, zeroed slice */
+/* hpt_arena_carve from another allocator's memory (a device row's alloc:
+ * zeroed, 64-byte aligned at least); free it with that allocator's free. */
+float *hpt_arena_carve_with(const size_t *sizes, int n, float **ptrs[], size_t *total_floats,
+                            float *(*alloc)(size_t nfloats));
 void hpt_arena_free(void *p);
 
 /* --------------------------------------------------------------- RNG */

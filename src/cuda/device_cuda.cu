@@ -26,6 +26,7 @@
 extern "C" {
 #include "../device/device.h"
 }
+#include "kernels_cuda.h"
 #include "cuda_check.h"
 
 #include <math.h>
@@ -74,6 +75,8 @@ static const char *cuda_unavailable(void) {
         /* cudaFree(0) makes the context now: a GPU in exclusive mode and
          * taken, or out of memory, says so here rather than at the first alloc */
         snprintf(why, sizeof why, "CUDA device 0 cannot be used (%s)", cudaGetErrorString(e));
+    else if (kernels_cuda_init() != 0)   /* cuBLAS's handle, for the model's GEMMs */
+        snprintf(why, sizeof why, "cuBLAS cannot be used on CUDA device 0 (%s)", kernels_cuda_error());
     cudaGetLastError();   /* none of these may stay as the last error a later check reads */
     return why[0] ? why : NULL;
 }
@@ -268,6 +271,86 @@ static void cuda_outer_step(float *theta, float *anchor, float *u, const float *
     LAUNCH(outer_kernel, n, theta, anchor, u, d, n, form, mu, a, b);
 }
 
+/* ---------------------------------------------------------------- the GPT-2 kernels
+ * kernels_cuda.h's, behind hpt_dev_nn's signatures: the `first` flags pick
+ * the _first twin, and one scratch buffer (the largest any kernel asks for
+ * at the model's shapes) serves them all, in turn, on the one stream. */
+
+static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
+
+static size_t cuda_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
+    (void)Vp;   /* the LM head's GEMM has no bias: no column sums over Vp */
+    const int N = B * T;
+    size_t s = matmul_backward_cuda_scratch(N, 4 * C);   /* the widest biased layer: fc */
+    s = max_of(s, layernorm_backward_cuda_scratch(N, C));
+    s = max_of(s, attention_backward_cuda_scratch(B, T, NH));
+    return max_of(s, encoder_backward_cuda_scratch(V));   /* ints, as many as floats */
+}
+
+static void cuda_upload_ints(int *dst, const int *host, size_t n) {
+    if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+static void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C,
+                                  int V, float *scratch) {
+    encoder_backward_cuda(dwte, dwpe, dout, tok, B, T, C, V, (int *)scratch);
+}
+
+static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                    const float *w, const float *mean, const float *rstd, int N, int C, int first,
+                                    float *scratch) {
+    if (first) layernorm_backward_first_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
+    else layernorm_backward_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
+}
+
+static void cuda_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
+                                      float *wide) {
+    (void)wide;   /* cuBLAS needs no split of a long inner dimension */
+    matmul_backward_dinp_first_cuda(dinp, dout, w, N, C, OC);
+}
+
+static void cuda_matmul_backward_dweight(float *dw, float *db, const float *dout, const float *inp, int N, int C,
+                                         int OC, int first, float *scratch) {
+    if (first) matmul_backward_dweight_first_cuda(dw, db, dout, inp, N, C, OC, scratch);
+    else matmul_backward_dweight_cuda(dw, db, dout, inp, N, C, OC, scratch);
+}
+
+static void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                                    int C, int NH, float *scratch) {
+    attention_backward_first_cuda(dqkv, dout, qkv, att, B, T, C, NH, scratch);
+}
+
+static const hpt_dev_nn cuda_nn = {
+    cuda_scratch_floats,
+    cuda_upload_ints,
+    encoder_forward_cuda,
+    cuda_encoder_backward,
+    layernorm_forward_cuda,
+    cuda_layernorm_backward,
+    matmul_forward_cuda,
+    cuda_matmul_backward_dinp,
+    cuda_matmul_backward_dweight,
+    attention_forward_cuda,
+    cuda_attention_backward,
+    gelu_forward_cuda,
+    gelu_backward_first_cuda,
+    residual_forward_cuda,
+    softmax_xent_forward_cuda,
+    softmax_xent_backward_cuda,
+};
+
+static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    HPT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
+/* A kernel's failure (a launch, cuBLAS, a fault) is kept by kernels_cuda.cu
+ * and said here, at the model's sync points (the end of its forward and
+ * backward). */
+static hpt_status cuda_sync(void) {
+    if (kernels_cuda_sync() == 0) return HPT_OK;
+    return hpt_fail(HPT_ERR_IO, "--device cuda: %s", kernels_cuda_error());
+}
+
 /* ---------------------------------------------------------------- the row */
 
 extern "C" const hpt_device hpt_device_cuda = {
@@ -275,6 +358,7 @@ extern "C" const hpt_device hpt_device_cuda = {
     "cuda",
     "an NVIDIA GPU (CUDA, cuBLAS): device 0",
     cuda_unavailable,
+    0,   /* host_memory: device memory, the host reads it through download */
     cuda_alloc,
     cuda_free,
     cuda_upload,
@@ -290,4 +374,7 @@ extern "C" const hpt_device hpt_device_cuda = {
     cuda_adamw,
     cuda_sf_adamw,
     cuda_outer_step,
+    &cuda_nn,
+    cuda_mem_info,
+    cuda_sync,
 };

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const hpt_device *const table[] = {&hpt_device_cpu, &hpt_device_cuda};
+static const hpt_device *const table[] = {&hpt_device_cpu, &hpt_device_cuda, &hpt_device_guard};
 enum { NDEV = sizeof table / sizeof table[0] };
 
 const hpt_device *hpt_device_at(int i) { return i >= 0 && i < NDEV ? table[i] : NULL; }
@@ -30,11 +30,10 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out) {
 
 hpt_status hpt_device_usable(const char *name, const hpt_device **out) {
     HPT_TRY(hpt_device_get(name, out));
-    if (*out == &hpt_device_cpu) return HPT_OK;
+    if ((*out)->nn) return HPT_OK;
     const char *n = (*out)->name;
     *out = NULL;
-    return hpt_fail(HPT_ERR_ARG, "--device %s: the GPT-2 family does not train or evaluate on the GPU in this "
-                    "version yet (the CUDA row of the device table is built and tested: make test-cuda)", n);
+    return hpt_fail(HPT_ERR_ARG, "--device %s: this device runs no model (it has no kernels)", n);
 }
 
 hpt_status hpt_device_check(const char *name) {

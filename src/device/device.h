@@ -37,12 +37,52 @@ typedef struct hpt_dev_sf {
     int t;
 } hpt_dev_sf;
 
+/* The GPT-2 family's kernels on one row's memory: each is the kernel of the
+ * same name in src/kernels/kernels.h (read its contract there). `first`:
+ * the gradient is written as if onto zeros instead of accumulated; the
+ * backward kernels without the flag always write (dinp, dqkv, GELU's dinp,
+ * the scratch gradients of gpt2.c). scratch: nn_scratch floats of this
+ * row's memory, for rows whose reductions need one between launches (the
+ * CPU row needs none); `wide` is the LM head's: a buffer of 3 N x C floats
+ * the CPU row splits the vocabulary-long inner dimension into
+ * (matmul_backward_dinp_first_kblocks), NULL for every other GEMM.
+ * Token ids are ints in this row's memory (upload_ints puts them there). */
+typedef struct hpt_dev_nn {
+    size_t (*scratch_floats)(int B, int T, int C, int NH, int V, int Vp);
+    void (*upload_ints)(int *dst, const int *host, size_t n);
+    void (*encoder_forward)(float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C);
+    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C, int V,
+                             float *scratch);
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int N, int C);
+    void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int N, int C, int first,
+                               float *scratch);
+    void (*matmul_forward)(float *out, const float *inp, const float *w, const float *b, int N, int C, int OC);
+    void (*matmul_backward_dinp)(float *dinp, const float *dout, const float *w, int N, int C, int OC,
+                                 float *wide);
+    void (*matmul_backward_dweight)(float *dw, float *db, const float *dout, const float *inp, int N, int C,
+                                    int OC, int first, float *scratch);
+    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                               int C, int NH, float *scratch);
+    void (*gelu_forward)(float *out, const float *inp, size_t n);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
+    void (*xent_forward)(float *losses, float *logits, const int *targets, int N, int V, int Vp);
+    void (*xent_backward)(float *probs, const int *targets, float dloss, int N, int V, int Vp);
+} hpt_dev_nn;
+
 typedef struct hpt_device {
     const char *name;        /* --device's value: "cpu", "cuda" */
     const char *summary;     /* one line for --help */
     /* NULL when this process can use the device, else why not (built
      * without it, no device found, ...), said in full to the user */
     const char *(*unavailable)(void);
+    /* 1: the row's memory is the host's (the CPU row), so that code which
+     * hands it to a host library in place (MPI's all-reduce) may; 0: only
+     * this row's operations touch it */
+    int host_memory;
 
     /* memory: n floats; NULL when it cannot be had */
     float *(*alloc)(size_t n);
@@ -67,16 +107,25 @@ typedef struct hpt_device {
     void (*sf_adamw)(float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a);
     /* optim.h's hpt_outer_step (DiLoCo's outer Nesterov step) */
     void (*outer_step)(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
+
+    /* the GPT-2 family's kernels; NULL in a row that runs no model */
+    const hpt_dev_nn *nn;
+    /* bytes of this row's memory free now and in all; NULL where the row
+     * has no limit of its own (the CPU: the host's, hpt_mem_check) */
+    void (*mem_info)(size_t *free_bytes, size_t *total_bytes);
+    /* waits for every operation issued so far and reports the first one
+     * that failed since the row was opened (HPT_OK, or the reason) */
+    hpt_status (*sync)(void);
 } hpt_device;
 
 /* The row named `name` (NULL: the default, "cpu"), refused with the reason
  * when it is unknown (the message lists the table) or unavailable here. */
 hpt_status hpt_device_get(const char *name, const hpt_device **out);
 
-/* hpt_device_get, then the rule of this version: the model families'
- * forward and backward are CPU code, so a run (train, eval, sample) on any
- * other row is refused with the reason. The one check every entry point
- * that takes --device makes (hpt.h's hpt_device_check). */
+/* hpt_device_get, then the row must run models (its nn kernels): the one
+ * check every entry point that takes --device makes (hpt.h's
+ * hpt_device_check). Which families run on it is the family's to say (the
+ * GPT-2 family on every such row; the classifiers on the CPU alone). */
 hpt_status hpt_device_usable(const char *name, const hpt_device **out);
 
 /* The table, in order, for --help and the tests: NULL past the last row. */
@@ -84,6 +133,7 @@ const hpt_device *hpt_device_at(int i);
 
 /* The rows, each defined in its own file. */
 extern const hpt_device hpt_device_cpu;
+extern const hpt_device hpt_device_guard;
 extern const hpt_device hpt_device_cuda;
 
 #endif /* HPT_DEVICE_H */

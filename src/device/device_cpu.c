@@ -27,10 +27,76 @@ static void cpu_sf_adamw(float *y, const float *g, float *z, float *x, float *v,
                            a->t);
 }
 
+/* ---- the GPT-2 family's kernels: kernels.h's, scratch unused */
+
+static size_t cpu_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
+    (void)B; (void)T; (void)C; (void)NH; (void)V; (void)Vp;
+    return 0;
+}
+
+static void cpu_upload_ints(int *dst, const int *host, size_t n) {
+    if (n) memcpy(dst, host, n * sizeof(int));
+}
+
+static void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C,
+                                 int V, float *scratch) {
+    (void)V; (void)scratch;
+    encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+}
+
+static void cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                   const float *w, const float *mean, const float *rstd, int N, int C, int first,
+                                   float *scratch) {
+    (void)scratch;
+    if (first) layernorm_backward_first(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+static void cpu_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
+                                     float *wide) {
+    if (wide) matmul_backward_dinp_first_kblocks(dinp, dout, w, N, C, OC, wide);
+    else matmul_backward_dinp_first(dinp, dout, w, N, C, OC);
+}
+
+static void cpu_matmul_backward_dweight(float *dw, float *db, const float *dout, const float *inp, int N, int C,
+                                        int OC, int first, float *scratch) {
+    (void)scratch;
+    if (first) matmul_backward_dweight_first(dw, db, dout, inp, N, C, OC);
+    else matmul_backward_dweight(dw, db, dout, inp, N, C, OC);
+}
+
+static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
+                                   int C, int NH, float *scratch) {
+    (void)scratch;
+    attention_backward_first(dqkv, dout, qkv, att, B, T, C, NH);
+}
+
+static const hpt_dev_nn cpu_nn = {
+    .scratch_floats = cpu_scratch_floats,
+    .upload_ints = cpu_upload_ints,
+    .encoder_forward = encoder_forward,
+    .encoder_backward = cpu_encoder_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_forward = matmul_forward,
+    .matmul_backward_dinp = cpu_matmul_backward_dinp,
+    .matmul_backward_dweight = cpu_matmul_backward_dweight,
+    .attention_forward = attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward_first,
+    .residual_forward = residual_forward,
+    .xent_forward = softmax_xent_forward,
+    .xent_backward = softmax_xent_backward,
+};
+
+static hpt_status cpu_sync(void) { return HPT_OK; }
+
 const hpt_device hpt_device_cpu = {
     .name = "cpu",
     .summary = "the host's cores (OpenMP, OpenBLAS): the default",
     .unavailable = cpu_unavailable,
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
@@ -46,4 +112,6 @@ const hpt_device hpt_device_cpu = {
     .adamw = cpu_adamw,
     .sf_adamw = cpu_sf_adamw,
     .outer_step = outer_step,
+    .nn = &cpu_nn,
+    .sync = cpu_sync,
 };

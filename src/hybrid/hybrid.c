@@ -426,6 +426,10 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     if (hpt_trainer_schedule_free(tr))  /* its predictors read and move AdamW's moments and weights */
         return hpt_fail(HPT_ERR_ARG, "--mode hybrid needs --optimizer adamw (schedule-free is not supported by "
                         "the hybrid controller)");
+    const hpt_device *dev = hpt_trainer_model(tr)->dev;
+    if (!dev->host_memory)  /* its snapshot, predictors and check read the weights in host memory */
+        return hpt_fail(HPT_ERR_ARG, "--mode hybrid on --device %s: the hybrid runs on the CPU only in this version",
+                        dev->name);
     if (hpt_trainer_config(tr)->sync_interval > 0)  /* its steps would move each rank alone */
         return hpt_fail(HPT_ERR_ARG, "--mode hybrid cannot be combined with --sync-interval (local-step mode): "
                         "use one or the other");

@@ -45,7 +45,7 @@ static inline void *hpt_family_new(hpt_model **m, size_t impl_size, const hpt_mo
  * and carves the arena at init with
  *     HPT_CARVE_ACTS(m, g->act_arena, my_acts, &g->a, MY_ACTS);
  * which sets every pointer of g->a, in table order, the arena (NULL when
- * out of memory) and m->act_bytes. The sizes are evaluated there, so they
+ * out of memory; from m->dev's allocator, freed by its free) and m->act_bytes. The sizes are evaluated there, so they
  * name the init's locals (B, T, C, ...). The struct, the size table and the
  * pointer list cannot drift apart. */
 #define HPT_ACT_FIELD(name, size) float *name;
@@ -56,8 +56,8 @@ static inline void *hpt_family_new(hpt_model **m, size_t impl_size, const hpt_mo
     const size_t hpt_sizes_[] = {ACTS(HPT_ACT_SIZE_)};                             \
     float **hpt_ptrs_[] = {ACTS(HPT_ACT_PTR_)};                                    \
     size_t hpt_total_ = 0;                                                         \
-    (arena) = hpt_arena_carve(hpt_sizes_, (int)(sizeof hpt_sizes_ / sizeof hpt_sizes_[0]), \
-                              hpt_ptrs_, &hpt_total_);                             \
+    (arena) = hpt_arena_carve_with(hpt_sizes_, (int)(sizeof hpt_sizes_ / sizeof hpt_sizes_[0]), \
+                                   hpt_ptrs_, &hpt_total_, (m)->dev->alloc);       \
     (m)->act_bytes = hpt_total_ * sizeof(float);                                   \
 } while (0)
 

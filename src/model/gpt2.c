@@ -51,20 +51,31 @@ enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
     X(datty,     (size_t)B * T * C)                                     \
     X(dqkv,      (size_t)B * T * 3 * C)                                 \
     X(dfch,      (size_t)B * T * 4 * C)                                 \
-    X(dfch_gelu, (size_t)B * T * 4 * C)
+    X(dfch_gelu, (size_t)B * T * 4 * C)                                 \
+    /* the batch's token ids and targets (ints) in the device's memory */ \
+    X(tok,       (size_t)B * T)                                         \
+    X(tgt,       (size_t)B * T)                                         \
+    X(scratch,   S)                   /* the device's kernels' (hpt_dev_nn) */
 
 typedef struct gpt2_acts { GPT2_ACTS(HPT_ACT_FIELD) } gpt2_acts;
+
+_Static_assert(sizeof(int) == sizeof(float), "token ids share the float arena's slices");
 
 typedef struct gpt2 {
     hpt_gpt2_config cfg;
     int Vp;
     int B, T;             /* reserved */
     int cur_B, cur_T;     /* last forward */
-    const int *tokens;    /* last forward's inputs and targets (caller-owned) */
-    const int *targets;
-    float *act_arena;
+    const hpt_device *dev;
+    const hpt_dev_nn *nn; /* dev's kernels */
+    float *act_arena;     /* the device's memory */
     gpt2_acts a;
+    float *host_losses;   /* (B,T): the last forward's losses, downloaded for their mean */
 } gpt2;
+
+/* a.tok and a.tgt as the ints they hold */
+static int *tok_ids(const gpt2 *g) { return (int *)g->a.tok; }
+static int *tgt_ids(const gpt2 *g) { return (int *)g->a.tgt; }
 
 int hpt_gpt2_padded_vocab(int V) {
     /* GPT-2's 50257 -> 50304 (multiple of 128, as llm.c); small vocabularies
@@ -76,7 +87,8 @@ int hpt_gpt2_padded_vocab(int V) {
 static void gpt2_free_impl(void *impl) {
     gpt2 *g = impl;
     if (!g) return;
-    hpt_arena_free(g->act_arena);
+    if (g->act_arena) g->dev->free(g->act_arena);
+    free(g->host_losses);
     free(g);
 }
 
@@ -101,30 +113,29 @@ static double gemm_flops(int N, int C, int OC) { return 2.0 * N * C * OC; }
  * 2 hs FLOPs each for both; the backward does twice that */
 static double attn_fwd_flops(int B, int T, int C) { return 2.0 * B * C * (double)T * (T + 1); }
 
-static void linear_forward(int slot, float *out, const float *inp, const float *w, const float *b,
+static void linear_forward(const gpt2 *g, int slot, float *out, const float *inp, const float *w, const float *b,
                            int N, int C, int OC) {
-    HPT_PROF(slot, gemm_flops(N, C, OC), matmul_forward(out, inp, w, b, N, C, OC));
+    HPT_PROF(slot, gemm_flops(N, C, OC), g->nn->matmul_forward(out, inp, w, b, N, C, OC));
 }
 
 /* = matmul_backward (dinp half, then dweight half), each half in its own
  * slot. dinp is always a scratch buffer written here first (no zeroing
  * sweep before it); dw and db are written (first) or accumulated onto. */
-static void linear_backward(int slot_dx, int slot_dw, float *dinp, float *dw, float *db, const float *dout,
-                            const float *inp, const float *w, int N, int C, int OC, int first) {
-    HPT_PROF(slot_dx, gemm_flops(N, C, OC), matmul_backward_dinp_first(dinp, dout, w, N, C, OC));
-    if (first) HPT_PROF(slot_dw, gemm_flops(N, C, OC), matmul_backward_dweight_first(dw, db, dout, inp, N, C, OC));
-    else HPT_PROF(slot_dw, gemm_flops(N, C, OC), matmul_backward_dweight(dw, db, dout, inp, N, C, OC));
+static void linear_backward(const gpt2 *g, int slot_dx, int slot_dw, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w, int N, int C, int OC, int first) {
+    HPT_PROF(slot_dx, gemm_flops(N, C, OC), g->nn->matmul_backward_dinp(dinp, dout, w, N, C, OC, NULL));
+    HPT_PROF(slot_dw, gemm_flops(N, C, OC),
+             g->nn->matmul_backward_dweight(dw, db, dout, inp, N, C, OC, first, g->a.scratch));
 }
 
-static void ln_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                        const float *mean, const float *rstd, int N, int C, int first) {
-    const double flops = (double)HPT_FLOPS_LN_BWD * N * C;
-    if (first) HPT_PROF(HPT_PROF_LN_BWD, flops, layernorm_backward_first(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
-    else HPT_PROF(HPT_PROF_LN_BWD, flops, layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C));
+static void ln_backward(const gpt2 *g, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, int N, int C, int first) {
+    HPT_PROF(HPT_PROF_LN_BWD, (double)HPT_FLOPS_LN_BWD * N * C,
+             g->nn->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, g->a.scratch));
 }
 
-static void zero_scratch(float *p, size_t n) {
-    HPT_PROF(HPT_PROF_BWD_MEMSET, 0, memset(p, 0, n * sizeof(float)));
+static void zero_scratch(const gpt2 *g, float *p, size_t n) {
+    HPT_PROF(HPT_PROF_BWD_MEMSET, 0, g->dev->fill(p, 0.0f, n));
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -142,12 +153,14 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
             return hpt_fail(HPT_ERR_ARG, "gpt2: target %d out of range [0,%d)", batch->targets[i], V);
     }
     g->cur_B = B; g->cur_T = T;
-    g->tokens = batch->tokens; g->targets = batch->targets;
     gpt2_acts *a = &g->a;
+    const hpt_dev_nn *nn = g->nn;
+    nn->upload_ints(tok_ids(g), batch->tokens, (size_t)B * T);
+    if (batch->targets) nn->upload_ints(tgt_ids(g), batch->targets, (size_t)B * T);
     float *P[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) P[i] = hpt_tensor_ptr(m->params, m, i);
 
-    HPT_PROF(HPT_PROF_EMBED_FWD, 0, encoder_forward(a->encoded, batch->tokens, P[WTE], P[WPE], B, T, C));
+    HPT_PROF(HPT_PROF_EMBED_FWD, 0, nn->encoder_forward(a->encoded, tok_ids(g), P[WTE], P[WPE], B, T, C));
     for (int l = 0; l < L; l++) {
         const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         /* this layer's slices: per-layer activations are (L, B, T, ...) with the
@@ -161,34 +174,35 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         float *res3 = a->residual3 + l * BTC;
 
         HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-                 layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C));
-        linear_forward(HPT_PROF_QKV_FWD, qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C,
+                 nn->layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C));
+        linear_forward(g, HPT_PROF_QKV_FWD, qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C,
                        B * T, C, 3 * C);
-        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), attention_forward(atty, att, qkv, B, T, C, NH));
-        linear_forward(HPT_PROF_ATTPROJ_FWD, a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C,
+        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(atty, att, qkv, B, T, C, NH));
+        linear_forward(g, HPT_PROF_ATTPROJ_FWD, a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C,
                        B * T, C, C);
-        HPT_PROF(HPT_PROF_RESID_FWD, 0, residual_forward(res2, resid, a->proj, BTC));
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(res2, resid, a->proj, BTC));
         HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-                 layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C));
-        linear_forward(HPT_PROF_FC_FWD, fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C,
+                 nn->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C));
+        linear_forward(g, HPT_PROF_FC_FWD, fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C,
                        B * T, C, 4 * C);
-        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, gelu_forward(fch_gelu, fch, BTC * 4));
-        linear_forward(HPT_PROF_FCPROJ_FWD, a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C,
+        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(fch_gelu, fch, BTC * 4));
+        linear_forward(g, HPT_PROF_FCPROJ_FWD, a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C,
                        P[FCPROJB] + l * C, B * T, 4 * C, C);
-        HPT_PROF(HPT_PROF_RESID_FWD, 0, residual_forward(res3, res2, a->proj, BTC));
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(res3, res2, a->proj, BTC));
     }
     HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-             layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC, P[LNFW], P[LNFB], B * T, C));
-    linear_forward(HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
+             nn->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC, P[LNFW], P[LNFB], B * T, C));
+    linear_forward(g, HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
 
     m->logits = a->logits; m->n_out = V; m->out_row = Vp;
     if (batch->targets) {
         HPT_PROF(HPT_PROF_XENT_FWD, (double)HPT_FLOPS_XENT_FWD * B * T * V,
-                 softmax_xent_forward(a->losses, a->logits, batch->targets, B * T, V, Vp));
-        float mean = hpt_mean_loss(a->losses, (size_t)B * T);
+                 nn->xent_forward(a->losses, a->logits, tgt_ids(g), B * T, V, Vp));
+        g->dev->download(g->host_losses, a->losses, (size_t)B * T);
+        float mean = hpt_mean_loss(g->host_losses, (size_t)B * T);
         if (loss) *loss = mean;
     }
-    return HPT_OK;
+    return g->dev->sync();   /* a kernel's failure on a device that runs ahead of the host */
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -204,6 +218,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     const int L = g->cfg.n_layer, V = g->cfg.vocab_size, Vp = g->Vp;
     const size_t BTC = (size_t)B * T * C;
     gpt2_acts *a = &g->a;
+    const hpt_dev_nn *nn = g->nn;
     float *P[NUM_PARAM_TENSORS], *G[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         P[i] = hpt_tensor_ptr(m->params, m, i);
@@ -211,19 +226,15 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     }
     /* The loss is the mean over B*T positions, scaled for accumulation. */
     HPT_PROF(HPT_PROF_XENT_BWD, 0,
-             softmax_xent_backward(a->logits, g->targets, loss_scale / ((float)B * T), B * T, V, Vp));
+             nn->xent_backward(a->logits, tgt_ids(g), loss_scale / ((float)B * T), B * T, V, Vp));
     /* the LM head: dx from Vp-long rows, its inner dimension split into
      * blocks (dfch, free until the first layer, holds 3 of their products) */
     HPT_PROF(HPT_PROF_LMHEAD_DX, gemm_flops(B * T, C, Vp),
-             matmul_backward_dinp_first_kblocks(a->dln, a->logits, P[WTE], B * T, C, Vp, a->dfch));
-    if (first)
-        HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
-                 matmul_backward_dweight_first(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp));
-    else
-        HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
-                 matmul_backward_dweight(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp));
-    zero_scratch(a->dresid, BTC);
-    ln_backward(a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC, P[LNFW], a->lnf_mean, a->lnf_rstd,
+             nn->matmul_backward_dinp(a->dln, a->logits, P[WTE], B * T, C, Vp, a->dfch));
+    HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
+             nn->matmul_backward_dweight(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp, first, a->scratch));
+    zero_scratch(g, a->dresid, BTC);
+    ln_backward(g, a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC, P[LNFW], a->lnf_mean, a->lnf_rstd,
                 B * T, C, first);
 
     /* dresid holds d(residual stream) between blocks; each block adds its
@@ -238,28 +249,28 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
         const float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
 
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-        linear_backward(HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C,
+        linear_backward(g, HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C,
                         G[FCPROJB] + l * C, a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C,
                         first);
-        HPT_PROF(HPT_PROF_GELU_BWD, (double)HPT_FLOPS_GELU_BWD * BTC * 4, gelu_backward_first(a->dfch, fch, a->dfch_gelu, BTC * 4));
-        linear_backward(HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
+        HPT_PROF(HPT_PROF_GELU_BWD, (double)HPT_FLOPS_GELU_BWD * BTC * 4, nn->gelu_backward(a->dfch, fch, a->dfch_gelu, BTC * 4));
+        linear_backward(g, HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
                         a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C, first);
-        ln_backward(a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2, P[LN2W] + l * C, ln2_mean, ln2_rstd,
+        ln_backward(g, a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2, P[LN2W] + l * C, ln2_mean, ln2_rstd,
                     B * T, C, first);
 
         /* attention branch: res2 = resid + attproj(attn(qkv(ln1(resid)))) */
-        linear_backward(HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
+        linear_backward(g, HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
                         G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C, first);
         HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
-                 attention_backward_first(a->dqkv, a->datty, qkv, att, B, T, C, NH));
-        linear_backward(HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
+                 nn->attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH, a->scratch));
+        linear_backward(g, HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
                         G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C, first);
-        ln_backward(a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid, P[LN1W] + l * C, ln1_mean, ln1_rstd,
+        ln_backward(g, a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid, P[LN1W] + l * C, ln1_mean, ln1_rstd,
                     B * T, C, first);
     }
-    if (first) HPT_PROF(HPT_PROF_ZERO_GRAD, 0, memset(G[WPE], 0, m->tensors[WPE].numel * sizeof(float)));
-    HPT_PROF(HPT_PROF_EMBED_BWD, 0, encoder_backward(G[WTE], G[WPE], a->dresid, g->tokens, B, T, C));
-    return HPT_OK;
+    if (first) HPT_PROF(HPT_PROF_ZERO_GRAD, 0, g->dev->fill(G[WPE], 0.0f, m->tensors[WPE].numel));
+    HPT_PROF(HPT_PROF_EMBED_BWD, 0, nn->encoder_backward(G[WTE], G[WPE], a->dresid, tok_ids(g), B, T, C, V, a->scratch));
+    return g->dev->sync();
 }
 
 static hpt_status gpt2_backward(hpt_model *m, float loss_scale) { return gpt2_backward_impl(m, loss_scale, 0); }
@@ -278,7 +289,7 @@ static const hpt_model_ops gpt2_ops = {
 /* The model of hpt_gpt2_init, or (params_only) its parameter arena alone,
  * zeroed: no gradients, no activations (B and T unused). */
 static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
-                           int params_only) {
+                           int params_only, const hpt_device *dev) {
     *out = NULL;
     const int V = cfg->vocab_size, maxT = cfg->block_size, L = cfg->n_layer;
     const int NH = cfg->n_head, C = cfg->n_embd;
@@ -297,6 +308,8 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
     gpt2 *g = hpt_family_new(&m, sizeof *g, &gpt2_ops, "gpt2");
     if (!g) return HPT_ERR_NOMEM;
     g->cfg = *cfg; g->Vp = Vp; g->B = B; g->T = T;
+    g->dev = dev; g->nn = dev->nn;
+    m->dev = dev;
     m->max_B = B; m->max_T = T;
 
     const hpt_tensor_spec specs[NUM_PARAM_TENSORS] = {
@@ -319,16 +332,23 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
     snprintf(m->desc, sizeof m->desc, "gpt2 L%d H%d C%d V%d (Vp %d) block %d", L, NH, C, V, Vp, maxT);
     if (params_only) { *out = m; return HPT_OK; }  /* the caller fills the zeroed arena */
 
+    const size_t S = g->nn->scratch_floats(B, T, C, NH, V, Vp);
     HPT_CARVE_ACTS(m, g->act_arena, gpt2_acts, &g->a, GPT2_ACTS);
-    if (!g->act_arena) { hpt_model_free(m); return HPT_ERR_NOMEM; }
+    g->host_losses = malloc((size_t)B * T * sizeof(float));
+    if (!g->act_arena || !g->host_losses) {
+        hpt_model_free(m);
+        return hpt_fail(HPT_ERR_NOMEM, "gpt2: cannot allocate the activations (%s)", dev->name);
+    }
 
     /* GPT-2 init: N(0, 0.02) for matrices and embeddings, residual
      * projections scaled by 1/sqrt(2L), biases 0, LayerNorm gains 1. The
      * padded vocabulary rows stay 0 forever (their gradient is 0). */
+    float *host = hpt_arena_alloc(m->nparams);   /* drawn here, then uploaded to the device */
+    if (!host) { hpt_model_free(m); return HPT_ERR_NOMEM; }
     hpt_rng rng;
     hpt_rng_seed(&rng, seed);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        float *p = hpt_tensor_ptr(m->params, m, i);
+        float *p = hpt_tensor_ptr(host, m, i);
         size_t n = m->tensors[i].numel;
         if (i == LN1W || i == LN2W || i == LNFW) {
             for (size_t k = 0; k < n; k++) p[k] = 1.0f;
@@ -339,16 +359,24 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
             for (size_t k = 0; k < n; k++) p[k] = std * hpt_rng_normal(&rng);
         }
     }
+    dev->upload(m->params, host, m->nparams);
+    hpt_arena_free(host);
     *out = m;
     return HPT_OK;
 }
 
 hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed) {
-    return gpt2_new(out, cfg, B, T, seed, 0);
+    return gpt2_new(out, cfg, B, T, seed, 0, &hpt_device_cpu);
+}
+
+hpt_status hpt_gpt2_init_on(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
+                            const hpt_device *dev) {
+    HPT_ASSERT(dev && dev->nn);
+    return gpt2_new(out, cfg, B, T, seed, 0, dev);
 }
 
 hpt_status hpt_gpt2_init_params_only(hpt_model **out, const hpt_gpt2_config *cfg) {
-    return gpt2_new(out, cfg, 0, 0, 0, 1);
+    return gpt2_new(out, cfg, 0, 0, 0, 1, &hpt_device_cpu);
 }
 
 /* The activation arena's length in floats, from the same table (GPT2_ACTS)
@@ -356,8 +384,13 @@ hpt_status hpt_gpt2_init_params_only(hpt_model **out, const hpt_gpt2_config *cfg
  * (hpt_model_check_memory) sizes a model with it before building one. Valid
  * for configs within init's limits. */
 size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T) {
+    return hpt_gpt2_act_floats_on(cfg, B, T, &hpt_device_cpu);
+}
+
+size_t hpt_gpt2_act_floats_on(const hpt_gpt2_config *cfg, int B, int T, const hpt_device *dev) {
     const size_t L = (size_t)cfg->n_layer, NH = (size_t)cfg->n_head, C = (size_t)cfg->n_embd;
     const size_t Vp = (size_t)hpt_gpt2_padded_vocab(cfg->vocab_size);
+    const size_t S = dev->nn->scratch_floats(B, T, (int)C, (int)NH, cfg->vocab_size, (int)Vp);
     size_t total = 0;
 #define X(name, size) total += ((size) + 15) / 16 * 16;
     GPT2_ACTS(X)

@@ -26,18 +26,42 @@ hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, in
     }
     m->ntensors = n;
     m->nparams = off;
-    m->dev = &hpt_device_cpu;   /* the families' forward and backward are CPU code */
-    m->params = hpt_arena_alloc(off);
-    if (!m->params_only) m->grads = hpt_arena_alloc(off);
+    if (!m->dev) m->dev = &hpt_device_cpu;   /* a family that runs on the CPU alone sets none */
+    m->params = m->dev->alloc(off);
+    if (!m->params_only) m->grads = m->dev->alloc(off);
     if (!m->params || (!m->grads && !m->params_only)) return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu parameters", off);
     return HPT_OK;
+}
+
+/* The pieces a device buffer is read back to the host in: 256 KiB on the
+ * stack, so that a checkpoint of any size needs no host copy of it. */
+enum { PIECE = 65536 };
+
+uint32_t hpt_model_crc32(const hpt_model *m, const float *src, size_t n) {
+    float piece[PIECE];
+    uint32_t crc = 0;
+    for (size_t off = 0; off < n; off += PIECE) {
+        size_t k = n - off < PIECE ? n - off : PIECE;
+        m->dev->download(piece, src + off, k);
+        crc = hpt_crc32(crc, piece, k * sizeof(float));
+    }
+    return crc;
+}
+
+void hpt_model_write(hpt_writer *w, const hpt_model *m, const float *src, size_t n) {
+    float piece[PIECE];
+    for (size_t off = 0; off < n; off += PIECE) {
+        size_t k = n - off < PIECE ? n - off : PIECE;
+        m->dev->download(piece, src + off, k);
+        hpt_w_bytes(w, piece, k * sizeof(float));
+    }
 }
 
 void hpt_model_free(hpt_model *m) {
     if (!m) return;
     if (m->ops && m->ops->free_impl) m->ops->free_impl(m->impl);
-    hpt_arena_free(m->params);
-    hpt_arena_free(m->grads);
+    if (m->params) m->dev->free(m->params);
+    if (m->grads) m->dev->free(m->grads);
     free(m);
 }
 
@@ -63,6 +87,7 @@ hpt_status hpt_model_forward(hpt_model *m, const hpt_batch *b, float *loss) {
     m->have_targets = 0;
     hpt_status st = m->ops->forward(m, b, loss);
     if (st == HPT_OK) m->have_targets = b->targets != NULL;
+    m->last_rows = st == HPT_OK ? b->B * (m->in_dim ? 1 : b->T) : 0;
     return st;
 }
 
@@ -96,6 +121,14 @@ const float *hpt_model_logits(const hpt_model *m, int *n_out, int *row) {
     return m->logits;
 }
 
+hpt_status hpt_model_logits_copy(const hpt_model *m, int r, float *out) {
+    if (!m->logits) return hpt_fail(HPT_ERR_ARG, "logits: no forward pass yet");
+    if (r < 0 || r >= m->last_rows)
+        return hpt_fail(HPT_ERR_ARG, "logits: row %d out of range [0,%d)", r, m->last_rows);
+    m->dev->download(out, m->logits + (size_t)r * m->out_row, (size_t)m->n_out);
+    return HPT_OK;
+}
+
 void hpt_model_bytes(const hpt_model *m, size_t *params, size_t *grads, size_t *acts) {
     if (params) *params = m->nparams * sizeof(float);
     if (grads) *grads = m->grads ? m->nparams * sizeof(float) : 0;
@@ -109,7 +142,15 @@ int hpt_model_input_dim(const hpt_model *m) { return m->in_dim; }
 size_t hpt_model_backward_calls(const hpt_model *m) { return m->backward_calls; }
 
 hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T) {
+    return hpt_model_from_conf_on(out, conf, nconf, B, T, &hpt_device_cpu);
+}
+
+hpt_status hpt_model_from_conf_on(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,
+                                  const hpt_device *dev) {
     *out = NULL;
+    if (nconf >= 1 && conf[0] != HPT_FAMILY_GPT2 && dev != &hpt_device_cpu)
+        return hpt_fail(HPT_ERR_ARG, "--device %s: the classifiers (mlp, cnn) run on the CPU only in this version; "
+                        "the GPT-2 family runs on every device", dev->name);
     if (nconf < 1) return hpt_fail(HPT_ERR_FORMAT, "empty model config");
     /* a file's config may ask for more than the machine has (a forged one,
      * or one from a bigger machine): refuse before allocating */
@@ -121,7 +162,7 @@ hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf,
             if (conf[i] > (1u << 24)) return hpt_fail(HPT_ERR_FORMAT, "GPT-2 config value %u out of range", conf[i]);
         hpt_gpt2_config c = {.vocab_size = (int)conf[1], .block_size = (int)conf[2], .n_layer = (int)conf[3],
                              .n_head = (int)conf[4], .n_embd = (int)conf[5]};
-        return hpt_gpt2_init(out, &c, B, T > 0 ? T : c.block_size, 0);
+        return hpt_gpt2_init_on(out, &c, B, T > 0 ? T : c.block_size, 0, dev);
     }
     case HPT_FAMILY_MLP: {
         /* [family, n_in, n_classes, n_hidden, hidden[0..3]] */

@@ -59,6 +59,7 @@ struct hpt_model {
     const float *logits;             /* (B, T, out_row): logits, or probabilities
                                         after a forward with targets (same argmax) */
     int n_out, out_row;
+    int last_rows;                   /* rows of logits the last forward wrote (B, or B x T) */
     int have_targets;                /* backward is legal only after a forward with targets */
     size_t backward_calls;           /* backward passes run: tests count calls, not time */
 };
@@ -80,6 +81,16 @@ enum { HPT_FAMILY_GPT2 = 1, HPT_FAMILY_MLP = 2, HPT_FAMILY_CNN = 3 };
  * without allocating (for hpt_model_check_memory; configs within the
  * family's init limits). */
 size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T);
+/* hpt_gpt2_init / hpt_gpt2_act_floats with the arenas in a device row's
+ * memory (one with kernels: dev->nn); the weights are drawn on the host and
+ * uploaded, so every row starts from the same bits. */
+/* hpt_model_from_conf with the model's arenas in dev's memory (the GPT-2
+ * family only; the others are refused on any device but the CPU) */
+hpt_status hpt_model_from_conf_on(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,
+                                  const hpt_device *dev);
+hpt_status hpt_gpt2_init_on(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
+                            const hpt_device *dev);
+size_t hpt_gpt2_act_floats_on(const hpt_gpt2_config *cfg, int B, int T, const hpt_device *dev);
 size_t hpt_mlp_act_floats(const hpt_mlp_config *cfg, int B);
 size_t hpt_cnn_act_floats(const hpt_cnn_config *cfg, int B);
 
@@ -93,6 +104,13 @@ int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *
  * the memory available (hpt_mem_check). Called before anything is allocated. */
 hpt_status hpt_model_check_memory(const uint32_t *conf, int nconf, int B, int T, const char *extra_name,
                                   size_t extra_bytes);
+
+/* A model's buffers (its arenas and the trainer's beside them) are its
+ * device's memory: the host reads them through these, in pieces. The
+ * CRC-32 (hpt_crc32's, chained) of n floats at src, and hpt_w_bytes of
+ * them. */
+uint32_t hpt_model_crc32(const hpt_model *m, const float *src, size_t n);
+void hpt_model_write(hpt_writer *w, const hpt_model *m, const float *src, size_t n);
 
 /* Pointer to tensor i inside an arena (params or grads). */
 static inline float *hpt_tensor_ptr(float *arena, const hpt_model *m, int i) {

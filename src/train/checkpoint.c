@@ -153,22 +153,22 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     hpt_w_u64(&w, (uint64_t)m->backward_calls);
     hpt_state_section(&w, "ADAM", adam_len);
     hpt_w_u64(&w, n);
-    hpt_w_bytes(&w, tr->m, n * sizeof(float));
-    hpt_w_bytes(&w, tr->v, n * sizeof(float));
+    hpt_model_write(&w, m, tr->m, n);
+    hpt_model_write(&w, m, tr->v, n);
     hpt_state_section(&w, "DATA", k->cur_n);
     hpt_w_bytes(&w, k->cur, k->cur_n);
     if (tr->ema) {
         hpt_state_section(&w, "EMAW", 8 + n * sizeof(float));
         hpt_w_u64(&w, n);
-        hpt_w_bytes(&w, tr->ema, n * sizeof(float));
+        hpt_model_write(&w, m, tr->ema, n);
     }
     if (tr->sf_z) {
         hpt_state_section(&w, "SFRE", SFRE_LEN(n));
         hpt_w_u64(&w, n);
         hpt_w_bytes(&w, &tr->sf.lr_max, 8);
         hpt_w_bytes(&w, &tr->sf.weight_sum, 8);
-        hpt_w_bytes(&w, tr->sf_z, n * sizeof(float));
-        hpt_w_bytes(&w, tr->sf_x, n * sizeof(float));
+        hpt_model_write(&w, m, tr->sf_z, n);
+        hpt_model_write(&w, m, tr->sf_x, n);
     }
     if (k->hooks) {
         hpt_state_section(&w, "HYBR", k->hybr_n);
@@ -191,7 +191,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
         hpt_state_section(&w, "LSTP", LSTP_LEN(tr->ranks, n));
         hpt_w_u32(&w, (uint32_t)tr->ranks);
         hpt_w_u64(&w, n);
-        hpt_w_bytes(&w, tr->outer_u, n * sizeof(float));
+        hpt_model_write(&w, m, tr->outer_u, n);
         /* the other ranks' moments, one vector at a time through the free
          * gradient-sum arena (they send them in hpt_trainer_save_checkpoint) */
         for (int r = 1; r < tr->ranks; r++)
@@ -429,16 +429,19 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     size_t n = m->nparams;
     if (parm->n != 8 + n * sizeof(float) || a->n != 8 + 2 * n * sizeof(float))
         return hpt_fail(HPT_ERR_FORMAT, "'%s': parameter or moment count does not match the model (%zu)", path, n);
-    memcpy(m->params, parm->p + 8, n * sizeof(float));
-    memcpy(tr->m, a->p + 8, n * sizeof(float));
-    memcpy(tr->v, a->p + 8 + n * sizeof(float), n * sizeof(float));
-    if (tr->ema) memcpy(tr->ema, hpt_state_find(secs, nsec, "EMAW")->p + 8, n * sizeof(float));
+    /* the file's bytes as floats, into the device's memory (the sections
+     * are not float-aligned in the file's buffer: upload copies bytes) */
+    const hpt_device *dev = m->dev;
+    dev->upload(m->params, (const float *)(parm->p + 8), n);
+    dev->upload(tr->m, (const float *)(a->p + 8), n);
+    dev->upload(tr->v, (const float *)(a->p + 8 + n * sizeof(float)), n);
+    if (tr->ema) dev->upload(tr->ema, (const float *)(hpt_state_find(secs, nsec, "EMAW")->p + 8), n);
     if (tr->sf_z) {
         const unsigned char *sf = hpt_state_find(secs, nsec, "SFRE")->p;
         memcpy(&tr->sf.lr_max, sf + 8, 8);
         memcpy(&tr->sf.weight_sum, sf + 16, 8);
-        memcpy(tr->sf_z, sf + 24, n * sizeof(float));
-        memcpy(tr->sf_x, sf + 24 + n * sizeof(float), n * sizeof(float));
+        dev->upload(tr->sf_z, (const float *)(sf + 24), n);
+        dev->upload(tr->sf_x, (const float *)(sf + 24 + n * sizeof(float)), n);
     }
     /* checked by check_sections against the TCFG; again here against the
      * trainer built from it (max_iters resolved from epochs) */
@@ -464,12 +467,12 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
         memcpy(&ranks, ls, 4);
         if ((int)ranks != tr->ranks)
             return hpt_fail(HPT_ERR_FORMAT, "'%s': its LSTP section holds %u ranks' state, not %d", path, ranks, tr->ranks);
-        memcpy(tr->anchor, m->params, n * sizeof(float));
-        memcpy(tr->outer_u, ls + 12, n * sizeof(float));
+        dev->copy(tr->anchor, m->params, n);
+        dev->upload(tr->outer_u, (const float *)(ls + 12), n);
         if (tr->rank > 0) {
             const unsigned char *own = ls + 12 + (1 + 2 * (size_t)(tr->rank - 1)) * n * sizeof(float);
-            memcpy(tr->m, own, n * sizeof(float));
-            memcpy(tr->v, own + n * sizeof(float), n * sizeof(float));
+            dev->upload(tr->m, (const float *)own, n);
+            dev->upload(tr->v, (const float *)(own + n * sizeof(float)), n);
         }
     }
     const hpt_state_sec *hy = hpt_state_find(secs, nsec, "HYBR");

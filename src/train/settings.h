@@ -92,8 +92,9 @@
     X(seed, "seed", U64, 0, 9223372036854775807.0, 0, 1337, 1337, 1337, "N", "seed for init and data order")   \
     X(threads, "threads", INT, 0, 1024, RESUME_OK, 0, 0, 0, "N",                                               \
       "OpenMP and OpenBLAS threads, 0 = all cores (with --resume: the run's own count)")                       \
-    X(device, "device", NAME, 0, 0, NOT_STORED | RESUME_OK, "cpu", "cpu", "cpu", CHOICES("cpu", "cuda"),       \
-      "where the model's arenas live and train: cpu, or cuda (an NVIDIA GPU: not in this version) [cpu]")     \
+    X(device, "device", NAME, 0, 0, NOT_STORED | RESUME_OK, "cpu", "cpu", "cpu", CHOICES("cpu", "cuda", "guard"), \
+      "where the model's arenas live and train: cpu, cuda (an NVIDIA GPU; the GPT-2 family), or guard (a test "  \
+      "device: the CPU's kernels on memory the host may not touch between them) [cpu]")                         \
     X(save_interval, "save-interval", INT, 0, HPT_STEPS_MAX, 0, 0, 0, 0, "N",                                  \
       "checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps, 0 = only when stopped by Ctrl-C / SIGTERM") \
     X(keep_last, "keep-last", INT, 1, 1000, 0, 2, 2, 2, "N", "checkpoints kept; older ones are deleted")        \

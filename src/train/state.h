@@ -30,8 +30,9 @@ typedef struct hpt_state_sec { char tag[4]; const unsigned char *p; uint64_t n; 
 hpt_status hpt_state_read(const char *path, unsigned char **buf, hpt_state_sec *secs, int *nsec);
 /* The first section with tag, or NULL. */
 const hpt_state_sec *hpt_state_find(const hpt_state_sec *secs, int nsec, const char *tag);
-/* A model and tokenizer from a file's sections, reserved for B x T. */
+/* A model and tokenizer from a file's sections, reserved for B x T, its
+ * arenas in dev's memory. */
 hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int nsec, int B, int T,
-                                hpt_model **m, hpt_text **tok);
+                                const hpt_device *dev, hpt_model **m, hpt_text **tok);
 
 #endif /* HPT_STATE_H */

@@ -216,6 +216,9 @@ static void fashion_free(hpt_task *t) {
 
 /* The classifier named by --model, at its default shape. */
 static hpt_status build_model(hpt_model **m, const hpt_train_config *c) {
+    if (c->device && strcmp(c->device, "cpu"))
+        return hpt_fail(HPT_ERR_ARG, "--device %s: the classifiers (--model mlp, cnn) run on the CPU only in this "
+                        "version; the GPT-2 family runs on every device", c->device);
     if (!strcmp(c->model, "mlp")) {
         hpt_mlp_config mc;
         hpt_mlp_config_default(&mc);

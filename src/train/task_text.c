@@ -110,8 +110,9 @@ static hpt_status open_init(const hpt_train_config *c, hpt_model **src, hpt_text
     return st;
 }
 
-/* The --init model's weights into the training model: every tensor as it
- * is, but the position table's first T rows only. */
+/* The --init model's weights (host memory) into the training model (its
+ * device's): every tensor as it is, but the position table's first T rows
+ * only. */
 static void copy_init(hpt_model *dst, hpt_model *src) {
     int n, ns;
     const hpt_tensor_info *d = hpt_model_tensors(dst, &n), *s = hpt_model_tensors(src, &ns);
@@ -119,7 +120,7 @@ static void copy_init(hpt_model *dst, hpt_model *src) {
     float *pd = hpt_model_params(dst, NULL), *ps = hpt_model_params(src, NULL);
     for (int i = 0; i < n; i++) {
         HPT_ASSERT(!strcmp(d[i].name, s[i].name) && d[i].numel <= s[i].numel);
-        memcpy(pd + d[i].offset, ps + s[i].offset, d[i].numel * sizeof(float));
+        dst->dev->upload(pd + d[i].offset, ps + s[i].offset, d[i].numel);
     }
 }
 
@@ -174,7 +175,9 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     const uint32_t conf[6] = {HPT_FAMILY_GPT2, (uint32_t)mc.vocab_size, (uint32_t)T, (uint32_t)c->n_layer,
                               (uint32_t)c->n_head, (uint32_t)c->n_embd};
     st = hpt_train_check_memory(c, conf, 6, B, T);  /* before allocating the arenas */
-    if (st == HPT_OK) st = hpt_gpt2_init(&t->model, &mc, B, T, c->seed);
+    const hpt_device *dev = NULL;
+    if (st == HPT_OK) st = hpt_device_usable(c->device, &dev);
+    if (st == HPT_OK) st = hpt_gpt2_init_on(&t->model, &mc, B, T, c->seed, dev);
     if (st == HPT_OK && init) copy_init(t->model, init);
     hpt_model_free(init);
     if (st != HPT_OK) { text_free(t); return st; }

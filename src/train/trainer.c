@@ -41,6 +41,7 @@ void hpt_trainer_free(hpt_trainer *tr) {
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
     free(tr->keep_steps);
+    free(tr->slots);
     free(tr->resume_state);
     hpt_dir_unlock(tr->lock_fd);
     free(tr);
@@ -77,10 +78,13 @@ static hpt_status init_micro(hpt_trainer *tr) {
     /* local-step mode: a rank's gradient is the mean of its own micro-batches */
     tr->share = tr->cfg.sync_interval > 0 ? tr->cfg.grad_accum : tr->micro;
     if (tr->micro == 1) return HPT_OK;  /* the plain step: no sum, no slots */
-    /* the summed gradient, then one slot per micro-batch's loss and the stop
-     * flag (read on the host: the all-reduce sends both at once) */
+    /* the summed gradient on the device, with room after it for the host's
+     * slots (one per micro-batch's loss, and the stop flag), so that the
+     * all-reduce sends both at once; ranks > 1 need a device whose memory
+     * is the host's (hpt_trainer_init) */
     tr->grad_sum = tr->model->dev->alloc(tr->model->nparams + (size_t)tr->micro + 1);
-    return tr->grad_sum ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    tr->slots = calloc((size_t)tr->micro + 1, sizeof(float));
+    return tr->grad_sum && tr->slots ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
 }
 
 /* Local-step mode's anchor (the initial weights; a resume overwrites it)
@@ -111,7 +115,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     HPT_TRY(hpt_train_config_check(c));
     /* the device first: one that is not here is refused before anything is read or written */
     const hpt_device *dev;
-    HPT_TRY(hpt_device_usable(c->device, &dev));   /* a GPU that is there is refused too: the families build on the CPU */
+    HPT_TRY(hpt_device_usable(c->device, &dev));
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
     int writer = hpt_comm_rank(comm) == 0;
@@ -122,6 +126,11 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     tr->comm = comm;
     tr->rank = hpt_comm_rank(comm);
     tr->ranks = hpt_comm_size(comm);
+    if (tr->ranks > 1 && !dev->host_memory) {
+        free(tr);
+        return hpt_fail(HPT_ERR_ARG, "--device %s: data parallelism (MPI) runs on the CPU in this version (its "
+                        "all-reduce reads the gradients in host memory)", dev->name);
+    }
     tr->cfg = *c;
     tr->cfg.device = dev->name;
     hpt_abs_path(tr->data_path, sizeof tr->data_path, c->data_path ? c->data_path : "");  /* resumable from any cwd */
@@ -291,7 +300,7 @@ static hpt_status micro_step(hpt_trainer *tr, const hpt_batch *b, float *loss) {
 static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *ntok) {
     hpt_model *m = tr->model;
     const size_t n = m->nparams;
-    float *sum = tr->grad_sum, *slots = tr->grad_sum + n;
+    float *sum = tr->grad_sum, *slots = tr->slots;
     const int first = tr->rank * tr->cfg.grad_accum, last = first + tr->cfg.grad_accum;
     memset(slots, 0, ((size_t)tr->micro + 1) * sizeof(float));
     for (int j = 0; j < tr->micro; j++) {
@@ -313,7 +322,12 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
     }
     /* a stop request rides along, so that every rank stops after the same step */
     slots[tr->micro] = stop_requested ? 1.0f : 0.0f;
-    HPT_TRY(hpt_comm_allreduce_sum(tr->comm, sum, n + (size_t)tr->micro + 1));
+    if (tr->ranks > 1) {
+        float *after = sum + n;   /* host memory: ranks > 1 run on a row whose memory is the host's */
+        memcpy(after, slots, ((size_t)tr->micro + 1) * sizeof(float));
+        HPT_TRY(hpt_comm_allreduce_sum(tr->comm, sum, n + (size_t)tr->micro + 1));
+        memcpy(slots, after, ((size_t)tr->micro + 1) * sizeof(float));
+    }
     tr->stop_seen = slots[tr->micro] > 0.0f;
     m->dev->copy(m->grads, sum, n);
     /* the losses in micro-step order, as one process adds them */
@@ -690,7 +704,7 @@ static void average_weights(hpt_trainer *tr, int before, hpt_step_info *info) {
 hpt_status hpt_trainer_check_ranks(const hpt_trainer *tr) {
     if (tr->ranks == 1) return HPT_OK;
     const hpt_model *m = tr->model;
-    uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float)), theirs = 0;
+    uint32_t crc = hpt_model_crc32(m, m->params, m->nparams), theirs = 0;
     int rank = 0, n = hpt_comm_differ(tr->comm, crc, &rank, &theirs);
     if (n == 0) return HPT_OK;
     return hpt_fail(HPT_ERR_NUMERIC, "the ranks' parameters drifted apart at step %d: %d rank%s differ%s from rank "
@@ -894,7 +908,7 @@ static hpt_status finish_run(run *r) {
     qsort(r->step_times, (size_t)r->calls, sizeof(double), cmp_double);
     double med = r->calls ? r->step_times[r->calls / 2] : NAN;  /* NaN: resumed at the last step */
     double flops = hpt_model_train_flops(m, tr->cfg.batch_size * tr->micro, tr->task_->tokens_per_sample);
-    uint32_t crc = hpt_crc32(0, m->params, m->nparams * sizeof(float));
+    uint32_t crc = hpt_model_crc32(m, m->params, m->nparams);
     double wall = hpt_now() - r->wall0;
     if (hpt_trainer_writer(tr)) HPT_TRY(write_summary(r, med, flops, crc, wall));
     hpt_logf(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "

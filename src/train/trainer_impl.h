@@ -54,10 +54,11 @@ struct hpt_trainer {
      * trains micro-steps r*grad_accum .. r*grad_accum + grad_accum - 1. */
     hpt_comm *comm;
     int rank, ranks, micro;
-    /* (micro > 1) the step's gradient sum, then one slot per micro-step for
-     * its loss and one for a stop request (summed across ranks in the same
-     * all-reduce as the gradients); NULL when micro == 1 */
-    float *grad_sum;
+    /* (micro > 1) the step's gradient sum (the device's memory, with
+     * micro + 1 floats after it for the all-reduce); slots, on the host: one
+     * per micro-step for its loss and one for a stop request (summed across
+     * ranks in the same all-reduce as the gradients); NULL when micro == 1 */
+    float *grad_sum, *slots;
     int stop_seen;         /* a rank asked to stop (the last all-reduce's flag) */
     /* local-step mode (cfg.sync_interval H > 0, docs/distributed.md): each
      * rank steps alone on its own micro-batches and AdamW moments; after

@@ -71,7 +71,7 @@ void hpt_state_write_model(hpt_writer *w, const hpt_model *m, const hpt_text *to
     }
     hpt_state_section(w, "PARM", 8 + m->nparams * sizeof(float));
     hpt_w_u64(w, m->nparams);
-    hpt_w_bytes(w, m->params, m->nparams * sizeof(float));
+    hpt_model_write(w, m, m->params, m->nparams);
 }
 
 typedef struct save_ctx {
@@ -149,7 +149,7 @@ const hpt_state_sec *hpt_state_find(const hpt_state_sec *secs, int nsec, const c
 }
 
 hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int nsec, int B, int T,
-                                hpt_model **mout, hpt_text **tok) {
+                                const hpt_device *dev, hpt_model **mout, hpt_text **tok) {
     *mout = NULL; *tok = NULL;
     hpt_status st = HPT_OK;
     hpt_model *m = NULL;
@@ -202,11 +202,11 @@ hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int
     if ((st = hpt_model_conf_params(conf, (int)nconf, &want)) != HPT_OK) goto done;
     if (parm_n != want)  /* before allocating: the config may be forged */
         BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, want);
-    st = hpt_model_from_conf(&m, conf, (int)nconf, B, T);
+    st = hpt_model_from_conf_on(&m, conf, (int)nconf, B, T, dev);
     if (st != HPT_OK) goto done;
     if (parm_n != m->nparams)
         BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, m->nparams);
-    memcpy(m->params, parm, parm_n * sizeof(float));
+    m->dev->upload(m->params, (const float *)parm, parm_n);
 done:
     if (st != HPT_OK) { hpt_model_free(m); hpt_text_free(t); return st; }
     *mout = m; *tok = t;
@@ -233,12 +233,18 @@ hpt_status hpt_weights_gpt2_info(const char *path, hpt_gpt2_config *cfg, hpt_tok
 }
 
 hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok) {
+    return hpt_weights_load_on(path, B, T, NULL, m, tok);
+}
+
+hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok) {
     *m = NULL; *tok = NULL;
+    const hpt_device *dev;
+    HPT_TRY(hpt_device_usable(device, &dev));
     unsigned char *buf;
     hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
     int nsec;
     HPT_TRY(hpt_state_read(path, &buf, secs, &nsec));
-    hpt_status st = hpt_state_load_model(path, secs, nsec, B, T, m, tok);
+    hpt_status st = hpt_state_load_model(path, secs, nsec, B, T, dev, m, tok);
     free(buf);
     return st;
 }
