@@ -40,7 +40,7 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # leaves hpt_expf's clamps, and with them every exp/tanh loop, scalar on AVX2
 # (AVX-512's mask registers hid it). It also vectorises the `omp simd
 # reduction` loops with an exp in them (the softmax sums) on AVX2: their lane
-# order is the vector width's (README, "Performance notes").
+# order is the vector width's (docs/architecture.md, "Performance notes").
 OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O3 -march=$(ARCH)) -g -fno-math-errno -fno-trapping-math
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -Iinclude -MMD -MP
 LDLIBS  += -lm -lz

@@ -4,7 +4,7 @@
 # does not have), downloaded into .gpu/debs (git ignores .gpu/), to be carried
 # there with the working tree. bench/gpu_session.sh unpacks them (dpkg -x,
 # never into /) and builds with make DEPS_PREFIX=. The list is the one that
-# built and ran hpt there (README, "GPU (CUDA)": checked 2026-11-26 on an H200), plus
+# built and ran hpt there (docs/usage.md, "Devices: GPU (CUDA)": checked 2026-11-26 on an H200), plus
 # fontconfig-config and fonts-dejavu-core: fontconfig's default configuration
 # and a font, for the plots' labels. About 5 MB.
 #
