@@ -370,12 +370,13 @@ static void apply_memory_limits(hpt_trainer *tr) {
 /* hpt train --resume DIR: the stored configuration, nothing else but
  * --threads (checked against the stored count), --log-interval and
  * --allow-data-change (flags: HPT_RESUME_ALLOW_DATA_CHANGE). */
-static int resume_train(const char *dir, int hybrid, int threads, int log_interval, unsigned flags) {
+static int resume_train(const char *dir, int hybrid, int threads, int log_interval, unsigned flags,
+                        const char *device) {
     hpt_trainer *tr;
     start_group(0, 1);  /* a resumed hybrid run's clock setting is checked below */
     install_stop_handlers();
     hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));
-    hpt_status st = hpt_trainer_resume_flags(&tr, dir, threads, flags, on_log, NULL);
+    hpt_status st = hpt_trainer_resume_on(&tr, dir, threads, flags, device, on_log, NULL);
     if (st != HPT_OK) die_status(st);
     apply_memory_limits(tr);
     if (hybrid >= 0 && hybrid != hpt_trainer_resumed_hybrid(tr)) {
@@ -405,9 +406,11 @@ static int cmd_train(int argc, char **argv) {
     if (a.help) { usage(stdout); return 0; }
     g_rss_warn_mib = a.run.rss_warn_mib;
     g_rss_limit_mib = a.run.rss_limit_mib;
+    hpt_set_device_memory_limit((size_t)(a.run.vram_limit_mib * 1048576.0));   /* checked before allocating */
     if (a.run.resume_dir) return resume_train(a.run.resume_dir, a.mode_given ? a.run.hybrid : -1, a.threads_given,
                                               a.run.log_interval,
-                                              a.run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u);
+                                              a.run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u,
+                                              a.train.device);
     if ((st = hpt_train_args_resolve(&a)) != HPT_OK) die_status(st);
     hpt_trainer *tr;
     start_group(a.run.hybrid, a.hybrid.count_cost);

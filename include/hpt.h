@@ -516,6 +516,12 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
 #define HPT_RESUME_ALLOW_DATA_CHANGE 1u
 hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
                                     hpt_log_fn log, void *ctx);
+/* hpt_trainer_resume_flags on a device (--device's name; NULL: "cpu"): the
+ * checkpoint's format is the same on every device, so a run saved on one
+ * continues on another (the same bits where the two devices' kernels give
+ * the same bits, within rounding elsewhere). */
+hpt_status hpt_trainer_resume_on(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
+                                 hpt_log_fn log, void *ctx);
 
 /* Memory guard rails of a run (bytes, 0 = off; operational settings, not
  * saved in checkpoints): past warn, one warning through the log; past limit,
@@ -587,6 +593,10 @@ size_t hpt_peak_rss_bytes(void);   /* high-water mark of the RSS */
  * their arenas' sizes before allocating and refuse (HPT_ERR_NOMEM, with the
  * figures) a plan above it or above the machine's available memory. */
 void hpt_set_memory_ceiling(size_t bytes);
+/* The most a run may plan to allocate on a device with memory of its own
+ * (a GPU), in bytes (hpt train's --vram-limit); 0: none. The plan is also
+ * checked against the device's free memory, before anything is allocated. */
+void hpt_set_device_memory_limit(size_t bytes);
 double hpt_now(void);              /* monotonic seconds */
 
 #ifdef __cplusplus

@@ -57,10 +57,31 @@ for pair in "guard cpu" "cpu guard"; do
     done
     kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
     run $HPT train --resume "$d" --device "$2"
-    if [ "$rc" -eq 0 ] && [ -n "$whole" ] && [ "$(crc_of "$d")" = "$whole" ]; then
+    on=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$d/summary.json" 2>/dev/null)
+    if [ "$rc" -eq 0 ] && [ -n "$whole" ] && [ "$(crc_of "$d")" = "$whole" ] && [ "$on" = "$2" ]; then
         pass "killed on $1, resumed on $2: the uninterrupted run's bits ($whole)"
-    else fail "killed on $1, resumed on $2 (rc $rc, crc $(crc_of "$d") vs $whole)"; fi
+    else fail "killed on $1, resumed on $2 (rc $rc, crc $(crc_of "$d") vs $whole, summary's device '$on')"; fi
 done
+# the memory ledger on a device with memory of its own (the guard row reports
+# HPT_GUARD_MIB as its size): a plan over --vram-limit or over the free memory
+# is refused with the figures before anything is written; summary.json's plan
+# agrees with what the device saw the run hold (page rounding: within 1%)
+run $HPT train $small --device guard --vram-limit 1 --n-embd 64 --out "$tmp/vl"
+if [ "$rc" -ne 0 ] && grep -q 'needs .* of device memory (parameters .*), more than --vram-limit 1.0 MiB' "$tmp/err" \
+    && [ ! -e "$tmp/vl" ]; then pass "--vram-limit refuses a bigger plan with the figures, nothing written"
+else fail "--vram-limit (rc $rc: $(cat "$tmp/err"))"; fi
+run env HPT_GUARD_MIB=1 $HPT train $small --device guard --n-embd 64 --out "$tmp/oom"
+if [ "$rc" -ne 0 ] && grep -q 'needs .* of device memory .* but only 1.0 MiB of 1.0 MiB is free' "$tmp/err" \
+    && [ ! -e "$tmp/oom" ]; then pass "a plan over the device's free memory is refused with needed vs free"
+else fail "device out of memory (rc $rc: $(cat "$tmp/err"))"; fi
+run $HPT train $small --device guard --out "$tmp/led"
+if [ "$rc" -eq 0 ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["device_memory_bytes"]
+sys.exit(not (0 < d["plan"] <= d["peak_used"] <= 1.01 * d["plan"] + 65536))' "$tmp/led/summary.json"; then
+    pass "summary.json: the ledger's plan and the device's peak agree ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device_memory_bytes"])' "$tmp/led/summary.json"))"
+else fail "device memory in summary.json (rc $rc)"; fi
+
 # what runs on the CPU only in this version is refused there, with the reason
 run $HPT train --task fashion-mnist --model mlp --max-iters 2 --device guard --out "$tmp/fm"
 if [ "$rc" -ne 0 ] && grep -q 'classifiers.*CPU only' "$tmp/err" && [ ! -e "$tmp/fm" ]; then

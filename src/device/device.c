@@ -36,6 +36,29 @@ hpt_status hpt_device_usable(const char *name, const hpt_device **out) {
     return hpt_fail(HPT_ERR_ARG, "--device %s: this device runs no model (it has no kernels)", n);
 }
 
+static size_t g_limit;   /* --vram-limit in bytes; 0: none */
+
+void hpt_set_device_memory_limit(size_t bytes) { g_limit = bytes; }
+
+hpt_status hpt_device_check_plan(const hpt_device *d, size_t need, const char *detail) {
+    if (!d->mem_info) return HPT_OK;
+    size_t free_b = 0, total_b = 0;
+    d->mem_info(&free_b, &total_b);
+    char nb[32], fb[32], tb[32], lb[32];
+    hpt_fmt_bytes(nb, sizeof nb, need);
+    hpt_fmt_bytes(fb, sizeof fb, free_b);
+    hpt_fmt_bytes(tb, sizeof tb, total_b);
+    if (g_limit && need > g_limit) {
+        hpt_fmt_bytes(lb, sizeof lb, g_limit);
+        return hpt_fail(HPT_ERR_NOMEM, "--device %s: training needs %s of device memory (%s), more than "
+                        "--vram-limit %s allows; nothing was allocated", d->name, nb, detail, lb);
+    }
+    if (need > free_b)
+        return hpt_fail(HPT_ERR_NOMEM, "--device %s: training needs %s of device memory (%s) but only %s of %s is "
+                        "free; nothing was allocated: choose a smaller model or batch", d->name, nb, detail, fb, tb);
+    return HPT_OK;
+}
+
 hpt_status hpt_device_check(const char *name) {
     const hpt_device *d;
     return hpt_device_usable(name, &d);

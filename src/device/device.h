@@ -128,6 +128,14 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out);
  * GPT-2 family on every such row; the classifiers on the CPU alone). */
 hpt_status hpt_device_usable(const char *name, const hpt_device **out);
 
+/* The memory ledger on a device with memory of its own (mem_info): a plan
+ * of `need` bytes (detail: what they are, for the message) is refused,
+ * with the figures and before anything is allocated, when it is more than
+ * the device has free or than --vram-limit (hpt_set_device_memory_limit)
+ * allows. A row without mem_info (the host's memory) passes: the host's
+ * own check (hpt_mem_check) is the caller's. */
+hpt_status hpt_device_check_plan(const hpt_device *d, size_t need, const char *detail);
+
 /* The table, in order, for --help and the tests: NULL past the last row. */
 const hpt_device *hpt_device_at(int i);
 

@@ -12,12 +12,18 @@
  * The arithmetic is the CPU row's, so a run on this row gives the CPU's
  * bits: tests/cli_device.sh compares the two.
  *
+ * It also stands in for a GPU's memory ledger: it reports a fixed size
+ * (HPT_GUARD_MIB, 4096 by default) as its total and that less what it has
+ * mapped as free, so the plan check (hpt_device_check_plan, --vram-limit)
+ * and summary.json's device memory are tested on it too.
+ *
  * A test device, slow by design (two mprotect sweeps per call); it has no
  * use for training. One host thread drives it (the rows' common rule).
  */
 #include "device.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -26,6 +32,7 @@ enum { MAX_MAPS = 256 };
 
 static struct { void *p; size_t bytes; } maps[MAX_MAPS];
 static int nmaps;
+static size_t mapped;   /* bytes of the live maps */
 
 static void protect_all(int prot) {
     for (int i = 0; i < nmaps; i++)
@@ -52,6 +59,7 @@ static float *guard_alloc(size_t n) {
     maps[nmaps].p = p;   /* zeroed by the kernel, as every row's alloc */
     maps[nmaps].bytes = bytes;
     nmaps++;
+    mapped += bytes;
     return p;
 }
 
@@ -60,6 +68,7 @@ static void guard_free(float *p) {
     for (int i = 0; i < nmaps; i++) {
         if (maps[i].p != p) continue;
         HPT_ASSERT(munmap(maps[i].p, maps[i].bytes) == 0);
+        mapped -= maps[i].bytes;
         maps[i] = maps[--nmaps];
         return;
     }
@@ -158,6 +167,13 @@ static const hpt_dev_nn guard_nn = {
 
 static hpt_status guard_sync(void) { return HPT_OK; }
 
+static void guard_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    const char *e = getenv("HPT_GUARD_MIB");
+    size_t total = (size_t)(e && atol(e) > 0 ? atol(e) : 4096) << 20;
+    *total_bytes = total;
+    *free_bytes = mapped < total ? total - mapped : 0;
+}
+
 const hpt_device hpt_device_guard = {
     .name = "guard",
     .summary = "a test device: the CPU's kernels on memory the host cannot touch outside the device's own calls "
@@ -179,5 +195,6 @@ const hpt_device hpt_device_guard = {
     .sf_adamw = guard_sf_adamw,
     .outer_step = guard_outer_step,
     .nn = &guard_nn,
+    .mem_info = guard_mem_info,
     .sync = guard_sync,
 };

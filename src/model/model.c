@@ -233,6 +233,11 @@ hpt_status hpt_model_conf_params(const uint32_t *conf, int nconf, size_t *out) {
 /* ---------------------------------------------------------------- memory */
 
 int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *param_bytes, size_t *act_bytes) {
+    return hpt_model_conf_bytes_on(conf, nconf, B, T, &hpt_device_cpu, param_bytes, act_bytes);
+}
+
+int hpt_model_conf_bytes_on(const uint32_t *conf, int nconf, int B, int T, const hpt_device *dev,
+                            size_t *param_bytes, size_t *act_bytes) {
     size_t n, acts = 0;
     *param_bytes = *act_bytes = 0;
     if (hpt_model_conf_params(conf, nconf, &n) != HPT_OK || B < 1) return 0;
@@ -246,7 +251,7 @@ int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *
         if (c.block_size < 1 || c.block_size > 8192 || c.n_layer < 1 || c.n_layer > 256 || c.n_head < 1 ||
             c.n_embd < 1 || c.n_embd > 16384 || c.n_head > c.n_embd || B > 65536 || T > c.block_size)
             return 0;
-        acts = hpt_gpt2_act_floats(&c, B, T);
+        acts = hpt_gpt2_act_floats_on(&c, B, T, dev);
         break;
     }
     case HPT_FAMILY_MLP: {

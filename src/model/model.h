@@ -84,6 +84,9 @@ size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T);
 /* hpt_gpt2_init / hpt_gpt2_act_floats with the arenas in a device row's
  * memory (one with kernels: dev->nn); the weights are drawn on the host and
  * uploaded, so every row starts from the same bits. */
+/* hpt_model_conf_bytes for a model on dev (its kernels' scratch counted) */
+int hpt_model_conf_bytes_on(const uint32_t *conf, int nconf, int B, int T, const hpt_device *dev,
+                            size_t *param_bytes, size_t *act_bytes);
 /* hpt_model_from_conf with the model's arenas in dev's memory (the GPT-2
  * family only; the others are refused on any device but the CPU) */
 hpt_status hpt_model_from_conf_on(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,

@@ -563,6 +563,11 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, h
 
 hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
                                     hpt_log_fn log, void *ctx) {
+    return hpt_trainer_resume_on(out, dir, threads, flags, NULL, log, ctx);
+}
+
+hpt_status hpt_trainer_resume_on(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
+                                 hpt_log_fn log, void *ctx) {
     *out = NULL;
     char cdir[4200], path[4400];
     snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);
@@ -628,6 +633,7 @@ hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int thre
                       "thread count (or without --threads)", threads, c.threads);
     if (st == HPT_OK) {
         c.out_dir = dir;  /* the directory named on the command line, wherever it was first written */
+        c.device = device ? device : "cpu";   /* not stored: a run may move between devices */
         c.existing_run = HPT_RUNDIR_CONTINUE;
         st = hpt_trainer_init(&tr, &c);
         if (st == HPT_OK) { tr->resume_mode = mode; tr->lock_fd = lock_fd; lock_fd = -1; }

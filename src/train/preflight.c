@@ -118,6 +118,24 @@ hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *con
     int sum = (int64_t)c->grad_accum * hpt_comm_size(hpt_comm_world()) > 1;
     /* local-step mode: the anchor and the outer momentum */
     int outer = c->sync_interval > 0 ? 2 : 0;
+    /* schedule-free: its z and x beside the moments */
+    int sf = c->optimizer && !strcmp(c->optimizer, "schedule-free") ? 2 : 0;
+    const size_t extra = (size_t)((ema ? 3 : 2) + sf + sum + outer) * n * sizeof(float);
+    const hpt_device *dev;
+    HPT_TRY(hpt_device_usable(c->device, &dev));
+    if (dev->mem_info) {
+        /* a device with memory of its own: the whole plan against it, the
+         * host keeps only the data and the loss read-back */
+        size_t pb, ab;
+        if (!hpt_model_conf_bytes_on(conf, nconf, B, T, dev, &pb, &ab)) return HPT_OK;  /* init refuses it */
+        char detail[256], pbs[32], abs_[32], ebs[32];
+        hpt_fmt_bytes(pbs, sizeof pbs, pb);
+        hpt_fmt_bytes(abs_, sizeof abs_, ab);
+        hpt_fmt_bytes(ebs, sizeof ebs, extra);
+        snprintf(detail, sizeof detail, "parameters %s, gradients %s, activations %s, optimizer state %s", pbs, pbs,
+                 abs_, ebs);
+        return hpt_device_check_plan(dev, 2 * pb + ab + extra, detail);
+    }
     return hpt_model_check_memory(conf, nconf, B, T, ema ? "AdamW moments and weight average" : "AdamW moments",
-                                  (size_t)((ema ? 3 : 2) + sum + outer) * n * sizeof(float));
+                                  extra);
 }

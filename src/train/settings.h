@@ -131,7 +131,8 @@
       "plain training, or the hybrid predictive controller (with --resume: the run's own)")                    \
     X(resume_dir, "resume", STR, 1, 4095, RESUME_OK, NULL, "DIR",                                              \
       "continue the run in DIR from its newest valid checkpoint, with its stored configuration "               \
-      "(only --threads, --mode, --log-interval, --rss-warn, --rss-limit and --allow-data-change may be given "  \
+      "(only --threads, --mode, --log-interval, --rss-warn, --rss-limit, --vram-limit, --device and "           \
+      "--allow-data-change may be given "                                                                      \
       "with it)")                                                                                              \
     X(log_interval, "log-interval", INT, 1, HPT_STEPS_MAX, RESUME_OK, 0, "N",                                  \
       "progress line every N steps when not on a terminal [auto]")                                             \
@@ -139,6 +140,9 @@
       "warn once when resident memory passes MIB [off]")                                                       \
     X(rss_limit_mib, "rss-limit", INT, 0, 100000000, RESUME_OK, 0, "MIB",                                      \
       "past MIB resident, save an emergency checkpoint and stop [off]")                                        \
+    X(vram_limit_mib, "vram-limit", INT, 0, 100000000, RESUME_OK, 0, "MIB",                                    \
+      "--device with memory of its own (cuda): refuse a run whose plan is over MIB [off; always: over the "     \
+      "device's free memory]")                                                                                 \
     X(allow_data_change, "allow-data-change", SWITCH, 0, 1, RESUME_OK, 0, "",                                   \
       "--resume: go on although the data no longer matches the checkpoint's record of it (size and CRC-32), "  \
       "training on the data as it is now; without it such a resume is refused")

@@ -71,7 +71,8 @@ static hpt_status cross_check(hpt_train_args *a, const seen *w) {
         if (w->train_flag)
             return hpt_fail(HPT_ERR_ARG, "--resume DIR continues the run with its stored configuration: %s cannot be "
                             "given with it (only --threads, equal to the stored count, --mode, --log-interval, "
-                            "--rss-warn, --rss-limit and --allow-data-change can)", w->train_flag);
+                            "--rss-warn, --rss-limit, --vram-limit, --device and --allow-data-change can)",
+                            w->train_flag);
         return HPT_OK;
     }
     if (a->run.allow_data_change)  /* a new run reads its data as it is: nothing to allow */
@@ -157,9 +158,10 @@ static hpt_status run_resumed(hpt_train_args *a, hpt_trainer *tr, hpt_log_fn log
 hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     const double mib = 1048576.0;
     hpt_set_memory_ceiling((size_t)(a->run.rss_limit_mib * mib));  /* refused before allocating, if over */
+    hpt_set_device_memory_limit((size_t)(a->run.vram_limit_mib * mib));
     hpt_trainer *tr = NULL;
     unsigned flags = a->run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u;
-    hpt_status st = a->run.resume_dir ? hpt_trainer_resume_flags(&tr, a->run.resume_dir, a->threads_given, flags, log, ctx)
+    hpt_status st = a->run.resume_dir ? hpt_trainer_resume_on(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device, log, ctx)
                                       : hpt_trainer_init(&tr, &a->train);
     if (st == HPT_OK) {
         hpt_trainer_set_memory_limits(tr, (size_t)(a->run.rss_warn_mib * mib), (size_t)(a->run.rss_limit_mib * mib));

@@ -133,6 +133,8 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     tr->cfg = *c;
     tr->cfg.device = dev->name;
+    if (dev->mem_info) dev->mem_info(&tr->dev_free0, &tr->dev_total);
+    tr->dev_min_free = tr->dev_free0;
     hpt_abs_path(tr->data_path, sizeof tr->data_path, c->data_path ? c->data_path : "");  /* resumable from any cwd */
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
     snprintf(tr->task_name, sizeof tr->task_name, "%s", c->task);
@@ -652,6 +654,13 @@ static void log_start(const run *r) {
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
     hpt_logf(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
     ledger l = ledger_of(tr);
+    const hpt_device *dev = tr->model->dev;
+    if (dev->mem_info)
+        hpt_logf(log, ctx, "device     %s: %.1f MiB planned on it (all but the data), %.1f MiB of %.1f MiB were free "
+                 "before", dev->name, mib(l.params + l.grads + l.adamw + l.acts), mib(tr->dev_free0),
+                 mib(tr->dev_total));
+    else
+        hpt_logf(log, ctx, "device     %s: %s", dev->name, dev->summary);
     hpt_logf(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
           "data %.1f MiB: %.1f MiB allocated%s", mib(l.params), mib(l.grads), mib(l.adamw), mib(l.acts), mib(l.data),
           mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)"
@@ -796,12 +805,23 @@ static hpt_status after_step(run *r, int before, size_t rss) {
     return HPT_OK;
 }
 
+/* The device's free memory now, for summary.json's peak (a device with
+ * memory of its own: cudaMemGetInfo, microseconds). */
+static void sample_device_memory(hpt_trainer *tr) {
+    const hpt_device *dev = tr->model->dev;
+    if (!dev->mem_info) return;
+    size_t f, t;
+    dev->mem_info(&f, &t);
+    if (f < tr->dev_min_free) tr->dev_min_free = f;
+}
+
 /* One call of the step hook and everything after it. */
 static hpt_status run_one(run *r) {
     hpt_trainer *tr = r->tr;
     hpt_step_info info;
     int before = tr->step;
     HPT_TRY(r->hooks->step(r->hooks->hctx, tr, &info));
+    sample_device_memory(tr);
     test_drift(tr);
     average_weights(tr, before, &info);
     if (r->calls < tr->cfg.max_iters) r->step_times[r->calls++] = info.step_s;
@@ -856,6 +876,17 @@ static cJSON *summary_of(const run *r, double med, double flops, uint32_t crc, d
     hpt_json_u64(o, "threads", (uint64_t)hpt_get_threads());
     hpt_json_u64(o, "peak_rss_bytes", hpt_peak_rss_bytes());
     ledger l = ledger_of(tr);
+    cJSON_AddStringToObject(o, "device", m->dev->name);
+    if (m->dev->mem_info) {
+        /* the ledger's plan beside what the driver saw this process hold
+         * (the context and cuBLAS's workspace are outside the plan) */
+        cJSON *dm = cJSON_AddObjectToObject(o, "device_memory_bytes");
+        if (dm) {
+            hpt_json_u64(dm, "plan", l.params + l.grads + l.adamw + l.acts);
+            hpt_json_u64(dm, "peak_used", tr->dev_free0 - tr->dev_min_free);
+            hpt_json_u64(dm, "total", tr->dev_total);
+        }
+    }
     cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes");
     if (mb) {
         hpt_json_u64(mb, "params", l.params);

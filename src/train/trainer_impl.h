@@ -59,6 +59,10 @@ struct hpt_trainer {
      * per micro-step for its loss and one for a stop request (summed across
      * ranks in the same all-reduce as the gradients); NULL when micro == 1 */
     float *grad_sum, *slots;
+    /* a device with memory of its own (mem_info): its free bytes before the
+     * model was built, the least seen since (after init and every step) and
+     * its size; what the driver says this run holds is free0 - min_free */
+    size_t dev_free0, dev_min_free, dev_total;
     int stop_seen;         /* a rank asked to stop (the last all-reduce's flag) */
     /* local-step mode (cfg.sync_interval H > 0, docs/distributed.md): each
      * rank steps alone on its own micro-batches and AdamW moments; after
