@@ -49,18 +49,18 @@ run $HPT train $long --out "$tmp/whole"
 whole=$(crc_of "$tmp/whole")
 for pair in "guard cpu" "cpu guard"; do
     set -- $pair
-    d="$tmp/move-$1"
-    $HPT train $long --device "$1" --out "$d" >/dev/null 2>&1 &
+    rd="$tmp/move-$1"
+    $HPT train $long --device "$1" --out "$rd" >/dev/null 2>&1 &
     pid=$!; i=0
-    while [ "$(ls "$d/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$')" -lt 2 ] && kill -0 $pid 2>/dev/null && [ $i -lt 3000 ]; do
+    while [ "$(ls "$rd/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$')" -lt 2 ] && kill -0 $pid 2>/dev/null && [ $i -lt 3000 ]; do
         sleep 0.01; i=$((i + 1))
     done
     kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-    run $HPT train --resume "$d" --device "$2"
-    on=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$d/summary.json" 2>/dev/null)
-    if [ "$rc" -eq 0 ] && [ -n "$whole" ] && [ "$(crc_of "$d")" = "$whole" ] && [ "$on" = "$2" ]; then
+    run $HPT train --resume "$rd" --device "$2"
+    on=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$rd/summary.json" 2>/dev/null)
+    if [ "$rc" -eq 0 ] && [ -n "$whole" ] && [ "$(crc_of "$rd")" = "$whole" ] && [ "$on" = "$2" ]; then
         pass "killed on $1, resumed on $2: the uninterrupted run's bits ($whole)"
-    else fail "killed on $1, resumed on $2 (rc $rc, crc $(crc_of "$d") vs $whole, summary's device '$on')"; fi
+    else fail "killed on $1, resumed on $2 (rc $rc, crc $(crc_of "$rd") vs $whole, summary's device '$on')"; fi
 done
 # the memory ledger on a device with memory of its own (the guard row reports
 # HPT_GUARD_MIB as its size): a plan over --vram-limit or over the free memory
@@ -81,6 +81,17 @@ d = json.load(open(sys.argv[1]))["device_memory_bytes"]
 sys.exit(not (0 < d["plan"] <= d["peak_used"] <= 1.01 * d["plan"] + 65536))' "$tmp/led/summary.json"; then
     pass "summary.json: the ledger's plan and the device's peak agree ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device_memory_bytes"])' "$tmp/led/summary.json"))"
 else fail "device memory in summary.json (rc $rc)"; fi
+
+# --precision: fp32 is every device's (the default's bits); tf32 and bf16 are a GPU's
+run $HPT train $small --precision fp32 --out "$tmp/fp32"
+if [ "$rc" -eq 0 ] && [ "$(crc_of "$tmp/fp32")" = "$d" ]; then pass "--precision fp32: the default's bits"
+else fail "--precision fp32 (rc $rc)"; fi
+for dv in cpu guard; do
+    run $HPT train $small --device $dv --precision tf32 --out "$tmp/tf32-$dv"
+    if [ "$rc" -ne 0 ] && grep -q -- '--precision tf32: the CPU computes in fp32 only' "$tmp/err" && [ ! -e "$tmp/tf32-$dv" ]; then
+        pass "--precision tf32 on --device $dv refused with the reason"
+    else fail "--precision tf32 on $dv (rc $rc: $(cat "$tmp/err"))"; fi
+done
 
 # what runs on the CPU only in this version is refused there, with the reason
 run $HPT train --task fashion-mnist --model mlp --max-iters 2 --device guard --out "$tmp/fm"

@@ -343,6 +343,20 @@ static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
     HPT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+/* fp32: cuBLAS's FFMA GEMMs (TF32 off, the CPU's arithmetic within
+ * rounding); tf32: its TF32 tensor cores (10-bit mantissas in the
+ * products, fp32 sums and storage). bf16 needs bf16 activations and GEMMs
+ * with fp32 master weights: not in this version. */
+static hpt_status cuda_set_precision(const char *name) {
+    int tf32 = name && !strcmp(name, "tf32");
+    if (name && strcmp(name, "fp32") && !tf32)
+        return hpt_fail(HPT_ERR_ARG, "--precision %s: not in this version of the CUDA backend (fp32 and tf32 are)",
+                        name);
+    if (kernels_cuda_set_tf32(tf32) != 0)
+        return hpt_fail(HPT_ERR_IO, "--precision %s: %s", name, kernels_cuda_error());
+    return HPT_OK;
+}
+
 /* A kernel's failure (a launch, cuBLAS, a fault) is kept by kernels_cuda.cu
  * and said here, at the model's sync points (the end of its forward and
  * backward). */
@@ -376,5 +390,6 @@ extern "C" const hpt_device hpt_device_cuda = {
     cuda_outer_step,
     &cuda_nn,
     cuda_mem_info,
+    cuda_set_precision,
     cuda_sync,
 };

@@ -113,6 +113,9 @@ typedef struct hpt_device {
     /* bytes of this row's memory free now and in all; NULL where the row
      * has no limit of its own (the CPU: the host's, hpt_mem_check) */
     void (*mem_info)(size_t *free_bytes, size_t *total_bytes);
+    /* --precision: "fp32" on every row; other names where the row has them
+     * (the CUDA row: "tf32"), else refused with the reason */
+    hpt_status (*set_precision)(const char *name);
     /* waits for every operation issued so far and reports the first one
      * that failed since the row was opened (HPT_OK, or the reason) */
     hpt_status (*sync)(void);

@@ -92,6 +92,12 @@ static const hpt_dev_nn cpu_nn = {
 
 static hpt_status cpu_sync(void) { return HPT_OK; }
 
+static hpt_status cpu_set_precision(const char *name) {
+    if (!name || !strcmp(name, "fp32")) return HPT_OK;
+    return hpt_fail(HPT_ERR_ARG, "--precision %s: the CPU computes in fp32 only (tf32 and bf16 are a GPU's: "
+                    "--device cuda)", name);
+}
+
 const hpt_device hpt_device_cpu = {
     .name = "cpu",
     .summary = "the host's cores (OpenMP, OpenBLAS): the default",
@@ -113,5 +119,6 @@ const hpt_device hpt_device_cpu = {
     .sf_adamw = cpu_sf_adamw,
     .outer_step = outer_step,
     .nn = &cpu_nn,
+    .set_precision = cpu_set_precision,
     .sync = cpu_sync,
 };

@@ -167,6 +167,8 @@ static const hpt_dev_nn guard_nn = {
 
 static hpt_status guard_sync(void) { return HPT_OK; }
 
+static hpt_status guard_set_precision(const char *name) { return hpt_device_cpu.set_precision(name); }
+
 static void guard_mem_info(size_t *free_bytes, size_t *total_bytes) {
     const char *e = getenv("HPT_GUARD_MIB");
     size_t total = (size_t)(e && atol(e) > 0 ? atol(e) : 4096) << 20;
@@ -196,5 +198,6 @@ const hpt_device hpt_device_guard = {
     .outer_step = guard_outer_step,
     .nn = &guard_nn,
     .mem_info = guard_mem_info,
+    .set_precision = guard_set_precision,
     .sync = guard_sync,
 };

@@ -49,10 +49,10 @@ int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr
 
 /* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay; 3
  * appends schedule, decay_frac and cooldown; 4 appends optimizer; 5 appends init_path; 6 appends sync_interval,
- * sync_outer_lr and sync_outer_momentum (older: off). All load:
+ * sync_outer_lr and sync_outer_momentum (older: off); 7 precision (older: fp32). All load:
  * a version-1 checkpoint resumes with the average off, versions 1 and 2
  * with the cosine schedule (the only one they knew), 1 to 3 with adamw. */
-#define TCFG_VERSION 6u
+#define TCFG_VERSION 7u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
 #define SFRE_LEN(n) (8 + 16 + 2 * (uint64_t)(n) * sizeof(float))

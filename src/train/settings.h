@@ -122,7 +122,11 @@
     X(sync_outer_lr, "sync-outer-lr", FLOAT, 0, 100, MIN_OPEN | SINCE(6), 1.0f, 1.0f, 1.0f, "X",                \
       "--sync-interval: the outer step's rate (1 with momentum 0: plain averaging)")                           \
     X(sync_outer_momentum, "sync-outer-momentum", FLOAT, 0, 1, MAX_OPEN | SINCE(6), 0.5f, 0.5f, 0.5f, "X",      \
-      "--sync-interval: the outer Nesterov momentum")
+      "--sync-interval: the outer Nesterov momentum")                                                            \
+    X(precision, "precision", NAME, 0, 0, SINCE(7), "fp32", "fp32", "fp32",                                    \
+      CHOICES("fp32", "tf32", "bf16"),                                                                         \
+      "the device's matrix arithmetic: fp32 (IEEE single, TF32 off), tf32 (a GPU's TF32 tensor cores; fp32 "   \
+      "storage), bf16 (not in this version) [fp32]")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

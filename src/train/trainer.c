@@ -116,6 +116,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     /* the device first: one that is not here is refused before anything is read or written */
     const hpt_device *dev;
     HPT_TRY(hpt_device_usable(c->device, &dev));
+    HPT_TRY(dev->set_precision(c->precision));
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
     int writer = hpt_comm_rank(comm) == 0;
