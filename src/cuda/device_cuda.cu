@@ -7,12 +7,13 @@
  * Bits against the CPU row (src/kernels/sweep.c), what tests/cuda/
  * test_device_cuda.c checks:
  * - copies, fill, swap, scale, axpy, lerp, AdamW, schedule-free AdamW and the
- *   outer step: the same bits. Each element is the CPU's expression written
- *   out again in the same order; nvcc builds with -fmad=false (no FMA
- *   contraction, as the C code's -ffp-contract=off) and IEEE-rounded division
- *   and sqrt (its defaults; never --use_fast_math), denormals kept. The
- *   step-only factors (bias corrections: powf, sqrtf) are computed on the host
- *   exactly as the CPU kernel computes them, by the same libm, and passed in.
+ *   outer steps (plain and schedule-free): the same bits. Each element is the
+ *   CPU's expression written out again in the same order; nvcc builds with
+ *   -fmad=false (no FMA contraction, as the C code's -ffp-contract=off) and
+ *   IEEE-rounded division and sqrt (its defaults; never --use_fast_math),
+ *   denormals kept. The step-only factors (bias corrections: powf, sqrtf) are
+ *   computed on the host exactly as the CPU kernel computes them, by the same
+ *   libm, and passed in.
  * - sumsq and dot: double sums of the float products (exact in double) in a
  *   fixed order of their own: RED_BLOCK threads x a grid fixed by n alone,
  *   each thread a strided sum, each block a tree in shared memory, the blocks'
@@ -268,6 +269,31 @@ static void cuda_outer_step(float *theta, float *anchor, float *u, const float *
     LAUNCH(outer_kernel, n, theta, anchor, u, d, n, form, mu, a, b);
 }
 
+/* sweep.c's sf_outer_step, its two loops: no departure (x, z, y untouched);
+ * the displacement of x, and its departure added to x, z and y alike */
+static __global__ void sf_outer_kernel(float *x, float *z, float *y, float *an, float *u, size_t n, int stay,
+                                       float mu, float a, float b) {
+    FOR_EACH(i, n) {
+        if (stay) {
+            u[i] = mu * u[i] + (x[i] - an[i]);
+            an[i] = x[i];
+        } else {
+            float di = x[i] - an[i];
+            u[i] = mu * u[i] + di;
+            float delta = a * di + b * u[i];
+            x[i] += delta;
+            z[i] += delta;
+            y[i] += delta;
+            an[i] = x[i];
+        }
+    }
+}
+
+static void cuda_sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a,
+                               float b) {
+    LAUNCH(sf_outer_kernel, n, x, z, y, anchor, u, n, a == 0.0f && b == 0.0f, mu, a, b);
+}
+
 /* ---------------------------------------------------------------- the row */
 
 extern "C" const hpt_device hpt_device_cuda = {
@@ -290,4 +316,5 @@ extern "C" const hpt_device hpt_device_cuda = {
     cuda_adamw,
     cuda_sf_adamw,
     cuda_outer_step,
+    cuda_sf_outer_step,
 };

@@ -67,6 +67,8 @@ typedef struct hpt_device {
     void (*sf_adamw)(float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a);
     /* optim.h's hpt_outer_step (DiLoCo's outer Nesterov step) */
     void (*outer_step)(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
+    /* optim.h's hpt_sf_outer_step (the outer step under schedule-free AdamW) */
+    void (*sf_outer_step)(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b);
 } hpt_device;
 
 /* The row named `name` (NULL: the default, "cpu"), refused with the reason

@@ -46,4 +46,5 @@ const hpt_device hpt_device_cpu = {
     .adamw = cpu_adamw,
     .sf_adamw = cpu_sf_adamw,
     .outer_step = outer_step,
+    .sf_outer_step = sf_outer_step,
 };
