@@ -269,29 +269,23 @@ static void cuda_outer_step(float *theta, float *anchor, float *u, const float *
     LAUNCH(outer_kernel, n, theta, anchor, u, d, n, form, mu, a, b);
 }
 
-/* sweep.c's sf_outer_step, its two loops: no departure (x, z, y untouched);
- * the displacement of x, and its departure added to x, z and y alike */
-static __global__ void sf_outer_kernel(float *x, float *z, float *y, float *an, float *u, size_t n, int stay,
-                                       float mu, float a, float b) {
+/* sweep.c's sf_outer_step with a departure (without one it is the outer
+ * step's OUTER_STAY on x): the same expressions, u's new value kept in a
+ * register */
+static __global__ void sf_outer_kernel(float *x, float *z, float *y, float *an, float *u, size_t n, float mu, float a,
+                                       float b) {
     FOR_EACH(i, n) {
-        if (stay) {
-            u[i] = mu * u[i] + (x[i] - an[i]);
-            an[i] = x[i];
-        } else {
-            float di = x[i] - an[i];
-            u[i] = mu * u[i] + di;
-            float delta = a * di + b * u[i];
-            x[i] += delta;
-            z[i] += delta;
-            y[i] += delta;
-            an[i] = x[i];
-        }
+        float di = x[i] - an[i], ui = mu * u[i] + di, delta = a * di + b * ui;
+        u[i] = ui;
+        x[i] += delta; z[i] += delta; y[i] += delta;
+        an[i] = x[i];
     }
 }
 
 static void cuda_sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a,
                                float b) {
-    LAUNCH(sf_outer_kernel, n, x, z, y, anchor, u, n, a == 0.0f && b == 0.0f, mu, a, b);
+    if (a == 0.0f && b == 0.0f) LAUNCH(outer_kernel, n, x, anchor, u, (const float *)NULL, n, OUTER_STAY, mu, a, b);
+    else LAUNCH(sf_outer_kernel, n, x, z, y, anchor, u, n, mu, a, b);
 }
 
 /* ---------------------------------------------------------------- the row */
