@@ -58,9 +58,9 @@
 #include <unistd.h>
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
-                                              "hybrid-ema"};
+                                              "hybrid-ema", "hybrid-sf"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
-                                        ARM_HYBRID};
+                                        ARM_HYBRID, ARM_SF};
 
 /* --schedules (issue 12's names): cosine to lr x --min-lr-ratio; d2z, the
  * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
@@ -78,7 +78,7 @@ const char *compare_sched_name(const compare *c, int sched) {
     return sched >= 0 ? compare_scheds[c->scheds[sched]].name : c->train_schedule;
 }
 const char *compare_arm_sched_name(const compare *c, int arm) {
-    return arm == ARM_SF ? "constant" : compare_sched_name(c, compare_arm_sched(c, arm));
+    return ARM_SCHEDULE_FREE(arm) ? "constant" : compare_sched_name(c, compare_arm_sched(c, arm));
 }
 
 void usage_compare(FILE *f) {
@@ -115,10 +115,11 @@ void usage_compare(FILE *f) {
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
-"                         schedule-free (schedule-free AdamW, its own LR        last two]\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last three]\n"
 "                         sweep; no --schedule, --decay-frac, --cooldown),\n"
 "                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
-"                         at the average)\n"
+"                         at the average), hybrid-sf (the hybrid on\n"
+"                         schedule-free AdamW at schedule-free's tuned LR)\n"
 "  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
 "  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
 "                         implied): every arm on every seed also trains\n"
@@ -208,11 +209,13 @@ static void parse_arms(compare *c, const char *s) {
         int a = 0;
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
-            die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema)",
-                      tok);
+            die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
+                      "hybrid-sf)", tok);
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
+    if (c->arms[ARM_HSF] && !c->arms[ARM_SF])
+        die_usage("%s", "--arms hybrid-sf needs schedule-free too: it trains at that arm's tuned LR");
 }
 
 /* compare's own flags; 0 if `name` is not one of them. */
@@ -478,7 +481,7 @@ int cmd_compare(int argc, char **argv) {
     c.predictor = hd.predictor;   /* the hybrid's default (outer) */
     c.train_schedule = NULL;      /* settle: the task's default (linear to 0) */
     c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = -1;
-    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF && a != ARM_HEMA;
+    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));

@@ -17,13 +17,18 @@
 /* schedule-free: schedule-free AdamW (--optimizer schedule-free), its own
  * LR sweep (no schedules: its rate is constant after the warmup);
  * hybrid-ema: the hybrid's run with an EMA of the weights, evaluated at the
- * average as the ema arm is. Neither is in the default --arms (add them),
- * so an old command runs the same runs. */
-enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, NARMS };
+ * average as the ema arm is; hybrid-sf: the hybrid (its outer step, the
+ * hybrid flags passed through) on schedule-free AdamW at the schedule-free
+ * arm's tuned LR (it needs that arm). None is in the default --arms (add
+ * them), so an old command runs the same runs. */
+enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, NARMS };
 /* the arms that tune their own LR on the first seed */
 #define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF)
 /* the arms trained with --mode hybrid (they get the hybrid-only flags) */
-#define ARM_HYBRID_MODE(a) ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA)
+#define ARM_HYBRID_MODE(a) \
+    ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF)
+/* the arms trained with --optimizer schedule-free (constant rate after the warmup) */
+#define ARM_SCHEDULE_FREE(a) ((a) == ARM_SF || (a) == ARM_HSF)
 /* the arms trained with --ema and measured at the averaged weights */
 #define ARM_AVERAGED(a) ((a) == ARM_EMA || (a) == ARM_HEMA)
 extern const char *const compare_arm_names[NARMS];

@@ -131,7 +131,7 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
     snprintf(a->num[2], sizeof a->num[2], "%g", sc && sc->to_zero ? 0.0f : r->lr * c->min_lr_ratio);
     snprintf(a->num[3], sizeof a->num[3], "%llu", (unsigned long long)r->seed);
     a->v[a->n++] = "--lr"; a->v[a->n++] = a->num[1];
-    if (r->arm == ARM_SF) {  /* no decay to give it: the rate is constant after the warmup */
+    if (ARM_SCHEDULE_FREE(r->arm)) {  /* no decay to give it: the rate is constant after the warmup */
         a->v[a->n++] = "--optimizer"; a->v[a->n++] = "schedule-free";
     } else {
         a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];

@@ -69,6 +69,11 @@ typedef struct hpt_hybrid_config {
 
 void hpt_hybrid_config_default(hpt_hybrid_config *c);
 hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c);
+/* The hybrid under --optimizer schedule-free (schedule_free 1): the outer
+ * predictor only (the phased ones read AdamW's moments), without
+ * --outer-moments reset (no first moment); HPT_ERR_ARG naming the flag
+ * otherwise. HPT_OK for AdamW. */
+hpt_status hpt_hybrid_config_check_sf(const hpt_hybrid_config *c, int schedule_free);
 /* hpt_trainer_run in hybrid mode: the same outputs, plus per-step phase
  * fields in metrics.jsonl, DIR/phases.jsonl (every transition with its
  * reason) and the hybrid summary (phase counts and times, backward passes,

@@ -10,6 +10,9 @@
 #     time version, recomputed here from the runs' metrics.jsonl; the
 #     baseline's is exactly 1
 #   - --arms schedule-free with a passed-through --schedule: exit 2
+#   - --arms baseline,schedule-free,hybrid-sf (one seed): the hybrid-sf run
+#     trains --mode hybrid --optimizer schedule-free at schedule-free's tuned
+#     LR and takes outer jumps; hybrid-sf without schedule-free: exit 2
 test_name=cli_compare_sf; . tests/lib.sh
 
 words_text 4242 >"$tmp/data.txt"
@@ -76,6 +79,26 @@ EOF
 if [ "$(cat "$tmp/check")" = fine ]; then
     pass "schedule-free tuned on its own sweep, trained schedule-free; speedup_steps_to_target recomputed; results.md rows"
 else fail "results: $(cat "$tmp/check")"; fi
+
+run "$HPT" compare $CFG --arms baseline,schedule-free,hybrid-sf --extend-sweep 0 --lrs 3e-3,1e-2 --seeds 1 \
+    --warmup-steps 10 --outer-interval 10 --outer-check 4 --out "$tmp/hsf"
+if [ $rc -eq 0 ] && python3 - "$tmp/hsf" <<'EOF'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/results.json"))
+a = r["arms"]["hybrid-sf"]
+assert a["lr"] == r["tuned_lr"]["schedule-free"] and a["schedule"] == "constant", a
+rd = "%s/runs/hybrid-sf-lr%g-s%d" % (d, a["lr"], r["seeds"][0])
+args = open(rd + "/compare-args.txt").read()
+s = json.load(open(rd + "/summary.json"))
+assert "--mode hybrid" in args and "--optimizer schedule-free" in args and "--min-lr" not in args, args
+assert s["optimizer"] == "schedule-free" and s["outer_jumps"]["applied"] >= 1, s.get("outer_jumps")
+EOF
+then pass "--arms ...,hybrid-sf: the hybrid on schedule-free at its tuned LR, outer jumps applied"
+else fail "--arms ...,hybrid-sf: status $rc"; fi
+run "$HPT" compare $CFG --arms baseline,hybrid-sf --out "$tmp/y"
+if [ $rc -eq 2 ] && grep -q "hybrid-sf needs schedule-free" "$tmp/err"; then pass "--arms hybrid-sf alone: exit 2"
+else fail "--arms hybrid-sf without schedule-free: status $rc (want 2)"; fi
 
 run "$HPT" compare $CFG --arms baseline,schedule-free --schedule linear --out "$tmp/x"
 if [ $rc -eq 2 ] && grep -q "schedule-free" "$tmp/err"; then pass "--arms schedule-free with --schedule: exit 2, '$(head -c 100 "$tmp/err")'"

@@ -27,8 +27,7 @@ words_text 7 >"$tmp/text.txt"
 BASE="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
       --threads 1 --max-iters 160 --eval-interval 40 --keep-last 1000"
 OUT="--mode hybrid --warmup-steps 20 --predictor outer --outer-interval 10 --outer-check 4"
-summ() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/summary.json")); o=s.get("outer_jumps",{})
-print(o.get("applied",-1), o.get("kept",-1), o.get("rolled_back",-1), o.get("scale",-1), s["steps"], s["final_val_loss"])' "$1" 2>/dev/null; }
+summ() { outer_summ "$1"; }
 
 # ---------------------------------------------------------------- (a)
 
@@ -66,72 +65,13 @@ else fail "(b2) outer vs shrink hybrid memory: status $rc"; fi
 
 # ---------------------------------------------------------------- (c)
 
-run "$HPT" train $BASE $OUT --outer-lr 100 --out "$tmp/big"
-set -- $(summ "$tmp/big")
-restored=$(python3 - "$tmp/big/phases.jsonl" <<'EOF'
-import json, re, sys
-before, ok, bad = None, 0, 0
-for l in open(sys.argv[1]):
-    r = json.loads(l)["reason"]
-    m = re.search(r"params crc32 ([0-9a-f]{8}) before it", r)
-    if m: before = m.group(1)
-    m = re.search(r"params crc32 ([0-9a-f]{8}) restored", r)
-    if m:
-        if m.group(1) == before: ok += 1
-        else: bad += 1
-print(ok if bad == 0 else -bad)
-EOF
-)
-if [ $rc -eq 0 ] && [ "${3:-0}" -ge 2 ] && [ "${restored:-0}" -eq "$3" ] &&
-   python3 -c "import sys; sys.exit(not float(sys.argv[1]) <= 0.25)" "$4"; then
-    pass "(c) eta 100: $3 of $1 jumps rolled back, each restoring the bytes of before its jump; scale $4"
-else fail "(c) eta 100: status $rc, summary '$*', byte-exact restores '$restored'"; fi
+outer_rollbacks $BASE $OUT
 
 # ---------------------------------------------------------------- (d)
 
 # jumps kept and rolled back (eta 12: some fail their check)
 CFG="$BASE $OUT --outer-lr 12 --outer-momentum 0.5"
-same_run() {
-    cmp -s "$1/phases.jsonl" "$2/phases.jsonl" || { echo "     phases.jsonl differs"; return 1; }
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
-import json, sys
-wall = {"time_s", "rss_bytes", "step_ms"}
-def load(p):
-    return [{k: v for k, v in json.loads(l).items() if k not in wall} for l in open(p)]
-a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(a != b)
-EOF
-}
-run "$HPT" train $CFG --save-interval 1 --out "$tmp/a"
-X=$(crc_of "$tmp/a")
-set -- $(summ "$tmp/a")
-if [ $rc -eq 0 ] && [ -n "$X" ] && [ "${2:-0}" -ge 1 ] && [ "${3:-0}" -ge 1 ]; then
-    pass "(d) eta 12, a checkpoint every step: crc $X, $1 jumps, $2 kept, $3 rolled back"
-else fail "(d) eta 12, a checkpoint every step: status $rc, crc '$X', summary '$*'"; fi
-for k in 5 12; do
-    d="$tmp/k$k"
-    kill_after "$d" $k $((10 * k)) $CFG --save-interval 10
-    run "$HPT" train --resume "$d"
-    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
-        pass "(d) SIGKILL after checkpoint $k ($how), resumed: crc $X, same metrics and phases"
-    else fail "(d) SIGKILL after checkpoint $k ($how): status $rc, crc '$(crc_of "$d")' (want $X)"; fi
-done
-# the first two jumps: resumed from the step before the jump, its step, two steps into its check;
-# the first failed check: the step before the rollback and its step
-steps=$(python3 -c '
-import json, sys
-s = [json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l).get("phase") == "predict"][:2]
-r = [json.loads(l)["step"] for l in open(sys.argv[2]) if "failed its check" in json.loads(l)["reason"]][:1]
-print(" ".join(str(x) for v in s for x in (v - 1, v, v + 2)), " ".join(str(x) for v in r for x in (v - 1, v)))' \
-    "$tmp/a/metrics.jsonl" "$tmp/a/phases.jsonl")
-for s in $steps; do
-    d="$tmp/c$s"
-    rm -rf "$d"; cp -r "$tmp/a" "$d"; cut_after "$d" "$s"
-    run "$HPT" train --resume "$d"
-    if [ $rc -eq 0 ] && [ "$(crc_of "$d")" = "$X" ] && same_run "$tmp/a" "$d"; then
-        pass "(d) resumed at step $s (around a jump): crc $X, same metrics and phases"
-    else fail "(d) resumed at step $s: status $rc, crc '$(crc_of "$d")' (want $X)"; fi
-done
+outer_resume_suite $CFG
 
 # ---------------------------------------------------------------- (e)
 

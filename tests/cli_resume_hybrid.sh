@@ -34,25 +34,6 @@ HYB="--mode hybrid --warmup-steps 20 --full-steps 5 --min-predict-steps 2 --max-
 CFG="--data $tmp/text.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 \
      --threads 1 --max-iters 200 --eval-interval 50 --keep-last 1000 $HYB"
 
-# same_run A B: metrics.jsonl equal but for the wall-clock fields, phases.jsonl byte for byte
-same_run() {
-    cmp -s "$1/phases.jsonl" "$2/phases.jsonl" || { echo "     phases.jsonl differs"; return 1; }
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
-import json, sys
-wall = {"time_s", "rss_bytes", "step_ms"}
-def load(p):
-    return [{k: v for k, v in json.loads(l).items() if k not in wall} for l in open(p)]
-a, b = load(sys.argv[1]), load(sys.argv[2])
-if a != b:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            print("     metrics line %d differs: %s / %s" % (i + 1, x, y))
-            break
-    else:
-        print("     metrics: %d lines against %d" % (len(a), len(b)))
-    sys.exit(1)
-EOF
-}
 
 # ---------------------------------------------------------------- (a)
 

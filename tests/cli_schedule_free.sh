@@ -11,7 +11,8 @@
 #   (c) evaluation and model.bin use the average x: `hpt sample` of model.bin
 #       differs from the last checkpoint's (which holds the gradient point y)
 #   (d) flags: an unknown --optimizer, a decay flag (--schedule, --min-lr,
-#       --decay-frac, --cooldown), --ema and --mode hybrid with schedule-free:
+#       --decay-frac, --cooldown), --ema and --mode hybrid with a phased
+#       predictor (--predictor shrink) with schedule-free:
 #       exit 2 naming the flag
 test_name=cli_schedule_free; . tests/lib.sh
 
@@ -77,7 +78,7 @@ B="--data $tmp/data.txt --n-layer 1 --n-head 1 --n-embd 8 --block-size 8 --max-i
 for args in "--optimizer sgd|--optimizer" "--optimizer schedule-free --schedule linear|--schedule" \
             "--optimizer schedule-free --min-lr 0|--min-lr" "--optimizer schedule-free --decay-frac 0.3|--decay-frac" \
             "--optimizer schedule-free --cooldown linear|--cooldown" "--optimizer schedule-free --ema 0.99|--ema" \
-            "--optimizer schedule-free --mode hybrid|--mode hybrid"; do
+            "--optimizer schedule-free --mode hybrid --predictor shrink|--predictor"; do
     a=${args%|*}; want=${args#*|}
     run "$HPT" train $B $a
     if [ $rc -eq 2 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$tmp/d/summary.json" ]; then

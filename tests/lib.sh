@@ -94,3 +94,104 @@ finish() {
 }
 
 if [ ! -x "$HPT" ]; then echo "FAIL $HPT not built (run make)"; exit 1; fi
+
+# ---------------------------------------------------------------- the outer path (cli_outer*.sh)
+
+# outer_summ DIR: "applied kept rolled_back scale steps final_val" of a hybrid run
+outer_summ() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/summary.json")); o=s.get("outer_jumps",{})
+print(o.get("applied",-1), o.get("kept",-1), o.get("rolled_back",-1), o.get("scale",-1), s["steps"], s["final_val_loss"])' "$1" 2>/dev/null; }
+
+# same_run A B: metrics.jsonl equal but for the wall-clock fields, phases.jsonl byte for byte
+same_run() {
+    cmp -s "$1/phases.jsonl" "$2/phases.jsonl" || { echo "     phases.jsonl differs"; return 1; }
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PYEOF'
+import json, sys
+wall = {"time_s", "rss_bytes", "step_ms"}
+def load(p):
+    return [{k: v for k, v in json.loads(l).items() if k not in wall} for l in open(p)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            print("     metrics line %d differs: %s / %s" % (i + 1, x, y))
+            break
+    else:
+        print("     metrics: %d lines against %d" % (len(a), len(b)))
+    sys.exit(1)
+PYEOF
+}
+
+# outer_restores DIR: the rollbacks in DIR/phases.jsonl whose restored
+# params crc32 equals the one logged before their jump (-N: N did not)
+outer_restores() {
+    python3 - "$1/phases.jsonl" <<'PYEOF'
+import json, re, sys
+before, ok, bad = None, 0, 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)["reason"]
+    m = re.search(r"params crc32 ([0-9a-f]{8}) before it", r)
+    if m: before = m.group(1)
+    m = re.search(r"params crc32 ([0-9a-f]{8}) restored", r)
+    if m:
+        if m.group(1) == before: ok += 1
+        else: bad += 1
+print(ok if bad == 0 else -bad)
+PYEOF
+}
+
+# outer_resumes RUN X ARGS...: RUN is `hpt train ARGS --save-interval 1`
+# uninterrupted, with crc X. Killed after checkpoints 5 and 12 (of
+# --save-interval 10), and resumed from RUN's checkpoints of the steps
+# around its first two jumps and its first failed check: each resumed run
+# must end with crc X and RUN's metrics and phases.
+outer_resumes() {
+    _run=$1; _x=$2; shift 2
+    for _n in 5 12; do
+        kill_after "$tmp/k$_n" $_n $((10 * _n)) "$@" --save-interval 10
+        run "$HPT" train --resume "$tmp/k$_n"
+        if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/k$_n")" = "$_x" ] && same_run "$_run" "$tmp/k$_n"; then
+            pass "(d) SIGKILL after checkpoint $_n ($how), resumed: crc $_x, same metrics and phases"
+        else fail "(d) SIGKILL after checkpoint $_n ($how): status $rc, crc '$(crc_of "$tmp/k$_n")' (want $_x)"; fi
+    done
+    _steps=$(python3 -c '
+import json, sys
+s = [json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l).get("phase") == "predict"][:2]
+r = [json.loads(l)["step"] for l in open(sys.argv[2]) if "failed its check" in json.loads(l)["reason"]][:1]
+print(" ".join(str(x) for v in s for x in (v - 1, v, v + 2)), " ".join(str(x) for v in r for x in (v - 1, v)))' \
+        "$_run/metrics.jsonl" "$_run/phases.jsonl")
+    [ -n "$_steps" ] || fail "(d) no jump or failed check in $_run's logs"
+    for _at in $_steps; do
+        rm -rf "$tmp/c$_at"; cp -r "$_run" "$tmp/c$_at"; cut_after "$tmp/c$_at" "$_at"
+        run "$HPT" train --resume "$tmp/c$_at"
+        if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/c$_at")" = "$_x" ] && same_run "$_run" "$tmp/c$_at"; then
+            pass "(d) resumed at step $_at (around a jump or a rollback): crc $_x, same metrics and phases"
+        else fail "(d) resumed at step $_at: status $rc, crc '$(crc_of "$tmp/c$_at")' (want $_x)"; fi
+    done
+}
+
+# outer_rollbacks ARGS...: (c) `hpt train ARGS --outer-lr 100`: jumps fail
+# their check and roll back, each restoring the bytes of before its jump,
+# and the scale falls to 0.25 or below
+outer_rollbacks() {
+    run "$HPT" train "$@" --outer-lr 100 --out "$tmp/big"
+    set -- $(outer_summ "$tmp/big")
+    _r=$(outer_restores "$tmp/big")
+    if [ $rc -eq 0 ] && [ "${3:-0}" -ge 2 ] && [ "${_r:-0}" -eq "$3" ] &&
+       python3 -c "import sys; sys.exit(not float(sys.argv[1]) <= 0.25)" "$4"; then
+        pass "(c) eta 100: $3 of $1 jumps rolled back, each restoring the bytes of before its jump; scale $4"
+    else fail "(c) eta 100: status $rc, summary '$*', byte-exact restores '$_r'"; fi
+}
+
+# outer_resume_suite ARGS...: (d) `hpt train ARGS --save-interval 1` (no
+# argument with a space) with jumps kept and rolled back, then
+# outer_resumes against it
+outer_resume_suite() {
+    _args="$*"
+    run "$HPT" train "$@" --save-interval 1 --out "$tmp/a"
+    _x=$(crc_of "$tmp/a")
+    set -- $(outer_summ "$tmp/a")
+    if [ $rc -eq 0 ] && [ -n "$_x" ] && [ "${2:-0}" -ge 1 ] && [ "${3:-0}" -ge 1 ]; then
+        pass "(d) a checkpoint every step: crc $_x, $1 jumps, $2 kept, $3 rolled back"
+    else fail "(d) a checkpoint every step: status $rc, crc '$_x', summary '$*'"; fi
+    outer_resumes "$tmp/a" "$_x" $_args
+}

@@ -144,6 +144,22 @@ static void test_optimizers(const hpt_device *d, size_t n) {
         CHECK(same_bits(p, p2, n) && same_bits(z, z2, n) && same_bits(x, x2, n),
               "outer_step = hpt_outer_step (%s)", with_d ? "a given displacement" : "its own displacement");
     }
+
+    /* the schedule-free outer step, with a departure and without: x, z, y
+     * (p), anchor (dm), u (dv) against hpt_sf_outer_step */
+    for (int stay = 0; stay < 2; stay++) {
+        const float sa = stay ? 0.0f : 0.4f, sb = stay ? 0.0f : 0.9f;
+        fill_random(x, n, 13); fill_random(z, n, 14); fill_random(p, n, 15); fill_random(m, n, 16); fill_random(v, n, 17);
+        if (stay && n) p[0] = -0.0f;   /* y untouched, even a -0 */
+        memcpy(x2, x, n * 4); memcpy(z2, z, n * 4); memcpy(y2, p, n * 4); memcpy(m2, m, n * 4); memcpy(v2, v, n * 4);
+        d->upload(dx, x, n); d->upload(dz, z, n); d->upload(dp, p, n); d->upload(dg, m, n); d->upload(dv, v, n);
+        d->sf_outer_step(dx, dz, dp, dg, dv, n, 0.6f, sa, sb);
+        hpt_sf_outer_step(x2, z2, y2, m2, v2, n, 0.6f, sa, sb);
+        d->download(x, dx, n); d->download(z, dz, n); d->download(p, dp, n); d->download(m, dg, n);
+        d->download(v, dv, n);
+        CHECK(same_bits(x, x2, n) && same_bits(z, z2, n) && same_bits(p, y2, n) && same_bits(m, m2, n) &&
+              same_bits(v, v2, n), "sf_outer_step = hpt_sf_outer_step (%s)", stay ? "a = b = 0" : "a departure");
+    }
     d->free(dp); d->free(dg); d->free(dm); d->free(dv); d->free(dz);
     free(p); free(g); free(m); free(v); free(p2); free(m2); free(v2); free(z); free(x); free(y2); free(z2); free(x2);
 }

@@ -7,12 +7,13 @@
  * Bits against the CPU row (src/kernels/sweep.c), what tests/cuda/
  * test_device_cuda.c checks:
  * - copies, fill, swap, scale, axpy, lerp, AdamW, schedule-free AdamW and the
- *   outer step: the same bits. Each element is the CPU's expression written
- *   out again in the same order; nvcc builds with -fmad=false (no FMA
- *   contraction, as the C code's -ffp-contract=off) and IEEE-rounded division
- *   and sqrt (its defaults; never --use_fast_math), denormals kept. The
- *   step-only factors (bias corrections: powf, sqrtf) are computed on the host
- *   exactly as the CPU kernel computes them, by the same libm, and passed in.
+ *   outer steps (plain and schedule-free): the same bits. Each element is the
+ *   CPU's expression written out again in the same order; nvcc builds with
+ *   -fmad=false (no FMA contraction, as the C code's -ffp-contract=off) and
+ *   IEEE-rounded division and sqrt (its defaults; never --use_fast_math),
+ *   denormals kept. The step-only factors (bias corrections: powf, sqrtf) are
+ *   computed on the host exactly as the CPU kernel computes them, by the same
+ *   libm, and passed in.
  * - sumsq and dot: double sums of the float products (exact in double) in a
  *   fixed order of their own: RED_BLOCK threads x a grid fixed by n alone,
  *   each thread a strided sum, each block a tree in shared memory, the blocks'
@@ -365,6 +366,25 @@ static hpt_status cuda_sync(void) {
     return hpt_fail(HPT_ERR_IO, "--device cuda: %s", kernels_cuda_error());
 }
 
+/* sweep.c's sf_outer_step with a departure (without one it is the outer
+ * step's OUTER_STAY on x): the same expressions, u's new value kept in a
+ * register */
+static __global__ void sf_outer_kernel(float *x, float *z, float *y, float *an, float *u, size_t n, float mu, float a,
+                                       float b) {
+    FOR_EACH(i, n) {
+        float di = x[i] - an[i], ui = mu * u[i] + di, delta = a * di + b * ui;
+        u[i] = ui;
+        x[i] += delta; z[i] += delta; y[i] += delta;
+        an[i] = x[i];
+    }
+}
+
+static void cuda_sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a,
+                               float b) {
+    if (a == 0.0f && b == 0.0f) LAUNCH(outer_kernel, n, x, anchor, u, (const float *)NULL, n, OUTER_STAY, mu, a, b);
+    else LAUNCH(sf_outer_kernel, n, x, z, y, anchor, u, n, mu, a, b);
+}
+
 /* ---------------------------------------------------------------- the row */
 
 extern "C" const hpt_device hpt_device_cuda = {
@@ -388,6 +408,7 @@ extern "C" const hpt_device hpt_device_cuda = {
     cuda_adamw,
     cuda_sf_adamw,
     cuda_outer_step,
+    cuda_sf_outer_step,
     &cuda_nn,
     cuda_mem_info,
     cuda_set_precision,

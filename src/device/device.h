@@ -107,6 +107,8 @@ typedef struct hpt_device {
     void (*sf_adamw)(float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a);
     /* optim.h's hpt_outer_step (DiLoCo's outer Nesterov step) */
     void (*outer_step)(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
+    /* optim.h's hpt_sf_outer_step (the outer step under schedule-free AdamW) */
+    void (*sf_outer_step)(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b);
 
     /* the GPT-2 family's kernels; NULL in a row that runs no model */
     const hpt_dev_nn *nn;

@@ -118,6 +118,7 @@ const hpt_device hpt_device_cpu = {
     .adamw = cpu_adamw,
     .sf_adamw = cpu_sf_adamw,
     .outer_step = outer_step,
+    .sf_outer_step = sf_outer_step,
     .nn = &cpu_nn,
     .set_precision = cpu_set_precision,
     .sync = cpu_sync,

@@ -95,6 +95,8 @@ GUARD_VOID(sf_adamw, (float *y, const float *g, float *z, float *x, float *v, si
            (y, g, z, x, v, n, a))
 GUARD_VOID(outer_step, (float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b),
            (theta, anchor, u, d, n, mu, a, b))
+GUARD_VOID(sf_outer_step, (float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b),
+           (x, z, y, anchor, u, n, mu, a, b))
 
 static double guard_sumsq(const float *x, size_t n) {
     OPEN();
@@ -196,6 +198,7 @@ const hpt_device hpt_device_guard = {
     .adamw = guard_adamw,
     .sf_adamw = guard_sf_adamw,
     .outer_step = guard_outer_step,
+    .sf_outer_step = guard_sf_outer_step,
     .nn = &guard_nn,
     .mem_info = guard_mem_info,
     .set_precision = guard_set_precision,

@@ -39,15 +39,20 @@
 void hpt_hyb_take_snapshot(hybrid *h) {
     hpt_snapshot_take(&h->snap, h->m->params, hpt_trainer_moment1(h->tr), hpt_trainer_moment2(h->tr),
                       hpt_trainer_steps(h->tr), hpt_trainer_updates(h->tr));
+    if (h->snap.sf)
+        hpt_snapshot_take_sf(&h->snap, hpt_trainer_sf_z(h->tr), hpt_trainer_sf_x(h->tr), hpt_trainer_sf_sums(h->tr));
 }
 
 /* Parameters and moments back to the snapshot, and the update count the
  * moments belong to (unknown, -1, only in a snapshot from a checkpoint of
- * an older hpt: then the count stays). The step counter does not move. */
+ * an older hpt: then the count stays); under schedule-free its z, x and
+ * rate sums too. The step counter does not move. */
 void hpt_hyb_restore_snapshot(hybrid *h) {
     hpt_snapshot_restore_params(&h->snap, h->m->params);
     int updates = h->snap.updates >= 0 ? h->snap.updates : hpt_trainer_updates(h->tr);
     hpt_trainer_restore_moments(h->tr, hpt_snapshot_moment1(&h->snap), hpt_snapshot_moment2(&h->snap), updates);
+    if (h->snap.sf)
+        hpt_trainer_restore_sf(h->tr, hpt_snapshot_sf_z(&h->snap), hpt_snapshot_sf_x(&h->snap), h->snap.sf_sums);
 }
 
 /* One line of phases.jsonl: the step, the phase entered, why (escaped as
@@ -397,6 +402,8 @@ static hpt_status init_predictor(hybrid *h) {
     h->pred.outer_lr = h->cfg.outer_lr;
     h->pred.outer_mom = h->cfg.outer_momentum;
     h->pred.outer_adapt = h->cfg.outer_adapt;
+    h->pred.sf_z = hpt_trainer_sf_z(h->tr);   /* NULL under AdamW */
+    h->pred.sf_x = hpt_trainer_sf_x(h->tr);
     hpt_pred_outer_reset(&h->pred, h->m->params);
     return HPT_OK;
 }
@@ -410,12 +417,12 @@ static hpt_status init_parts(hybrid *h) {
     hpt_hyb_to_div_config(&h->cfg, &dc);
     hpt_div_init(&h->div, &dc);
     HPT_TRY(init_predictor(h));
-    HPT_TRY(hpt_snapshot_init(&h->snap, h->n));
+    HPT_TRY(hpt_snapshot_init(&h->snap, h->n, hpt_trainer_schedule_free(h->tr)));
     const int phased = !h->pred.ops->outer;
     if (phased || h->cfg.outer_gate) HPT_TRY(hpt_learner_new(h->tr, &h->cfg, &h->learn));
     if (phased) HPT_TRY(hpt_phased_new(h, &h->phz));
     HPT_TRY(open_phases_log(h));
-    h->arena_bytes = 3 * h->n * sizeof(float) + hpt_hyb_buf_bytes(h) + h->pred.arena_bytes +
+    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + hpt_hyb_buf_bytes(h) + h->pred.arena_bytes +
                      (h->learn ? hpt_learner_dyn_bytes(h->learn) : 0);
     return HPT_OK;
 }
@@ -423,9 +430,7 @@ static hpt_status init_parts(hybrid *h) {
 hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out) {
     *out = NULL;
     HPT_TRY(hpt_hybrid_config_check(hc));
-    if (hpt_trainer_schedule_free(tr))  /* its predictors read and move AdamW's moments and weights */
-        return hpt_fail(HPT_ERR_ARG, "--mode hybrid needs --optimizer adamw (schedule-free is not supported by "
-                        "the hybrid controller)");
+    HPT_TRY(hpt_hybrid_config_check_sf(hc, hpt_trainer_schedule_free(tr)));
     const hpt_device *dev = hpt_trainer_model(tr)->dev;
     if (!dev->host_memory)  /* its snapshot, predictors and check read the weights in host memory */
         return hpt_fail(HPT_ERR_ARG, "--mode hybrid on --device %s: the hybrid runs on the CPU only in this version",

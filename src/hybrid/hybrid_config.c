@@ -83,6 +83,18 @@ hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
     return HPT_OK;
 }
 
+hpt_status hpt_hybrid_config_check_sf(const hpt_hybrid_config *c, int schedule_free) {
+    if (!schedule_free) return HPT_OK;
+    if (c->predictor && strcmp(c->predictor, "outer"))   /* the one outer predictor (predict.h) */
+        return hpt_fail(HPT_ERR_ARG, "--predictor %s does not work with --optimizer schedule-free (the phased "
+                        "predictors coast, stale-adam, linear and shrink read AdamW's moments, which schedule-free "
+                        "does not keep): use --predictor outer or --optimizer adamw", c->predictor);
+    if (c->outer_moments == 1)
+        return hpt_fail(HPT_ERR_ARG, "--outer-moments reset does not apply with --optimizer schedule-free (it has no "
+                        "first moment to reset)");
+    return HPT_OK;
+}
+
 /* The HYBR config words: the table's hybrid rows in order, one word each. */
 void hpt_hyb_encode_cfg(const hpt_hybrid_config *c, unsigned char *out) {
     size_t n = hpt_settings_encode(hybrid_rows, NHYBRID, c, 1, 1, out, HYBR_CFG_BYTES);

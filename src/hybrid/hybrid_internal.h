@@ -70,7 +70,7 @@ typedef struct hybrid {
     /* its parts */
     hpt_div div;
     hpt_predictor pred;
-    hpt_snapshot snap;       /* the one copy of (params, m, v) */
+    hpt_snapshot snap;       /* the one copy of (params, m, v; schedule-free's z, x, sums) */
     /* the learned dynamics (phased/learner.h): the phased controller's, or
      * --outer-gate dynamics'; NULL otherwise */
     hpt_learner *learn;
@@ -105,13 +105,15 @@ typedef struct hybrid {
  *     the divergence monitor, field by field (hpt_div_save)
  *     [learned dynamics] the encoder region, the 4 dynamics regions
  *     the predictor's ring counters and the snapshot's valid and step, the
- *     predictor's gates, scales and arena, the snapshot's arena, the
- *     driver's counters, floats and times, the loss ring
+ *     predictor's gates, scales and arena, the snapshot's arena (with
+ *     schedule-free's z and x), [schedule-free] the snapshot's rate sums,
+ *     the driver's counters, floats and times, the loss ring
  *     [learned dynamics] the previous update at the sampled parameters
  *     the outer state (hybrid_outer, field by field; zeros off the outer path)
  *   [phased]: only with a phased predictor; [learned dynamics]: with a
  *   phased predictor or --outer-gate dynamics (both follow from the config,
- *   which the reader checks first). A read checks every block length, every
+ *   which the reader checks first); [schedule-free]: only under
+ *   --optimizer schedule-free (the trainer's config, TCFG). A read checks every block length, every
  *   index, count, flag and enum before the run continues.
  * version 7 writes the bracketed blocks only where they exist; version 6
  * wrote all of them for every predictor (the outer path's phase controller

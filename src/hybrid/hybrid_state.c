@@ -227,6 +227,20 @@ static void walk_outer(hybrid *h, walker *x) {
     o->check_sum = gv[0]; o->ref_mean = gv[1]; o->ref_sd = gv[2];
 }
 
+/* Under schedule-free (only: the trainer's config says so), the snapshot's
+ * rate sums (f64 lr_max, weight_sum), checked before they are taken. */
+static void walk_snap_sf(hybrid *h, walker *x) {
+    if (!h->snap.sf) return;
+    double sv[2] = {h->snap.sf_sums.lr_max, h->snap.sf_sums.weight_sum};
+    w_block(x, "snapshot schedule-free sums", sv, sizeof sv);
+    if (x->mode != 2 || x->why[0]) return;
+    if (!fin_range(sv[0], 0.0, 1e300) || !fin_range(sv[1], 0.0, 1e300)) {
+        fail(x, "the snapshot's schedule-free rate sums are not finite non-negative numbers");
+        return;
+    }
+    h->snap.sf_sums = (hpt_sf_state){.lr_max = sv[0], .weight_sum = sv[1]};
+}
+
 /* The predictor, the snapshot and the driver's own state, with the learned
  * dynamics' and the phased controller's scalars (have_prev_upd,
  * next_pred_loss, accept_ema: 0, NaN and 1 where they do not exist). */
@@ -237,7 +251,8 @@ static void walk_driver(hybrid *h, walker *x) {
     w_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
     w_block(x, "tensor scales", h->pred.tensor_scale, sizeof h->pred.tensor_scale);
     w_block(x, "predictor arena", h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
-    w_block(x, "snapshot arena", h->snap.arena, 3 * h->snap.n * sizeof(float));
+    w_block(x, "snapshot arena", h->snap.arena, hpt_snapshot_floats(&h->snap) * sizeof(float));
+    walk_snap_sf(h, x);
 
     int32_t dv[16] = {l ? l->have_prev_upd : 0, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,
                       h->cnt.rollbacks, h->cnt.div_rollbacks, h->cnt.phases_accepted, h->cnt.phases_rejected,

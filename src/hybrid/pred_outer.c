@@ -20,6 +20,11 @@
  * been moving is extrapolated, one that turned (or is oscillating) is left
  * where its real steps put it. The first jump after a reset has u = 0, so
  * g = 0 there: it only fills the momentum.
+ *
+ * Under --optimizer schedule-free (p->sf_x set) the displacement is the
+ * average x's and the departure moves x, z and y alike
+ * (hpt_sf_outer_step, through the device table; docs/hybrid.md says why);
+ * the gate, when asked for, is x's.
  */
 #include "predict.h"
 
@@ -51,11 +56,22 @@ static float agreement(const float *th, const float *an, const float *u, size_t 
     return c > 1.0 ? 1.0f : c > 0.0 ? (float)c : 0.0f;
 }
 
+/* The jump under schedule-free on the values from k, n of them, at a, b. */
+static void sf_jump(hpt_predictor *p, float *y, size_t k, size_t n, float a, float b) {
+    p->m->dev->sf_outer_step(p->sf_x + k, p->sf_z + k, y + k, p->anchor + k, p->outer_u + k, n, p->outer_mom, a, b);
+}
+
 /* The jump with --outer-adapt agree: tensor by tensor, each at its gate. */
 static void outer_apply_agree(hpt_predictor *p, float *params, float a, float b) {
     const float mu = p->outer_mom;
     for (int ti = 0; ti < p->m->ntensors; ti++) {
         const hpt_tensor_info *t = &p->m->tensors[ti];
+        if (p->sf_x) {   /* x's displacement and gate; the kernel moves x, z and y */
+            const float g = agreement(p->sf_x + t->offset, p->anchor + t->offset, p->outer_u + t->offset, t->numel);
+            p->tensor_gate[ti] = g;
+            sf_jump(p, params, t->offset, t->numel, g * a, g * b);
+            continue;
+        }
         float *th = params + t->offset, *an = p->anchor + t->offset, *u = p->outer_u + t->offset;
         const size_t n = t->numel;
         const float g = agreement(th, an, u, n), at = g * a, bt = g * b;
@@ -78,13 +94,17 @@ static void outer_apply(hpt_predictor *p, float *params, const float *mom1, cons
         outer_apply_agree(p, params, a, b);
         return;
     }
+    if (p->sf_x) {
+        sf_jump(p, params, 0, p->n, a, b);
+        return;
+    }
     /* the plain step: the kernel local-step training shares (optim.c) */
     hpt_outer_step(params, p->anchor, p->outer_u, NULL, p->n, mu, a, b);
 }
 
 void hpt_pred_outer_reset(hpt_predictor *p, const float *params) {
     if (!p->ops->outer) return;
-    memcpy(p->anchor, params, p->n * sizeof(float));
+    memcpy(p->anchor, p->sf_x ? p->sf_x : params, p->n * sizeof(float));
     memset(p->outer_u, 0, p->n * sizeof(float));
 }
 

@@ -97,6 +97,11 @@ struct hpt_predictor {
     float *anchor, *outer_u;
     float outer_lr, outer_mom;
     int outer_adapt;             /* 1: per-tensor agreement gate (tensor_gate), --outer-adapt agree */
+    /* under --optimizer schedule-free (set by the driver; else NULL): the
+     * trainer's z and x. The outer step then takes x's displacement and
+     * moves x, z and the params (y) alike (optim.h's hpt_sf_outer_step);
+     * the anchor is x's */
+    float *sf_z, *sf_x;
     float *arena;                /* owns ring and slope, or the outer predictor's anchor and outer_u */
     size_t arena_bytes;
 };
@@ -117,8 +122,9 @@ void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, cons
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *opt, int t, float lr, int k, float scale);
 
-/* The outer predictor's new interval: anchor = params, momentum buffer 0
- * (at the start, after the warmup, after a rollback). */
+/* The outer predictor's new interval: anchor = params (schedule-free's x
+ * when sf_x is set), momentum buffer 0 (at the start, after the warmup,
+ * after a rollback). */
 void hpt_pred_outer_reset(hpt_predictor *p, const float *params);
 
 #endif /* HPT_PREDICT_H */

@@ -6,10 +6,11 @@
 
 #include <string.h>
 
-hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n) {
+hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n, int sf) {
     memset(s, 0, sizeof *s);
     s->n = n;
-    s->arena = hpt_arena_alloc(3 * n);
+    s->sf = sf != 0;
+    s->arena = hpt_arena_alloc(hpt_snapshot_floats(s));
     return s->arena ? HPT_OK : HPT_ERR_NOMEM;
 }
 
@@ -26,6 +27,13 @@ void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, con
     s->valid = 1;
     s->step = step;
     s->updates = updates;
+}
+
+void hpt_snapshot_take_sf(hpt_snapshot *s, const float *z, const float *x, hpt_sf_state sums) {
+    HPT_ASSERT(s->sf && s->valid);
+    memcpy(s->arena + 3 * s->n, z, s->n * sizeof(float));
+    memcpy(s->arena + 4 * s->n, x, s->n * sizeof(float));
+    s->sf_sums = sums;
 }
 
 void hpt_snapshot_restore_params(const hpt_snapshot *s, float *params) {

@@ -146,6 +146,8 @@ void sf_adamw_update_scaled(float *y, const float *g, float *z, float *x, float 
 
 /* DiLoCo's outer Nesterov step (optim.h's hpt_outer_step says how). */
 void outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
+/* The outer step under schedule-free AdamW (optim.h's hpt_sf_outer_step says how). */
+void sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b);
 
 /* Sum of squares and dot product in double, split into a fixed number of
  * chunks combined in order: thread-count independent; sumsq(x) is

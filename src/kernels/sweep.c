@@ -166,3 +166,21 @@ void outer_step(float *theta, float *anchor, float *u, const float *d, size_t n,
         an[i] = th[i];
     }
 }
+
+void sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b) {
+    float *an = anchor;
+    if (a == 0.0f && b == 0.0f) {   /* no departure: x, z and y stay, bit for bit; u and the anchor as outer_step's */
+        outer_step(x, anchor, u, NULL, n, mu, 0.0f, 0.0f);
+        return;
+    }
+    #pragma omp parallel for simd
+    for (size_t i = 0; i < n; i++) {
+        float di = x[i] - an[i];
+        u[i] = mu * u[i] + di;
+        float delta = a * di + b * u[i];
+        x[i] += delta;
+        z[i] += delta;
+        y[i] += delta;
+        an[i] = x[i];
+    }
+}

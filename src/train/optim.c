@@ -80,3 +80,7 @@ hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state 
 void hpt_outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b) {
     outer_step(theta, anchor, u, d, n, mu, a, b);
 }
+
+void hpt_sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b) {
+    sf_outer_step(x, z, y, anchor, u, n, mu, a, b);
+}

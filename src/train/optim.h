@@ -72,4 +72,14 @@ hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state 
  *     holds alike, so that the ranks end equal. */
 void hpt_outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
 
+/* The same step under schedule-free AdamW (docs/hybrid.md says why): the
+ * displacement is the average's, D = x - anchor, and its departure
+ *     delta = a D + b u   (after u <- mu u + D)
+ * moves the average x, the base sequence z and the gradient point y alike,
+ * so that z - x and y - x (schedule-free's own state) are kept; x' is the
+ * new anchor. a = b = 0 leaves x, z and y bit for bit (u and the anchor
+ * still move). The displacement of x with anchor and u gives x' the bits
+ * hpt_outer_step would give it. */
+void hpt_sf_outer_step(float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b);
+
 #endif /* HPT_OPTIM_H */

@@ -86,9 +86,7 @@ static hpt_status cross_check(hpt_train_args *a, const seen *w) {
         if (w->sched_flag)
             return hpt_fail(HPT_ERR_ARG, "%s does not apply with --optimizer schedule-free (its rate is the warmup, "
                             "then constant --lr; its averaging replaces the decay)", w->sched_flag);
-        if (a->run.hybrid)
-            return hpt_fail(HPT_ERR_ARG, "--mode hybrid needs --optimizer adamw (schedule-free is not supported by "
-                            "the hybrid controller)");
+        if (a->run.hybrid) HPT_TRY(hpt_hybrid_config_check_sf(&a->hybrid, 1));
     }
     return HPT_OK;
 }

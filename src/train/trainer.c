@@ -254,6 +254,18 @@ void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *
     tr->updates = updates;
 }
 
+float *hpt_trainer_sf_z(hpt_trainer *tr) { return tr->sf_z; }
+float *hpt_trainer_sf_x(hpt_trainer *tr) { return tr->sf_x; }
+hpt_sf_state hpt_trainer_sf_sums(const hpt_trainer *tr) { return tr->sf; }
+
+void hpt_trainer_restore_sf(hpt_trainer *tr, const float *z, const float *x, hpt_sf_state sums) {
+    HPT_ASSERT(tr->sf_z);
+    const hpt_device *dev = tr->model->dev;
+    dev->copy(tr->sf_z, z, tr->model->nparams);
+    dev->copy(tr->sf_x, x, tr->model->nparams);
+    tr->sf = sums;
+}
+
 void hpt_trainer_batch_shape(const hpt_trainer *tr, int *max_b, int *t, int *x_dim) {
     *max_b = tr->task_->batch_size;
     *t = tr->task_->tokens_per_sample;

@@ -58,6 +58,17 @@ void hpt_trainer_restore_moments(hpt_trainer *tr, const float *m1, const float *
 /* The first moment to 0 (the second and the update count stay): after an
  * outer jump, so the next steps do not keep pushing along the old direction. */
 void hpt_trainer_reset_moment1(hpt_trainer *tr);
+/* Schedule-free's own state (--optimizer schedule-free; NULL under AdamW):
+ * its base sequence z and average x, nparams floats each (the params hold
+ * the gradient point y; its second moment is moment2), for the snapshot,
+ * the rollback and the outer step, which moves them in place. */
+float *hpt_trainer_sf_z(hpt_trainer *tr);
+float *hpt_trainer_sf_x(hpt_trainer *tr);
+/* Its rate sums (the averaging coefficient's), and back to a snapshot's z,
+ * x (copies) and sums: with hpt_trainer_restore_moments, which restores v
+ * and the update count, the state the snapshot was taken in. */
+hpt_sf_state hpt_trainer_sf_sums(const hpt_trainer *tr);
+void hpt_trainer_restore_sf(hpt_trainer *tr, const float *z, const float *x, hpt_sf_state sums);
 
 /* ---------------------------------------------------------------- data */
 

@@ -221,6 +221,27 @@ static void test_optimizers(const hpt_device *gpu, size_t n) {
         snprintf(what, sizeof what, "%su", name[form]);
         pair_same(gpu, m, n, s, what);
     }
+
+    /* the schedule-free outer step, with a departure and without (x, z, y
+     * untouched, even a -0): x (p), z, y (g), anchor (m), u (v) */
+    for (int stay = 0; stay < 2; stay++) {
+        pair *bufs[5] = {&p, &z, &g, &m, &v};
+        for (int k = 0; k < 5; k++) {
+            fill_random(r, n, 20 + 5 * stay + k);
+            if (stay && k == 2 && n) r[0] = -0.0f;
+            memcpy(bufs[k]->c, r, n * sizeof(float));
+            gpu->upload(bufs[k]->g, r, n);
+        }
+        const float a = stay ? 0.0f : 0.4f, b = stay ? 0.0f : 0.9f;
+        cpu->sf_outer_step(p.c, z.c, g.c, m.c, v.c, n, 0.6f, a, b);
+        gpu->sf_outer_step(p.g, z.g, g.g, m.g, v.g, n, 0.6f, a, b);
+        const char *names[5] = {"x", "z", "y", "anchor", "u"};
+        for (int k = 0; k < 5; k++) {
+            char what[64];
+            snprintf(what, sizeof what, "sf_outer_step (%s): %s", stay ? "a = b = 0" : "a departure", names[k]);
+            pair_same(gpu, *bufs[k], n, s, what);
+        }
+    }
     pair_free(gpu, p); pair_free(gpu, g); pair_free(gpu, m); pair_free(gpu, v); pair_free(gpu, z);
     free(r); free(s);
 }
