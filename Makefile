@@ -122,7 +122,7 @@ endif
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 HYBRID_SRC := $(wildcard src/hybrid/*.c src/hybrid/phased/*.c)
-LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/data/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
+LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/data/*.c src/io/*.c src/train/*.c src/report/*.c) $(HYBRID_SRC)
 LIB_SRC := $(if $(filter 1,$(CUDA)),$(filter-out src/device/device_nocuda.c,$(LIB_SRC)),$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 TEST_SRC := $(wildcard tests/test_*.c)

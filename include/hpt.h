@@ -538,7 +538,7 @@ int hpt_sample_token(const float *logits, int V, float temperature, int topk, ui
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */
 
-/* Reads a GPT-2 in Hugging Face's safetensors layout (src/train/hf.c:
+/* Reads a GPT-2 in Hugging Face's safetensors layout (src/io/hf.c:
  * GPT2Model's names, wte.weight, h.0.ln_1.weight, ..., bare as on the hub or
  * under save_pretrained's "transformer." with a tied lm_head.weight; F32, F16
  * or BF16; every header field checked against the file, every tensor against

@@ -30,9 +30,9 @@
  * and falls back to older ones, so a torn or flipped file costs progress,
  * never the run.
  */
+#include "../io/state.h"
 #include "../model/model.h"
 #include "settings.h"
-#include "state.h"
 #include "trainer_impl.h"
 
 #include <dirent.h>
