@@ -198,8 +198,8 @@ ifneq ($(HPT_BIN),hpt)
 .PHONY: hpt
 hpt: $(HPT_BIN)
 endif
-CLI_OBJ := $(BUILD)/cli/main.o $(BUILD)/cli/compare.o $(BUILD)/cli/compare_md.o $(BUILD)/cli/compare_run.o $(BUILD)/cli/compare_results.o $(BUILD)/cli/compare_budget.o $(BUILD)/cli/compare_sweep.o $(BUILD)/cli/runlog.o
-CLI_OBJ += $(BUILD)/cli/hf.o $(BUILD)/cli/tokenize.o
+# every cli/*.c is part of the program: a new command's file is just a file
+CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
 $(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
