@@ -16,7 +16,7 @@
  * A benchmark, not a test: it never fails on slowness.
  */
 #include "hpt.h"
-#include "../src/train/shards.h"
+#include "../src/data/shards.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * hf.c — `hpt import`, `hpt export` and `hpt eval`: GPT-2 weights from and to
  * Hugging Face's safetensors layout, and a model's loss over a text file.
- * The work is the library's (src/train/hf.c, src/train/eval.c); this file
+ * The work is the library's (src/io/hf.c, src/train/eval.c); this file
  * reads the flags and prints.
  */
 #include "cli.h"

@@ -2,7 +2,7 @@
  * tokenize.c — `hpt tokenize`: a file's token ids, one per line (or, with
  * --decode, ids back to their bytes). How the tokenizer tests look at the
  * encoding, and handy for counting a corpus's tokens. With --out DIR, the
- * files become token shards for training (src/train/shard_write.c).
+ * files become token shards for training (src/data/shard_write.c).
  */
 #include "cli.h"
 #include "../src/base/base.h"   /* hpt_read_file */

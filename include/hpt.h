@@ -301,7 +301,7 @@ int hpt_text_decode(const hpt_text *t, int id, char *buf);
 /* ---------------------------------------------------------------- token shards */
 
 /* A corpus tokenised once, read by every run after through memory maps
- * (src/train/shards.c): llm.c's shard format, a header of 256 little-endian
+ * (src/data/shards.c): llm.c's shard format, a header of 256 little-endian
  * int32 (magic, version, token count, the rest 0) then the uint16 token
  * ids; nanoGPT's train.bin / val.bin, bare uint16 ids; hpt tokenize --out's
  * directory, llm.c shards and a manifest.json (tokenizer, vocabulary size,
@@ -556,7 +556,7 @@ int hpt_sample_token(const float *logits, int V, float temperature, int topk, ui
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */
 
-/* Reads a GPT-2 in Hugging Face's safetensors layout (src/train/hf.c:
+/* Reads a GPT-2 in Hugging Face's safetensors layout (src/io/hf.c:
  * GPT2Model's names, wte.weight, h.0.ln_1.weight, ..., bare as on the hub or
  * under save_pretrained's "transformer." with a tied lm_head.weight; F32, F16
  * or BF16; every header field checked against the file, every tensor against

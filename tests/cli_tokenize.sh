@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_tokenize.sh — --tokenizer gpt2, GPT-2's byte-level BPE (src/train/bpe.c),
+# cli_tokenize.sh — --tokenizer gpt2, GPT-2's byte-level BPE (src/data/bpe.c),
 # against js-tiktoken's ids. Needs the vocabulary scripts/install-deps.sh
 # installs (the README's test command runs it): its absence is a failure.
 #

@@ -8,7 +8,7 @@
  *
  * Files live in a mkdtemp directory under /tmp, removed at the end.
  */
-#include "../src/train/state.h"
+#include "../src/io/state.h"
 #include "../src/train/trainer_impl.h"
 #include "test.h"
 

@@ -116,7 +116,7 @@ static void test_rate(void) {
 
 static void test_tcfg(void) {
     int n;
-    const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);
+    const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
     unsigned char buf[20000];
     char strs[9000];
     hpt_train_config c, d;

@@ -1,5 +1,5 @@
 /*
- * fuzz_safetensors.c — libFuzzer target for `hpt import` (src/train/hf.c):
+ * fuzz_safetensors.c — libFuzzer target for `hpt import` (src/io/hf.c):
  * the input becomes DIR/model.safetensors beside a valid config.json (a
  * 2-head GPT-2) and is imported into DIR/model.bin; when that succeeds, the
  * model is exported back and evaluated on a short text, so a header that

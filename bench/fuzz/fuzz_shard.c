@@ -8,7 +8,7 @@
  * Any status is fine; a crash or sanitizer report is a bug.
  */
 #include "hpt.h"
-#include "../../src/train/shards.h"
+#include "../../src/data/shards.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /*
  * hybrid_config.c — hpt_hybrid_config: its defaults and checks and its
- * fixed-width encoding in the HYBR section, generated from the settings
- * table (src/train/settings.h), and the sub-configs it is cut into.
+ * fixed-width encoding in the HYBR section, from the settings table's hybrid
+ * rows (src/train/settings.h, read through hpt_settings), and the
+ * sub-configs it is cut into.
  */
 #include "../train/settings.h"
 #include "hybrid_internal.h"
@@ -10,30 +11,24 @@
 
 /* ---------------------------------------------------------------- the hybrid rows */
 
-#define HYBRID_ROW(f, flag, T, lo, hi, fl, d, m, h) \
-    HPT_SETTING_ROW(HPT_SET_HYBRID, hpt_hybrid_config, f, flag, T, lo, hi, fl, d, m, h)
-static const hpt_setting hybrid_rows[] = {HPT_HYBRID_SETTINGS(HYBRID_ROW)};
-#define NHYBRID ((int)(sizeof hybrid_rows / sizeof hybrid_rows[0]))
 /* every hybrid row is one word of HYBR's config: a new row is a new HYBR
  * layout (raise HYBR_CFG_WORDS and HYBR_VERSION, hybrid_internal.h) */
-_Static_assert(sizeof hybrid_rows / sizeof hybrid_rows[0] == HYBR_CFG_WORDS, "hybrid rows != HYBR config words");
+#define ONE_ROW(...) +1
+_Static_assert(0 HPT_HYBRID_SETTINGS(ONE_ROW) == HYBR_CFG_WORDS, "hybrid rows != HYBR config words");
 
-/* The settings of every group, here at the top of the library's layers. */
-const hpt_setting *hpt_settings(hpt_setting_group g, int *n) {
-    if (g != HPT_SET_HYBRID) return hpt_train_settings(g, n);
-    *n = NHYBRID;
-    return hybrid_rows;
+static const hpt_setting *hybrid_rows(int *n) {
+    const hpt_setting *rows = hpt_settings(HPT_SET_HYBRID, n);
+    HPT_ASSERT(*n == HYBR_CFG_WORDS);
+    return rows;
 }
 
-const hpt_setting *hpt_setting_find(const char *flag) {
-    static const hpt_setting_group groups[] = {HPT_SET_TRAIN, HPT_SET_RUN, HPT_SET_HYBRID};
-    for (int g = 0; flag && g < 3; g++) {
-        int n;
-        const hpt_setting *rows = hpt_settings(groups[g], &n);
-        for (int i = 0; i < n; i++)
-            if (!strcmp(rows[i].flag, flag)) return &rows[i];
-    }
-    return NULL;
+/* --predictor's names (the table's row) are the predictor table's, in its
+ * order: the index HYBR stores is both. */
+static void check_predictor_names(void) {
+    const hpt_setting *s = hpt_setting_find("--predictor");
+    int n = hpt_pred_count();
+    HPT_ASSERT(s && !hpt_setting_name(s, n));
+    for (int i = 0; i < n; i++) HPT_ASSERT(hpt_setting_name(s, i) && !strcmp(hpt_setting_name(s, i), hpt_pred_name(i)));
 }
 
 /* ---------------------------------------------------------------- the config */
@@ -73,7 +68,10 @@ void hpt_hyb_to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc) {
 /* Each value against its row of the table, then what the phase controller
  * and the divergence monitor check across values. */
 hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
-    HPT_TRY(hpt_settings_check(hybrid_rows, NHYBRID, c));
+    int n;
+    const hpt_setting *rows = hybrid_rows(&n);
+    check_predictor_names();
+    HPT_TRY(hpt_settings_check(rows, n, c));
     hpt_phase_config pc;
     hpt_div_config dc;
     hpt_hyb_to_phase_config(c, &pc);
@@ -97,14 +95,18 @@ hpt_status hpt_hybrid_config_check_sf(const hpt_hybrid_config *c, int schedule_f
 
 /* The HYBR config words: the table's hybrid rows in order, one word each. */
 void hpt_hyb_encode_cfg(const hpt_hybrid_config *c, unsigned char *out) {
-    size_t n = hpt_settings_encode(hybrid_rows, NHYBRID, c, 1, 1, out, HYBR_CFG_BYTES);
-    HPT_ASSERT(n == HYBR_CFG_BYTES);
+    int n;
+    const hpt_setting *rows = hybrid_rows(&n);
+    size_t bytes = hpt_settings_encode(rows, n, c, 1, 1, out, HYBR_CFG_BYTES);
+    HPT_ASSERT(bytes == HYBR_CFG_BYTES);
 }
 
 int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c) {
     hpt_cursor k = {in, HYBR_CFG_BYTES, 0};
+    int n;
+    const hpt_setting *rows = hybrid_rows(&n);
     hpt_hybrid_config_default(c);
-    return hpt_settings_decode(hybrid_rows, NHYBRID, c, 1, 1, &k, NULL, 0) && k.pos == k.n &&
+    return hpt_settings_decode(rows, n, c, 1, 1, &k, NULL, 0) && k.pos == k.n &&
            hpt_hybrid_config_check(c) == HPT_OK;
 }
 

@@ -10,7 +10,9 @@
 #include <string.h>
 
 /* The predictors, one file each (pred_<id>.c defines hpt_pred_<id>). The
- * order is the index stored in checkpoints (HYBR): append, never reorder. */
+ * order is the index stored in checkpoints (HYBR): append, never reorder,
+ * and the settings table's --predictor row (src/train/settings.h) names
+ * them in the same order (hpt_hybrid_config_check asserts it). */
 #define HPT_PREDICTORS(X) X(coast) X(stale_adam) X(linear) X(shrink) X(outer)
 
 #define DECLARE_(id) extern const hpt_pred_ops hpt_pred_##id;

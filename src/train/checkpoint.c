@@ -30,9 +30,9 @@
  * and falls back to older ones, so a torn or flipped file costs progress,
  * never the run.
  */
+#include "../io/state.h"
 #include "../model/model.h"
 #include "settings.h"
-#include "state.h"
 #include "trainer_impl.h"
 
 #include <dirent.h>
@@ -77,7 +77,7 @@ static size_t encode_tcfg(const hpt_train_config *c, uint32_t mode, unsigned cha
     put_u32(&b, TCFG_VERSION);
     put_u32(&b, mode);  /* 0 baseline, 1 hybrid (a HYBR section follows) */
     int n;
-    const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);
+    const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
     return b.n + hpt_settings_encode(rows, n, c, TCFG_VERSION, 0, buf + b.n, cap - b.n);
 }
 
@@ -96,7 +96,7 @@ static int decode_tcfg(const hpt_state_sec *s, hpt_train_config *c, tcfg_strings
         return 0;
     }
     int n;
-    const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);
+    const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
     if (!hpt_settings_decode(rows, n, c, version, 0, &k, str->buf, sizeof str->buf)) {
         snprintf(why, sizeof why, "%s", hpt_errmsg());
         hpt_fail(HPT_ERR_FORMAT, "bad TCFG section: %s", why);

@@ -15,7 +15,7 @@
  * validation split, each shard cut into windows as a text file is.
  */
 #include "../base/base.h"
-#include "shards.h"
+#include "../data/shards.h"
 
 #include <math.h>
 #include <stdlib.h>

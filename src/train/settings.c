@@ -1,9 +1,11 @@
 /*
  * settings.c — what is generated from the settings table (settings.h): the
- * train and run rows as hpt.h's descriptors, parsing, formatting and
- * checking one value of any row, the defaults and checks of the train config
- * and the run options, and the TCFG/HYBR byte layout of a group of rows.
- * hybrid_config.c expands the hybrid rows the same way.
+ * rows of every group (train, run, hybrid) as hpt.h's descriptors and the
+ * lookup of a flag among them, parsing, formatting and checking one value
+ * of any row, the defaults and checks of the train config and the run
+ * options, and the TCFG/HYBR byte layout of a group of rows.
+ * src/hybrid/hybrid_config.c takes the hybrid config's defaults from the
+ * same list and its checks and HYBR encoding from these rows.
  */
 #include "settings.h"
 
@@ -18,14 +20,31 @@
     HPT_SETTING_ROW(HPT_SET_TRAIN, hpt_train_config, f, flag, T, lo, hi, fl, d, m, h)
 #define RUN_ROW(f, flag, T, lo, hi, fl, d, m, h) \
     HPT_SETTING_ROW(HPT_SET_RUN, hpt_run_options, f, flag, T, lo, hi, fl | HPT_SET_NOT_STORED, d, m, h)
+/* hpt_hybrid_config is a public struct (hpt_hybrid.h): its rows are data
+ * here like the others'; src/hybrid reads them through hpt_settings */
+#define HYBRID_ROW(f, flag, T, lo, hi, fl, d, m, h) \
+    HPT_SETTING_ROW(HPT_SET_HYBRID, hpt_hybrid_config, f, flag, T, lo, hi, fl, d, m, h)
 
 static const hpt_setting train_rows[] = {HPT_TRAIN_SETTINGS(TRAIN_ROW)};
 static const hpt_setting run_rows[] = {HPT_RUN_SETTINGS(RUN_ROW)};
+static const hpt_setting hybrid_rows[] = {HPT_HYBRID_SETTINGS(HYBRID_ROW)};
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
-const hpt_setting *hpt_train_settings(hpt_setting_group g, int *n) {
-    HPT_ASSERT(g == HPT_SET_TRAIN || g == HPT_SET_RUN);
-    *n = g == HPT_SET_TRAIN ? (int)(sizeof train_rows / sizeof train_rows[0]) : (int)(sizeof run_rows / sizeof run_rows[0]);
-    return g == HPT_SET_TRAIN ? train_rows : run_rows;
+const hpt_setting *hpt_settings(hpt_setting_group g, int *n) {
+    HPT_ASSERT(g == HPT_SET_TRAIN || g == HPT_SET_RUN || g == HPT_SET_HYBRID);
+    *n = g == HPT_SET_TRAIN ? COUNT(train_rows) : g == HPT_SET_RUN ? COUNT(run_rows) : COUNT(hybrid_rows);
+    return g == HPT_SET_TRAIN ? train_rows : g == HPT_SET_RUN ? run_rows : hybrid_rows;
+}
+
+const hpt_setting *hpt_setting_find(const char *flag) {
+    static const hpt_setting_group groups[] = {HPT_SET_TRAIN, HPT_SET_RUN, HPT_SET_HYBRID};
+    for (int g = 0; flag && g < 3; g++) {
+        int n;
+        const hpt_setting *rows = hpt_settings(groups[g], &n);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(rows[i].flag, flag)) return &rows[i];
+    }
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- one value */
@@ -243,7 +262,7 @@ void hpt_train_config_legacy(hpt_train_config *c, unsigned version) {
 
 hpt_status hpt_train_config_check(const hpt_train_config *c) {
     int n;
-    const hpt_setting *rows = hpt_train_settings(HPT_SET_TRAIN, &n);
+    const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
     HPT_TRY(hpt_settings_check(rows, n, c));
     /* what one row cannot say alone */
     int text = !strcmp(c->task, "text");

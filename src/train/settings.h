@@ -8,8 +8,10 @@
  *     config words (hybrid rows, in row order), decoding included, which
  *     validates every value against its row;
  *   - the command line: hpt_setting_find / hpt_setting_parse, and the help.
- * The three lists are expanded where their structs' layer is: train and run
- * rows in src/train/settings.c, hybrid rows in src/hybrid/hybrid_config.c.
+ * All three lists are expanded in src/train/settings.c, the rows and the
+ * lookup (hpt_settings, hpt_setting_find): the structs are public (hpt.h,
+ * hpt_hybrid.h), so the hybrid's rows are plain data here and the layer
+ * above (src/hybrid/hybrid_config.c) reads them down through hpt_settings.
  * Adding a setting: its field in the struct (include/hpt.h) and one row here.
  * A train or hybrid row appended at the end of its list is stored in
  * checkpoints: give it SINCE(n) with the bumped TCFG version (checkpoint.c),
@@ -153,7 +155,10 @@
 
 /* The hybrid controller (--mode hybrid); docs/hybrid.md. The defaults are
  * the phase controller's and the divergence monitor's (tests/test_settings.c
- * checks they agree). X(field, flag, TYPE, min, max, flags, default, meta, help) */
+ * checks they agree). --predictor's names are the predictor table's
+ * (src/hybrid/predict.c), in its order: a new predictor is appended to both
+ * (hpt_hybrid_config_check and tests/test_settings.c check they agree).
+ * X(field, flag, TYPE, min, max, flags, default, meta, help) */
 #define HPT_HYBRID_SETTINGS(X)                                                                                 \
     X(warmup_steps, "warmup-steps", INT, 0, HPT_STEPS_MAX, 0, 100, "N", "full steps before any Predict phase") \
     X(full_steps, "full-steps", INT, 1, HPT_STEPS_MAX, 0, 20, "N", "length of a Full phase")                   \
@@ -170,7 +175,8 @@
     X(max_backoff, "max-backoff", INT, 1, 100000, 0, 64, "N", "cap on that doubling factor")                   \
     X(waste_budget, "predict-waste-budget", FLOAT, 0, 1, 0, 0.01f, "X",                                        \
       "share of steps that failed Predict phases may cost")                                                    \
-    X(predictor, "predictor", NAME, 0, 0, 0, "outer", NAMES_FROM(hpt_pred_name),                                 \
+    X(predictor, "predictor", NAME, 0, 0, 0, "outer",                                                          \
+      CHOICES("coast", "stale-adam", "linear", "shrink", "outer"),                                             \
       "how a Predict phase moves the weights")                                                                 \
     X(correction_interval, "correction-interval", INT, 1, 100000, 0, 4, "N",                                   \
       "predicted steps between probe-loss checks")                                                             \
@@ -211,8 +217,7 @@
 /* ---------------------------------------------------------------- rows to descriptors */
 
 /* ROW(group, struct, field, flag, TYPE, min, max, flags, default, meta, help)
- * is the hpt_setting of a row (settings.c and hybrid_config.c expand the
- * lists with it). */
+ * is the hpt_setting of a row (settings.c expands the lists with it). */
 #define CHOICES(...) .names = ((const char *const[]){__VA_ARGS__, NULL})
 #define NAMES_FROM(f) .name_at = f
 #define MIN_OPEN HPT_SET_MIN_OPEN
@@ -240,9 +245,8 @@
 
 /* ---------------------------------------------------------------- the generic parts */
 
-/* The rows of the train and run groups (settings.c); hpt_settings(g)
- * (hybrid_config.c) returns any group's, the hybrid rows included. */
-const hpt_setting *hpt_train_settings(hpt_setting_group g, int *n);
+/* hpt_settings(g) (hpt_settings.h) returns any group's rows, the hybrid's
+ * included, and hpt_setting_find looks a flag up among all three. */
 /* After decoding a TCFG of `version`: the rows it lacks get the value runs
  * of that version had, where it differs from today's default (a version-2
  * run decayed by cosine; the default is linear to 0 since issue 12). */

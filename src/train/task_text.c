@@ -4,8 +4,8 @@
  * RNG (the data cursor is its one u64 state, whichever the source), and
  * fixed validation windows.
  */
+#include "../data/shards.h"
 #include "preflight.h"
-#include "shards.h"
 #include "task.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * bpe.h — GPT-2's byte-level BPE tokenizer (the train layer's, used by
+ * bpe.h — GPT-2's byte-level BPE tokenizer (src/data, used by
  * text.c behind hpt_text; the public face is --tokenizer gpt2).
  *
  * The vocabulary is OpenAI's: encoder.json (50257 byte-level tokens) and

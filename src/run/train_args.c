@@ -1,11 +1,17 @@
 /*
  * train_args.c — `hpt train`'s argument list, turned into the three configs
- * (train, run, hybrid) by the settings table, with the checks between flags.
- * The command line (cli/main.c) and the Python binding (python/hpt) both
- * come here, so a run asked for in either is the same run.
+ * (train, run, hybrid) by the settings table, with the checks between flags,
+ * and the run they describe. The command line (cli/main.c) and the Python
+ * binding (python/hpt) both come here, so a run asked for in either is the
+ * same run.
+ *
+ * src/run is the library's top room: it fills the hybrid's config and runs
+ * the hybrid driver as well as the plain trainer, so it stands above both
+ * src/train and src/hybrid (and reads a model file's architecture through
+ * src/io); nothing in the library calls it, only cli/ and the bindings.
  */
-#include "settings.h"
-#include "trainer.h"
+#include "../train/settings.h"
+#include "../train/trainer.h"
 
 #include <stddef.h>
 #include <stdio.h>

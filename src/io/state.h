@@ -1,7 +1,7 @@
 /*
- * state.h — the state-file container of weights.c, for the checkpoint code:
- * writing the header, sections and CRC trailer, and reading a file back as a
- * validated list of sections (docs/format.md).
+ * state.h — the state-file container of weights.c, for the checkpoint code
+ * (src/train/checkpoint.c): writing the header, sections and CRC trailer, and
+ * reading a file back as a validated list of sections (docs/format.md).
  */
 #ifndef HPT_STATE_H
 #define HPT_STATE_H
