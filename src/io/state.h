@@ -7,6 +7,7 @@
 #define HPT_STATE_H
 
 #include "../base/base.h"
+#include "../device/device.h"
 
 /* Header (32 bytes) for a file of `size` bytes in all, trailer included. */
 void hpt_state_header(hpt_writer *w, uint64_t size);
