@@ -2,13 +2,17 @@
 # gpu_session.sh — the one prepared script for a session that is lent the GPU
 # machine (15 minutes of device time in all, machine start included): it
 # builds hpt there with nvcc and the carried Debian packages, runs
-# `make test-cuda` and compute-sanitizer's memcheck on the device row's test,
-# and writes the record (machine, date, commit, results) and every log to
-# $OUT. Nothing here needs the network: that machine has none.
+# `make test-cuda`, compute-sanitizer's memcheck on the device row's test and
+# on a short GPT-2 training run, then bench/bench_gpu.sh (hpt against PyTorch)
+# in the time left, and writes the record (machine, date, commit, results,
+# the benchmark's table) and every log to $OUT. Nothing here needs the
+# network: that machine has none.
 #
 # On the CPU machine, first:
 #     sh bench/gpu_session.sh --prepare
-#   downloads the .debs into .gpu/debs (scripts/gpu-debs.sh) once, and writes
+#   downloads the .debs into .gpu/debs (scripts/gpu-debs.sh) once, copies the
+#   benchmark's text (Tiny Shakespeare, from ../shared/data or $HPT_BENCH_TEXT)
+#   into .gpu/data and GPT-2's vocabulary files into .gpu/vocab, and writes
 #   .gpu/commit (HEAD, and whether the tree has uncommitted changes: the
 #   copy there may have no .git to ask).
 # Then on the GPU machine, from the repository root, with .gpu carried
@@ -16,8 +20,8 @@
 # timeout_s 600):
 #     sh bench/gpu_session.sh
 # Every step has its own time limit (build 240 s, tests 180 s, memcheck
-# 90 s: under 9 minutes in the worst case) and a failed step does not stop the
-# ones after it; the record says what each gave. The exit status is
+# 90 s, the benchmark what is left of 570 s) and a failed step does not stop
+# the ones after it; the record says what each gave. The exit status is
 # make test-cuda's (4 where it passed only by skipping with a GPU present:
 # nothing was tested). Commit $OUT/record.md under bench/results/ (CI cannot
 # make it): e.g. bench/results/gpu-test-<date>.md.
@@ -25,6 +29,12 @@ set -u
 
 if [ "${1:-}" = "--prepare" ]; then
     [ -n "$(ls .gpu/debs/*.deb 2>/dev/null)" ] || sh scripts/gpu-debs.sh || exit 1
+    text=${HPT_BENCH_TEXT:-../shared/data/tinyshakespeare.txt}
+    mkdir -p .gpu/data .gpu/vocab
+    [ -f "$text" ] && cp "$text" .gpu/data/tinyshakespeare.txt || echo "no benchmark text at $text: bench_gpu.sh will say so"
+    for f in encoder.json vocab.bpe; do
+        cp "${HPT_VOCAB:-/usr/local/share/hpt/gpt2}/$f" .gpu/vocab/ 2>/dev/null || echo "no GPT-2 $f: scripts/install-deps.sh installs it"
+    done
     {
         echo "commit $(git rev-parse HEAD)"
         echo "branch $(git rev-parse --abbrev-ref HEAD)"
@@ -140,6 +150,27 @@ if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/comp
         san_rc=$?
         log "memcheck test_device_cuda (n <= 100003): rc $san_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")), $(($(date +%s) - t0)) s"
     fi
+    # and the model's kernels: three training steps of a small GPT-2 on the GPU
+    t0=$(date +%s)
+    head -c 200000 .gpu/data/tinyshakespeare.txt > /tmp/hpt-memcheck.txt 2>/dev/null || echo "to be or not to be $(seq 1 5000)" > /tmp/hpt-memcheck.txt
+    rm -rf /tmp/hpt-memcheck-run
+    timeout 120 "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 ./hpt train --data /tmp/hpt-memcheck.txt \
+        --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 4 --max-iters 3 --eval-iters 1 --device cuda \
+        --out /tmp/hpt-memcheck-run > "$out/memcheck-train.log" 2>&1
+    san_train_rc=$?
+    log "memcheck hpt train --device cuda (2x64, 3 steps): rc $san_train_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck-train.log")), $(($(date +%s) - t0)) s"
+fi
+
+# ---- the benchmark, in the time left (the device tool's call is 600 s at most)
+left=$((570 - ($(date +%s) - started)))
+bench_rc=skipped
+if [ "$build_rc" -eq 0 ] && [ "$left" -gt 60 ]; then
+    t0=$(date +%s)
+    timeout "$left" sh bench/bench_gpu.sh "$out/bench" > "$out/bench.log" 2>&1
+    bench_rc=$?
+    log "bench_gpu.sh: rc $bench_rc in $(($(date +%s) - t0)) s (limit $left s)"
+else
+    log "bench_gpu.sh: skipped ($left s left, build rc $build_rc)"
 fi
 
 # ---- the record
@@ -153,13 +184,18 @@ fi
     echo "- commit: $commit"
     echo "- build: \`make CUDA=1 DEPS_PREFIX=<$ndeb carried .debs> $blas all\`: rc $build_rc, $nwarn warning lines"
     echo "- \`make test-cuda\`: rc $test_rc, ${summary:-no summary line}, $nskip skipped"
-    echo "- compute-sanitizer memcheck, test_device_cuda at n <= 100003: rc $san_rc"
+    echo "- compute-sanitizer memcheck, test_device_cuda at n <= 100003: rc $san_rc; hpt train --device cuda (3 steps): rc ${san_train_rc:-skipped}"
+    echo "- bench/bench_gpu.sh: rc $bench_rc"
     echo
     echo "## results"
     echo
     echo '```'
     cat "$out/test-cuda-results.txt"
     echo '```'
+    echo
+    echo "## hpt against PyTorch (bench/bench_gpu.sh)"
+    echo
+    cat "$out/bench/gpu_bench.md" 2>/dev/null || echo "(no table: see bench.log)"
     echo
     echo "Logs beside this file: build.log, test-cuda.log, memcheck.log, nvidia-smi.txt, machine.txt."
 } > "$out/record.md"

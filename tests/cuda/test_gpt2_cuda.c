@@ -1,0 +1,138 @@
+/*
+ * test_gpt2_cuda.c — the GPT-2 family on the CUDA row against the same model
+ * on the CPU row (make test-cuda): the same seed gives the same weights bit
+ * for bit (drawn on the host, uploaded); one batch's loss, logits and every
+ * parameter's gradient agree within rounding, fp32 with TF32 off; the
+ * accumulate contract holds (backward twice = twice the gradient); and two
+ * GPU runs of the same step give the same bits (no atomics in the
+ * reductions: kernels_cuda.h).
+ *
+ * Tolerances (normwise: max |gpu - cpu| <= tol * max |cpu| per tensor):
+ * 1e-5 for the loss, 1e-4 for logits and gradients (cuBLAS's summation
+ * order against OpenBLAS's, through L layers). Every check prints its worst
+ * difference, so a GPU run's log is the record of the headroom.
+ *
+ * Without a usable GPU it prints "skip: <why>" and exits 0.
+ */
+#include "../../src/model/model.h"
+#include "../test.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct shape { const char *name; int V, L, NH, C, B, T; } shape;
+
+static float *download_all(const hpt_model *m, const float *src) {
+    float *h = malloc(m->nparams * sizeof(float));
+    m->dev->download(h, src, m->nparams);
+    return h;
+}
+
+/* max |a - b| / max |b| over one tensor (0 when b is all zeros and a equals it) */
+static double normwise(const float *a, const float *b, size_t n) {
+    double d = 0.0, s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (e > d || e != e) d = e;
+        if (fabs((double)b[i]) > s) s = fabs((double)b[i]);
+    }
+    return s > 0.0 ? d / s : d;
+}
+
+static void compare_grads(const hpt_model *cpu, const hpt_model *gpu, const char *what) {
+    float *g = download_all(gpu, gpu->grads);
+    double worst = 0.0;
+    const char *worst_name = "";
+    for (int i = 0; i < cpu->ntensors; i++) {
+        const hpt_tensor_info *t = &cpu->tensors[i];
+        double e = normwise(g + t->offset, cpu->grads + t->offset, t->numel);
+        CHECK(e <= 1e-4, "%s: d%s differs by %.3g of its largest value", what, t->name, e);
+        if (e > worst || e != e) { worst = e; worst_name = t->name; }
+    }
+    printf("  %s: worst gradient d%s, %.3g normwise\n", what, worst_name, worst);
+    free(g);
+}
+
+static void test_shape(const shape *s) {
+    printf("%s: V%d L%d NH%d C%d, batch %dx%d\n", s->name, s->V, s->L, s->NH, s->C, s->B, s->T);
+    hpt_gpt2_config cfg = {.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->NH, .n_embd = s->C};
+    hpt_model *cpu = NULL, *gpu = NULL;
+    CHECK(hpt_gpt2_init_on(&cpu, &cfg, s->B, s->T, 7, &hpt_device_cpu) == HPT_OK, "cpu model: %s", hpt_errmsg());
+    CHECK(hpt_gpt2_init_on(&gpu, &cfg, s->B, s->T, 7, &hpt_device_cuda) == HPT_OK, "gpu model: %s", hpt_errmsg());
+    if (!cpu || !gpu) { hpt_model_free(cpu); hpt_model_free(gpu); return; }
+
+    float *w = download_all(gpu, gpu->params);
+    CHECK(!memcmp(w, cpu->params, cpu->nparams * sizeof(float)), "%s: the same seed gives the same weights", s->name);
+    free(w);
+
+    const size_t n = (size_t)s->B * s->T;
+    int *tok = malloc(n * sizeof(int)), *tgt = malloc(n * sizeof(int));
+    hpt_rng r;
+    hpt_rng_seed(&r, 99);
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
+        tgt[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
+    }
+    hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
+
+    /* logits, without targets (the probabilities overwrite them otherwise) */
+    hpt_batch nb = b;
+    nb.targets = NULL;
+    CHECK(hpt_model_forward(cpu, &nb, NULL) == HPT_OK && hpt_model_forward(gpu, &nb, NULL) == HPT_OK,
+          "forward without targets: %s", hpt_errmsg());
+    float *lc = malloc((size_t)s->V * sizeof(float)), *lg = malloc((size_t)s->V * sizeof(float));
+    double worst = 0.0;
+    for (int row = 0; row < (int)n; row += (int)n / 7 + 1) {
+        hpt_model_logits_copy(cpu, row, lc);
+        hpt_model_logits_copy(gpu, row, lg);
+        double e = normwise(lg, lc, (size_t)s->V);
+        if (e > worst || e != e) worst = e;
+    }
+    CHECK(worst <= 1e-4, "%s: logits differ by %.3g normwise", s->name, worst);
+    printf("  logits: %.3g normwise (worst of the rows read)\n", worst);
+    free(lc); free(lg);
+
+    float loss_c = 0, loss_g = 0;
+    CHECK(hpt_model_forward(cpu, &b, &loss_c) == HPT_OK && hpt_model_forward(gpu, &b, &loss_g) == HPT_OK,
+          "forward: %s", hpt_errmsg());
+    CHECK_NEAR(loss_g, loss_c, 0.0, 1e-5, "the loss");
+    printf("  loss: cpu %.9g, gpu %.9g\n", loss_c, loss_g);
+    CHECK(hpt_model_backward_fresh(cpu, 1.0f) == HPT_OK && hpt_model_backward_fresh(gpu, 1.0f) == HPT_OK,
+          "backward: %s", hpt_errmsg());
+    compare_grads(cpu, gpu, "one backward");
+
+    /* the same step again on the GPU: the same bits */
+    float *g1 = download_all(gpu, gpu->grads), loss_g2 = 0;
+    CHECK(hpt_model_forward(gpu, &b, &loss_g2) == HPT_OK && hpt_model_backward_fresh(gpu, 1.0f) == HPT_OK,
+          "again: %s", hpt_errmsg());
+    float *g2 = download_all(gpu, gpu->grads);
+    CHECK(loss_g2 == loss_g && !memcmp(g1, g2, gpu->nparams * sizeof(float)),
+          "%s: the same step twice on the GPU gives the same bits", s->name);
+
+    /* accumulate: a second backward onto the first (both devices) */
+    CHECK(hpt_model_forward(cpu, &b, &loss_c) == HPT_OK && hpt_model_backward(cpu, 1.0f) == HPT_OK,
+          "cpu accumulate: %s", hpt_errmsg());
+    CHECK(hpt_model_forward(gpu, &b, &loss_g) == HPT_OK && hpt_model_backward(gpu, 1.0f) == HPT_OK,
+          "gpu accumulate: %s", hpt_errmsg());
+    compare_grads(cpu, gpu, "two backwards accumulated");
+    free(g1); free(g2); free(tok); free(tgt);
+    hpt_model_free(cpu);
+    hpt_model_free(gpu);
+}
+
+int main(void) {
+    const char *why = hpt_device_cuda.unavailable();
+    if (why) {
+        printf("skip: %s\n", why);
+        return 0;
+    }
+    hpt_set_threads(0);
+    const shape shapes[] = {
+        {"odd", 101, 2, 4, 96, 3, 37},
+        {"d4", 512, 4, 4, 128, 4, 64},
+        {"124M-wide", 50257, 1, 12, 768, 2, 64},   /* GPT-2's vocabulary and width, one layer */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_shape(&shapes[i]);
+    return TEST_REPORT("test_gpt2_cuda");
+}
