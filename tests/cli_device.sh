@@ -98,10 +98,37 @@ run $HPT train --task fashion-mnist --model mlp --max-iters 2 --device guard --o
 if [ "$rc" -ne 0 ] && grep -q 'classifiers.*CPU only' "$tmp/err" && [ ! -e "$tmp/fm" ]; then
     pass "a classifier on --device guard is refused with the reason"
 else fail "classifier on guard (rc $rc: $(cat "$tmp/err"))"; fi
-run $HPT train $small --mode hybrid --device guard --out "$tmp/hy"
-if [ "$rc" -ne 0 ] && grep -q 'hybrid runs on the CPU only' "$tmp/err" && [ ! -e "$tmp/hy" ]; then
-    pass "--mode hybrid on --device guard is refused with the reason"
-else fail "hybrid on guard (rc $rc: $(cat "$tmp/err"))"; fi
+run $HPT train $small --mode hybrid --predictor shrink --device guard --out "$tmp/hy"
+if [ "$rc" -ne 0 ] && grep -q 'only the outer step .* runs on the device' "$tmp/err" && [ ! -e "$tmp/hy" ]; then
+    pass "a phased predictor on --device guard is refused with the reason"
+else fail "phased hybrid on guard (rc $rc: $(cat "$tmp/err"))"; fi
+
+# the hybrid's default path (the outer step) on the device: the CPU's bits with
+# jumps kept, with jumps rolled back (--outer-lr 100), under schedule-free, and
+# killed and resumed on the device
+hyb="--max-iters 300 --eval-interval 100 --mode hybrid --outer-interval 20"
+for extra in "--outer-lr 3" "--outer-lr 100" "--outer-lr 3 --optimizer schedule-free"; do
+    rm -rf "$tmp/hg" "$tmp/hc"
+    run $HPT train $small $hyb $extra --device guard --out "$tmp/hg"
+    grc=$rc
+    run $HPT train $small $hyb $extra --device cpu --out "$tmp/hc"
+    jumps=$(python3 -c 'import json,sys; j = json.load(open(sys.argv[1]))["outer_jumps"]; print(j["applied"], j["rolled_back"])' "$tmp/hg/summary.json" 2>/dev/null)
+    if [ "$grc" -eq 0 ] && [ -n "$(crc_of "$tmp/hc")" ] && [ "$(crc_of "$tmp/hg")" = "$(crc_of "$tmp/hc")" ] && [ "${jumps%% *}" -gt 0 ]; then
+        pass "--mode hybrid $extra on --device guard: the CPU's bits (jumps applied, rolled back: $jumps)"
+    else fail "hybrid $extra on guard (rc $grc, crc $(crc_of "$tmp/hg") vs $(crc_of "$tmp/hc"), jumps $jumps)"; fi
+done
+rd="$tmp/hk"
+$HPT train $small $hyb --outer-lr 3 --save-interval 50 --keep-last 10 --device guard --out "$rd" >/dev/null 2>&1 &
+pid=$!; i=0
+while [ "$(ls "$rd/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$')" -lt 3 ] && kill -0 $pid 2>/dev/null && [ $i -lt 3000 ]; do
+    sleep 0.01; i=$((i + 1))
+done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+run $HPT train --resume "$rd" --device guard
+rm -rf "$tmp/hc"; run $HPT train $small $hyb --outer-lr 3 --device cpu --out "$tmp/hc"
+if [ -n "$(crc_of "$tmp/hc")" ] && [ "$(crc_of "$rd")" = "$(crc_of "$tmp/hc")" ]; then
+    pass "the hybrid killed and resumed on --device guard: the uninterrupted CPU run's bits"
+else fail "hybrid kill/resume on guard (crc $(crc_of "$rd") vs $(crc_of "$tmp/hc"))"; fi
 
 run $HPT train $small --device tpu --out "$tmp/tpu"
 if [ "$rc" -ne 0 ] && grep -q 'cpu, cuda' "$tmp/err" && [ ! -e "$tmp/tpu" ]; then pass "an unknown device is refused, listing the table"

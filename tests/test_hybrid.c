@@ -195,7 +195,7 @@ static void test_snapshot_bytes(void) {
     p[0] = -0.0f; p[1] = NAN; m[2] = INFINITY;  /* bits that arithmetic would not preserve */
     memcpy(p0, p, n * 4); memcpy(m0, m, n * 4); memcpy(v0, v, n * 4);
     hpt_snapshot s;
-    CHECK(hpt_snapshot_init(&s, n, 0) == HPT_OK, "snapshot init");
+    CHECK(hpt_snapshot_init(&s, n, 0, &hpt_device_cpu) == HPT_OK, "snapshot init");
     hpt_snapshot_take(&s, p, m, v, 42, 40);
     for (size_t i = 0; i < n; i++) { p[i] += 1.0f; m[i] *= 3.0f; v[i] = 0.0f; }
     hpt_snapshot_restore_params(&s, p);

@@ -171,7 +171,7 @@ static void test_snapshot(void) {
     }
     a[3][0] = -0.0f; b[3][0] = -0.0f;
     hpt_snapshot s;
-    CHECK(hpt_snapshot_init(&s, n, 1) == HPT_OK && hpt_snapshot_floats(&s) == 5 * n, "a schedule-free snapshot: 5 n");
+    CHECK(hpt_snapshot_init(&s, n, 1, &hpt_device_cpu) == HPT_OK && hpt_snapshot_floats(&s) == 5 * n, "a schedule-free snapshot: 5 n");
     hpt_sf_state sums = {.lr_max = 3e-3, .weight_sum = 0.125};
     hpt_snapshot_take(&s, a[0], a[1], a[2], 7, 6);
     hpt_snapshot_take_sf(&s, a[3], a[4], sums);

@@ -261,7 +261,7 @@ static void outer_jump(hybrid *h) {
         float f = hpt_trainer_lr(tr, step) / c->lr;
         s *= f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
     }
-    uint32_t crc = hpt_crc32(0, h->m->params, h->n * sizeof(float));
+    uint32_t crc = hpt_model_crc32(h->m, h->m->params, h->n);
     hpt_pred_apply(&h->pred, h->m->params, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), NULL, updates,
                    0.0f, 1, s);
     if (h->cfg.outer_moments == 1) hpt_trainer_reset_moment1(tr);  /* the snapshot holds the old one */
@@ -317,7 +317,7 @@ static void outer_check(hybrid *h, float loss) {
     }
     rollback(h, what);
     char done[120];
-    snprintf(done, sizeof done, "params crc32 %08x restored", hpt_crc32(0, h->m->params, h->n * sizeof(float)));
+    snprintf(done, sizeof done, "params crc32 %08x restored", hpt_model_crc32(h->m, h->m->params, h->n));
     hpt_hyb_log_transition(h, HPT_PHASE_FULL, done);
 }
 
@@ -417,7 +417,7 @@ static hpt_status init_parts(hybrid *h) {
     hpt_hyb_to_div_config(&h->cfg, &dc);
     hpt_div_init(&h->div, &dc);
     HPT_TRY(init_predictor(h));
-    HPT_TRY(hpt_snapshot_init(&h->snap, h->n, hpt_trainer_schedule_free(h->tr)));
+    HPT_TRY(hpt_snapshot_init(&h->snap, h->n, hpt_trainer_schedule_free(h->tr), h->m->dev));
     const int phased = !h->pred.ops->outer;
     if (phased || h->cfg.outer_gate) HPT_TRY(hpt_learner_new(h->tr, &h->cfg, &h->learn));
     if (phased) HPT_TRY(hpt_phased_new(h, &h->phz));
@@ -432,9 +432,13 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     HPT_TRY(hpt_hybrid_config_check(hc));
     HPT_TRY(hpt_hybrid_config_check_sf(hc, hpt_trainer_schedule_free(tr)));
     const hpt_device *dev = hpt_trainer_model(tr)->dev;
-    if (!dev->host_memory)  /* its snapshot, predictors and check read the weights in host memory */
-        return hpt_fail(HPT_ERR_ARG, "--mode hybrid on --device %s: the hybrid runs on the CPU only in this version",
-                        dev->name);
+    const int phased = hc->predictor && strcmp(hc->predictor, "outer");
+    if (!dev->host_memory && (phased || hc->outer_adapt || hc->outer_gate))
+        /* the outer step's path goes through the device table; these read
+         * the weights and moments in host memory */
+        return hpt_fail(HPT_ERR_ARG, "--mode hybrid on --device %s: only the outer step (--predictor outer, without "
+                        "--outer-adapt and --outer-gate) runs on the device in this version; the phased predictors, "
+                        "the agreement gate and the dynamics gate run on the CPU", dev->name);
     if (hpt_trainer_config(tr)->sync_interval > 0)  /* its steps would move each rank alone */
         return hpt_fail(HPT_ERR_ARG, "--mode hybrid cannot be combined with --sync-interval (local-step mode): "
                         "use one or the other");

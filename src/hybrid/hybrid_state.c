@@ -57,6 +57,33 @@ static void w_block(walker *x, const char *what, void *p, size_t n) {
     w_raw(x, p, n);
 }
 
+/* w_block over floats in the model's device memory (the predictor's and
+ * the snapshot's arenas): written through download, read through upload, in
+ * the same bytes as w_block (the CPU's are memcpy). */
+static void w_dev_block(walker *x, const char *what, const hpt_device *dev, float *p, size_t nfloats) {
+    const size_t n = nfloats * sizeof(float);
+    uint64_t len = n;
+    if (x->mode == 0) { x->n += 8 + n; return; }
+    if (x->mode == 1) {
+        hpt_w_bytes(x->w, &len, 8);
+        float piece[16384];
+        for (size_t off = 0; off < nfloats; off += 16384) {
+            size_t k = nfloats - off < 16384 ? nfloats - off : 16384;
+            dev->download(piece, p + off, k);
+            hpt_w_bytes(x->w, piece, k * sizeof(float));
+        }
+        return;
+    }
+    if (x->why[0]) return;
+    if (!hpt_cur_u64(&x->k, &len) || len != n) {
+        fail(x, "the %s block holds %llu bytes, this run's holds %zu", what, (unsigned long long)len, n);
+        return;
+    }
+    if (x->k.n - x->k.pos < n) { fail(x, "truncated"); return; }
+    if (n) dev->upload(p, (const float *)(x->k.p + x->k.pos), nfloats);
+    x->k.pos += n;
+}
+
 /* A block of a version-6 checkpoint this run has no owner for (the outer
  * path's phase controller, dynamics model and previous update): its length,
  * then past its bytes. Only on read. */
@@ -250,8 +277,9 @@ static void walk_driver(hybrid *h, walker *x) {
     w_block(x, "predictor/snapshot counters", iv, sizeof iv);
     w_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
     w_block(x, "tensor scales", h->pred.tensor_scale, sizeof h->pred.tensor_scale);
-    w_block(x, "predictor arena", h->pred.arena, h->pred.arena ? h->pred.arena_bytes : 0);
-    w_block(x, "snapshot arena", h->snap.arena, hpt_snapshot_floats(&h->snap) * sizeof(float));
+    const hpt_device *dev = h->m->dev;   /* both arenas are its memory */
+    w_dev_block(x, "predictor arena", dev, h->pred.arena, h->pred.arena ? h->pred.arena_bytes / sizeof(float) : 0);
+    w_dev_block(x, "snapshot arena", dev, h->snap.arena, hpt_snapshot_floats(&h->snap));
     walk_snap_sf(h, x);
 
     int32_t dv[16] = {l ? l->have_prev_upd : 0, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,

@@ -32,7 +32,7 @@
 #include <string.h>
 
 static hpt_status outer_init(hpt_predictor *p) {
-    p->arena = hpt_arena_alloc(2 * p->n);
+    p->arena = p->m->dev->alloc(2 * p->n);   /* the model's device: anchor and u sit beside its weights */
     if (!p->arena) return HPT_ERR_NOMEM;
     p->arena_bytes = 2 * p->n * sizeof(float);
     p->anchor = p->arena;
@@ -98,14 +98,14 @@ static void outer_apply(hpt_predictor *p, float *params, const float *mom1, cons
         sf_jump(p, params, 0, p->n, a, b);
         return;
     }
-    /* the plain step: the kernel local-step training shares (optim.c) */
-    hpt_outer_step(params, p->anchor, p->outer_u, NULL, p->n, mu, a, b);
+    /* the plain step: the kernel local-step training shares, on the model's device */
+    p->m->dev->outer_step(params, p->anchor, p->outer_u, NULL, p->n, mu, a, b);
 }
 
 void hpt_pred_outer_reset(hpt_predictor *p, const float *params) {
     if (!p->ops->outer) return;
-    memcpy(p->anchor, p->sf_x ? p->sf_x : params, p->n * sizeof(float));
-    memset(p->outer_u, 0, p->n * sizeof(float));
+    p->m->dev->copy(p->anchor, p->sf_x ? p->sf_x : params, p->n);
+    p->m->dev->fill(p->outer_u, 0.0f, p->n);
 }
 
 const hpt_pred_ops hpt_pred_outer = {

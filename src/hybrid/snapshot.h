@@ -10,10 +10,12 @@
 #define HPT_SNAPSHOT_H
 
 #include "../base/base.h"
+#include "../device/device.h"
 #include "../train/optim.h"
 
 typedef struct hpt_snapshot {
     size_t n;                 /* floats per array */
+    const hpt_device *dev;    /* the model's: the arena is its memory */
     float *arena;             /* (3, n): params, m, v; (5, n) with schedule-free's z, x after them */
     int sf;                   /* 1: holds schedule-free's z, x and sums */
     hpt_sf_state sf_sums;     /* its rate sums when taken */
@@ -22,8 +24,9 @@ typedef struct hpt_snapshot {
     int updates;              /* its AdamW update count (-1: unknown, restored from an older checkpoint) */
 } hpt_snapshot;
 
-/* sf 1: room for schedule-free's z and x too */
-hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n, int sf);
+/* sf 1: room for schedule-free's z and x too; the arena in dev's memory
+ * (the model's: every array copied in and out is its memory too) */
+hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n, int sf, const hpt_device *dev);
 void hpt_snapshot_free(hpt_snapshot *s);
 void hpt_snapshot_take(hpt_snapshot *s, const float *params, const float *m, const float *v, int step, int updates);
 /* After hpt_snapshot_take, in a snapshot made with sf: z, x and the sums. */
