@@ -113,7 +113,12 @@ ifeq ($(CUDA),1)
   NVCCFLAGS += -std=c++17 $(if $(filter 1,$(DEBUG)),-O0 -g,-O3) -lineinfo -fmad=false \
                -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
                -Xcompiler -Wall -Xcompiler -fPIC -Xcompiler -ffp-contract=off -Iinclude -MMD -MP
-  LDLIBS  += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcublas -lcudart -lstdc++
+  # The CUDA row and kernels are a plugin, $(BUILD)/libhpt_cuda.so, opened
+  # on demand (src/device/device_cuda_load.c): linked into the program,
+  # cuBLAS would cost every hpt process 0.2 s and 225 MB at start-up. The
+  # program exports its symbols (-rdynamic) for the plugin to resolve.
+  CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcublas -lcudart -lstdc++
+  LDLIBS  += -rdynamic -ldl
   CUDA_SRC := $(wildcard src/cuda/*.cu)
 else
   CUDA_SRC :=
@@ -125,8 +130,8 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 # room is a word here and a line in tests/check_layers.sh (what it may use).
 LIB_ROOMS := base kernels device model data io train hybrid hybrid/phased run report
 LIB_SRC := $(wildcard $(LIB_ROOMS:%=src/%/*.c))
-LIB_SRC := $(if $(filter 1,$(CUDA)),$(filter-out src/device/device_nocuda.c,$(LIB_SRC)),$(LIB_SRC))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
+LIB_SRC := $(filter-out src/device/$(if $(filter 1,$(CUDA)),device_nocuda.c,device_cuda_load.c),$(LIB_SRC))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
@@ -185,11 +190,22 @@ $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -c $< -o $@
 
-$(BUILD)/libhpt.so: $(PIC_OBJ) $(CUDA_OBJ) $(BUILD)/cuda.config
+$(BUILD)/libhpt.so: $(PIC_OBJ) $(BUILD)/cuda.config
 	$(CC) $(LDFLAGS) -shared -o $@ $(filter %.o,$^) $(LDLIBS)
 
-python/hpt/libhpt.so: $(BUILD)/libhpt.so
+python/hpt/libhpt.so: $(BUILD)/libhpt.so $(if $(CUDA_OBJ),python/hpt/libhpt_cuda.so)
 	cp $< $@.tmp && mv $@.tmp $@
+
+# The CUDA plugin (CUDA=1): the row and kernels with cuBLAS, its hpt symbols
+# left to the process that opens it; beside the program's build and the
+# Python package (device_cuda_load.c looks there)
+$(BUILD)/libhpt_cuda.so: $(CUDA_OBJ) $(BUILD)/cuda.config
+	$(CC) $(LDFLAGS) -shared -o $@ $(CUDA_OBJ) $(CUDA_LDLIBS)
+python/hpt/libhpt_cuda.so: $(BUILD)/libhpt_cuda.so
+	cp $< $@.tmp && mv $@.tmp $@
+# where the program looks for it (a path, not a feature switch)
+$(BUILD)/src/device/device_cuda_load.o $(BUILD)/pic/src/device/device_cuda_load.o: \
+    CFLAGS += -DHPT_CUDA_PLUGIN_DIR='"$(abspath $(BUILD))"'
 
 # The program: ./hpt for the normal build; a sanitizer or ARCH build keeps its
 # own binary in its build directory, so it never replaces ./hpt.
@@ -200,8 +216,8 @@ hpt: $(HPT_BIN)
 endif
 # every cli/*.c is part of the program: a new command's file is just a file
 CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
-$(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a $(if $(CUDA_OBJ),$(BUILD)/libhpt_cuda.so)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out %.so,$^) $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -212,9 +228,11 @@ $(BUILD)/%.o: %.cu $(BUILD)/cuda.config
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MF $(@:.o=.d) -c $< -o $@
 
-$(BUILD)/cuda/test_%: $(BUILD)/tests/cuda/test_%.o $(BUILD)/libhpt.a
+# the CUDA tests call the kernels themselves: linked with them (the rows
+# still come through the plugin)
+$(BUILD)/cuda/test_%: $(BUILD)/tests/cuda/test_%.o $(BUILD)/libhpt.a $(CUDA_OBJ) $(BUILD)/libhpt_cuda.so
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out %.so,$^) $(LDLIBS) $(CUDA_LDLIBS)
 # kept, so that the next make relinks nothing
 .SECONDARY: $(CUDA_TEST_OBJ)
 # a C test may call the CUDA runtime or cuBLAS itself (cuda_runtime_api.h and

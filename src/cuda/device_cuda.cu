@@ -387,7 +387,11 @@ static void cuda_sf_outer_step(float *x, float *z, float *y, float *anchor, floa
 
 /* ---------------------------------------------------------------- the row */
 
-extern "C" const hpt_device hpt_device_cuda = {
+/* hpt_device_cuda_impl: the row libhpt_cuda.so exports; the program's
+ * hpt_device_cuda (src/device/device_cuda_load.c) opens this plugin on demand
+ * and forwards to it, so that a CPU run never loads cuBLAS. */
+extern "C" __attribute__((visibility("default"))) const hpt_device hpt_device_cuda_impl;
+extern "C" const hpt_device hpt_device_cuda_impl = {
     /* C++17 has no designated initializers: the fields in device.h's order */
     "cuda",
     "an NVIDIA GPU (CUDA, cuBLAS): device 0",
