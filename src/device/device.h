@@ -127,6 +127,65 @@ typedef struct hpt_device {
  * when it is unknown (the message lists the table) or unavailable here. */
 hpt_status hpt_device_get(const char *name, const hpt_device **out);
 
+/* The operations over a row's memory, as lists, for the rows that wrap
+ * another row's operations one by one (device_guard.c around the CPU row's,
+ * device_cuda_load.c around the plugin's): V(name, params, args) for those
+ * that return nothing, R(type, name, params, args) for those that do. The
+ * fields above are the contract; a wrapper generated from a list that
+ * drifted from them does not compile. */
+#define HPT_DEV_DATA_OPS(V, R)                                                                          \
+    V(upload, (float *dst, const float *host, size_t n), (dst, host, n))                                \
+    V(download, (float *host, const float *src, size_t n), (host, src, n))                              \
+    V(copy, (float *dst, const float *src, size_t n), (dst, src, n))                                    \
+    V(fill, (float *x, float v, size_t n), (x, v, n))                                                   \
+    V(swap, (float *a, float *b, size_t n), (a, b, n))                                                  \
+    V(scale, (float *x, float s, size_t n), (x, s, n))                                                  \
+    V(axpy, (float *y, float a, const float *x, size_t n), (y, a, x, n))                                \
+    V(lerp, (float *e, float a, float b, const float *x, size_t n), (e, a, b, x, n))                    \
+    R(double, sumsq, (const float *x, size_t n), (x, n))                                                \
+    R(double, dot, (const float *a, const float *b, size_t n), (a, b, n))                               \
+    V(adamw, (float *p, const float *g, float *m, float *v, size_t n, const hpt_dev_adamw *a),          \
+      (p, g, m, v, n, a))                                                                               \
+    V(sf_adamw, (float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a), \
+      (y, g, z, x, v, n, a))                                                                            \
+    V(outer_step, (float *th, float *an, float *u, const float *d, size_t n, float mu, float a, float b), \
+      (th, an, u, d, n, mu, a, b))                                                                      \
+    V(sf_outer_step, (float *x, float *z, float *y, float *an, float *u, size_t n, float mu, float a,    \
+                      float b), (x, z, y, an, u, n, mu, a, b))
+
+#define HPT_DEV_NN_OPS(V, R)                                                                            \
+    R(size_t, scratch_floats, (int B, int T, int C, int NH, int V, int Vp), (B, T, C, NH, V, Vp))       \
+    V(upload_ints, (int *dst, const int *host, size_t n), (dst, host, n))                               \
+    V(encoder_forward, (float *out, const int *tok, const float *wte, const float *wpe, int B, int T,    \
+                        int C), (out, tok, wte, wpe, B, T, C))                                          \
+    V(encoder_backward, (float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T,      \
+                         int C, int V, float *scratch), (dwte, dwpe, dout, tok, B, T, C, V, scratch))   \
+    V(layernorm_forward, (float *out, float *mean, float *rstd, const float *inp, const float *w,        \
+                          const float *b, int N, int C), (out, mean, rstd, inp, w, b, N, C))            \
+    V(layernorm_backward, (float *dinp, float *dw, float *db, const float *dout, const float *inp,       \
+                           const float *w, const float *mean, const float *rstd, int N, int C,           \
+                           int first, float *scratch),                                                  \
+      (dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, scratch))                                   \
+    V(matmul_forward, (float *out, const float *inp, const float *w, const float *b, int N, int C,       \
+                       int OC), (out, inp, w, b, N, C, OC))                                             \
+    V(matmul_backward_dinp, (float *dinp, const float *dout, const float *w, int N, int C, int OC,       \
+                             float *wide), (dinp, dout, w, N, C, OC, wide))                             \
+    V(matmul_backward_dweight, (float *dw, float *db, const float *dout, const float *inp, int N,        \
+                                int C, int OC, int first, float *scratch),                              \
+      (dw, db, dout, inp, N, C, OC, first, scratch))                                                    \
+    V(attention_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),       \
+      (out, att, qkv, B, T, C, NH))                                                                     \
+    V(attention_backward, (float *dqkv, const float *dout, const float *qkv, const float *att, int B,    \
+                           int T, int C, int NH, float *scratch),                                       \
+      (dqkv, dout, qkv, att, B, T, C, NH, scratch))                                                     \
+    V(gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))                            \
+    V(gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n)) \
+    V(residual_forward, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))         \
+    V(xent_forward, (float *losses, float *logits, const int *targets, int N, int V, int Vp),           \
+      (losses, logits, targets, N, V, Vp))                                                              \
+    V(xent_backward, (float *probs, const int *targets, float dloss, int N, int V, int Vp),             \
+      (probs, targets, dloss, N, V, Vp))
+
 /* hpt_device_get, then the row must run models (its nn kernels): the one
  * check every entry point that takes --device makes (hpt.h's
  * hpt_device_check). Which families run on it is the family's to say (the

@@ -77,89 +77,27 @@ static const char *load_unavailable(void) {
     return w ? w : impl->unavailable();
 }
 
-/* Every operation: the plugin's. They are reached only after
- * load_unavailable said yes (hpt_device_get asks first). */
-#define FWD(name, params, args) static void l_##name params { impl->name args; }
-#define FWD_RET(type, name, params, args) static type l_##name params { return impl->name args; }
-#define FWD_NN(name, params, args) static void n_##name params { impl->nn->name args; }
+/* Every operation: the plugin's (the lists of device.h, and the row's own
+ * five). They are reached only after load_unavailable said yes
+ * (hpt_device_get asks first). */
+#define FWD_V(name, params, args) static void l_##name params { impl->name args; }
+#define FWD_R(type, name, params, args) static type l_##name params { return impl->name args; }
+#define FWD_NN_V(name, params, args) static void n_##name params { impl->nn->name args; }
+#define FWD_NN_R(type, name, params, args) static type n_##name params { return impl->nn->name args; }
+HPT_DEV_DATA_OPS(FWD_V, FWD_R)
+HPT_DEV_NN_OPS(FWD_NN_V, FWD_NN_R)
+FWD_R(float *, alloc, (size_t n), (n))
+FWD_V(free, (float *p), (p))
+FWD_V(mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))
+FWD_R(hpt_status, set_precision, (const char *name), (name))
+FWD_R(hpt_status, sync, (void), ())
 
-FWD_RET(float *, alloc, (size_t n), (n))
-FWD(free, (float *p), (p))
-FWD(upload, (float *dst, const float *host, size_t n), (dst, host, n))
-FWD(download, (float *host, const float *src, size_t n), (host, src, n))
-FWD(copy, (float *dst, const float *src, size_t n), (dst, src, n))
-FWD(fill, (float *x, float v, size_t n), (x, v, n))
-FWD(swap, (float *a, float *b, size_t n), (a, b, n))
-FWD(scale, (float *x, float s, size_t n), (x, s, n))
-FWD(axpy, (float *y, float a, const float *x, size_t n), (y, a, x, n))
-FWD(lerp, (float *e, float a, float b, const float *x, size_t n), (e, a, b, x, n))
-FWD_RET(double, sumsq, (const float *x, size_t n), (x, n))
-FWD_RET(double, dot, (const float *a, const float *b, size_t n), (a, b, n))
-FWD(adamw, (float *p, const float *g, float *m, float *v, size_t n, const hpt_dev_adamw *a), (p, g, m, v, n, a))
-FWD(sf_adamw, (float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a),
-    (y, g, z, x, v, n, a))
-FWD(outer_step, (float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b),
-    (theta, anchor, u, d, n, mu, a, b))
-FWD(sf_outer_step, (float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b),
-    (x, z, y, anchor, u, n, mu, a, b))
-FWD(mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))
-FWD_RET(hpt_status, set_precision, (const char *name), (name))
-FWD_RET(hpt_status, sync, (void), ())
+#define NN_FIELD_V(name, params, args) .name = n_##name,
+#define NN_FIELD_R(type, name, params, args) .name = n_##name,
+static const hpt_dev_nn load_nn = {HPT_DEV_NN_OPS(NN_FIELD_V, NN_FIELD_R)};
 
-static size_t n_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
-    return impl->nn->scratch_floats(B, T, C, NH, V, Vp);
-}
-FWD_NN(upload_ints, (int *dst, const int *host, size_t n), (dst, host, n))
-FWD_NN(encoder_forward, (float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C),
-       (out, tok, wte, wpe, B, T, C))
-FWD_NN(encoder_backward, (float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C, int V,
-                          float *scratch),
-       (dwte, dwpe, dout, tok, B, T, C, V, scratch))
-FWD_NN(layernorm_forward, (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                           int N, int C),
-       (out, mean, rstd, inp, w, b, N, C))
-FWD_NN(layernorm_backward, (float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                            const float *mean, const float *rstd, int N, int C, int first, float *scratch),
-       (dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, scratch))
-FWD_NN(matmul_forward, (float *out, const float *inp, const float *w, const float *b, int N, int C, int OC),
-       (out, inp, w, b, N, C, OC))
-FWD_NN(matmul_backward_dinp, (float *dinp, const float *dout, const float *w, int N, int C, int OC, float *wide),
-       (dinp, dout, w, N, C, OC, wide))
-FWD_NN(matmul_backward_dweight, (float *dw, float *db, const float *dout, const float *inp, int N, int C, int OC,
-                                 int first, float *scratch),
-       (dw, db, dout, inp, N, C, OC, first, scratch))
-FWD_NN(attention_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),
-       (out, att, qkv, B, T, C, NH))
-FWD_NN(attention_backward, (float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
-                            int NH, float *scratch),
-       (dqkv, dout, qkv, att, B, T, C, NH, scratch))
-FWD_NN(gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))
-FWD_NN(gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n))
-FWD_NN(residual_forward, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
-FWD_NN(xent_forward, (float *losses, float *logits, const int *targets, int N, int V, int Vp),
-       (losses, logits, targets, N, V, Vp))
-FWD_NN(xent_backward, (float *probs, const int *targets, float dloss, int N, int V, int Vp),
-       (probs, targets, dloss, N, V, Vp))
-
-static const hpt_dev_nn load_nn = {
-    .scratch_floats = n_scratch_floats,
-    .upload_ints = n_upload_ints,
-    .encoder_forward = n_encoder_forward,
-    .encoder_backward = n_encoder_backward,
-    .layernorm_forward = n_layernorm_forward,
-    .layernorm_backward = n_layernorm_backward,
-    .matmul_forward = n_matmul_forward,
-    .matmul_backward_dinp = n_matmul_backward_dinp,
-    .matmul_backward_dweight = n_matmul_backward_dweight,
-    .attention_forward = n_attention_forward,
-    .attention_backward = n_attention_backward,
-    .gelu_forward = n_gelu_forward,
-    .gelu_backward = n_gelu_backward,
-    .residual_forward = n_residual_forward,
-    .xent_forward = n_xent_forward,
-    .xent_backward = n_xent_backward,
-};
-
+#define FIELD_V(name, params, args) .name = l_##name,
+#define FIELD_R(type, name, params, args) .name = l_##name,
 const hpt_device hpt_device_cuda = {
     .name = "cuda",
     .summary = "an NVIDIA GPU (CUDA, cuBLAS): device 0",
@@ -167,20 +105,7 @@ const hpt_device hpt_device_cuda = {
     .host_memory = 0,
     .alloc = l_alloc,
     .free = l_free,
-    .upload = l_upload,
-    .download = l_download,
-    .copy = l_copy,
-    .fill = l_fill,
-    .swap = l_swap,
-    .scale = l_scale,
-    .axpy = l_axpy,
-    .lerp = l_lerp,
-    .sumsq = l_sumsq,
-    .dot = l_dot,
-    .adamw = l_adamw,
-    .sf_adamw = l_sf_adamw,
-    .outer_step = l_outer_step,
-    .sf_outer_step = l_sf_outer_step,
+    HPT_DEV_DATA_OPS(FIELD_V, FIELD_R)
     .nn = &load_nn,
     .mem_info = l_mem_info,
     .set_precision = l_set_precision,

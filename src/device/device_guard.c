@@ -75,97 +75,22 @@ static void guard_free(float *p) {
     HPT_ASSERT(!"--device guard: free of memory this row did not allocate");
 }
 
-/* Every operation below: open, the CPU row's operation, close. */
-#define GUARD_VOID(name, params, args) \
+/* Every operation below: open, the CPU row's operation, close (the lists
+ * of device.h). */
+#define GUARD_V(name, params, args) \
     static void guard_##name params { OPEN(); hpt_device_cpu.name args; CLOSE(); }
-#define GUARD_NN(name, params, args) \
+#define GUARD_R(type, name, params, args) \
+    static type guard_##name params { OPEN(); type r_ = hpt_device_cpu.name args; CLOSE(); return r_; }
+#define GUARD_NN_V(name, params, args) \
     static void guard_nn_##name params { OPEN(); hpt_device_cpu.nn->name args; CLOSE(); }
+#define GUARD_NN_R(type, name, params, args) \
+    static type guard_nn_##name params { return hpt_device_cpu.nn->name args; }   /* sizes: no memory */
+HPT_DEV_DATA_OPS(GUARD_V, GUARD_R)
+HPT_DEV_NN_OPS(GUARD_NN_V, GUARD_NN_R)
 
-GUARD_VOID(upload, (float *dst, const float *host, size_t n), (dst, host, n))
-GUARD_VOID(download, (float *host, const float *src, size_t n), (host, src, n))
-GUARD_VOID(copy, (float *dst, const float *src, size_t n), (dst, src, n))
-GUARD_VOID(fill, (float *x, float v, size_t n), (x, v, n))
-GUARD_VOID(swap, (float *a, float *b, size_t n), (a, b, n))
-GUARD_VOID(scale, (float *x, float s, size_t n), (x, s, n))
-GUARD_VOID(axpy, (float *y, float a, const float *x, size_t n), (y, a, x, n))
-GUARD_VOID(lerp, (float *e, float a, float b, const float *x, size_t n), (e, a, b, x, n))
-GUARD_VOID(adamw, (float *p, const float *g, float *m, float *v, size_t n, const hpt_dev_adamw *a),
-           (p, g, m, v, n, a))
-GUARD_VOID(sf_adamw, (float *y, const float *g, float *z, float *x, float *v, size_t n, const hpt_dev_sf *a),
-           (y, g, z, x, v, n, a))
-GUARD_VOID(outer_step, (float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b),
-           (theta, anchor, u, d, n, mu, a, b))
-GUARD_VOID(sf_outer_step, (float *x, float *z, float *y, float *anchor, float *u, size_t n, float mu, float a, float b),
-           (x, z, y, anchor, u, n, mu, a, b))
-
-static double guard_sumsq(const float *x, size_t n) {
-    OPEN();
-    double s = hpt_device_cpu.sumsq(x, n);
-    CLOSE();
-    return s;
-}
-
-static double guard_dot(const float *a, const float *b, size_t n) {
-    OPEN();
-    double s = hpt_device_cpu.dot(a, b, n);
-    CLOSE();
-    return s;
-}
-
-static size_t guard_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
-    return hpt_device_cpu.nn->scratch_floats(B, T, C, NH, V, Vp);
-}
-
-GUARD_NN(upload_ints, (int *dst, const int *host, size_t n), (dst, host, n))
-GUARD_NN(encoder_forward, (float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C),
-         (out, tok, wte, wpe, B, T, C))
-GUARD_NN(encoder_backward, (float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C, int V,
-                            float *scratch),
-         (dwte, dwpe, dout, tok, B, T, C, V, scratch))
-GUARD_NN(layernorm_forward, (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                             int N, int C),
-         (out, mean, rstd, inp, w, b, N, C))
-GUARD_NN(layernorm_backward, (float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                              const float *mean, const float *rstd, int N, int C, int first, float *scratch),
-         (dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, scratch))
-GUARD_NN(matmul_forward, (float *out, const float *inp, const float *w, const float *b, int N, int C, int OC),
-         (out, inp, w, b, N, C, OC))
-GUARD_NN(matmul_backward_dinp, (float *dinp, const float *dout, const float *w, int N, int C, int OC, float *wide),
-         (dinp, dout, w, N, C, OC, wide))
-GUARD_NN(matmul_backward_dweight, (float *dw, float *db, const float *dout, const float *inp, int N, int C, int OC,
-                                   int first, float *scratch),
-         (dw, db, dout, inp, N, C, OC, first, scratch))
-GUARD_NN(attention_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),
-         (out, att, qkv, B, T, C, NH))
-GUARD_NN(attention_backward, (float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int C,
-                              int NH, float *scratch),
-         (dqkv, dout, qkv, att, B, T, C, NH, scratch))
-GUARD_NN(gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))
-GUARD_NN(gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n))
-GUARD_NN(residual_forward, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
-GUARD_NN(xent_forward, (float *losses, float *logits, const int *targets, int N, int V, int Vp),
-         (losses, logits, targets, N, V, Vp))
-GUARD_NN(xent_backward, (float *probs, const int *targets, float dloss, int N, int V, int Vp),
-         (probs, targets, dloss, N, V, Vp))
-
-static const hpt_dev_nn guard_nn = {
-    .scratch_floats = guard_scratch_floats,
-    .upload_ints = guard_nn_upload_ints,
-    .encoder_forward = guard_nn_encoder_forward,
-    .encoder_backward = guard_nn_encoder_backward,
-    .layernorm_forward = guard_nn_layernorm_forward,
-    .layernorm_backward = guard_nn_layernorm_backward,
-    .matmul_forward = guard_nn_matmul_forward,
-    .matmul_backward_dinp = guard_nn_matmul_backward_dinp,
-    .matmul_backward_dweight = guard_nn_matmul_backward_dweight,
-    .attention_forward = guard_nn_attention_forward,
-    .attention_backward = guard_nn_attention_backward,
-    .gelu_forward = guard_nn_gelu_forward,
-    .gelu_backward = guard_nn_gelu_backward,
-    .residual_forward = guard_nn_residual_forward,
-    .xent_forward = guard_nn_xent_forward,
-    .xent_backward = guard_nn_xent_backward,
-};
+#define NN_FIELD_V(name, params, args) .name = guard_nn_##name,
+#define NN_FIELD_R(type, name, params, args) .name = guard_nn_##name,
+static const hpt_dev_nn guard_nn = {HPT_DEV_NN_OPS(NN_FIELD_V, NN_FIELD_R)};
 
 static hpt_status guard_sync(void) { return HPT_OK; }
 
@@ -178,6 +103,8 @@ static void guard_mem_info(size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = mapped < total ? total - mapped : 0;
 }
 
+#define FIELD_V(name, params, args) .name = guard_##name,
+#define FIELD_R(type, name, params, args) .name = guard_##name,
 const hpt_device hpt_device_guard = {
     .name = "guard",
     .summary = "a test device: the CPU's kernels on memory the host cannot touch outside the device's own calls "
@@ -185,20 +112,7 @@ const hpt_device hpt_device_guard = {
     .unavailable = guard_unavailable,
     .alloc = guard_alloc,
     .free = guard_free,
-    .upload = guard_upload,
-    .download = guard_download,
-    .copy = guard_copy,
-    .fill = guard_fill,
-    .swap = guard_swap,
-    .scale = guard_scale,
-    .axpy = guard_axpy,
-    .lerp = guard_lerp,
-    .sumsq = guard_sumsq,
-    .dot = guard_dot,
-    .adamw = guard_adamw,
-    .sf_adamw = guard_sf_adamw,
-    .outer_step = guard_outer_step,
-    .sf_outer_step = guard_sf_outer_step,
+    HPT_DEV_DATA_OPS(FIELD_V, FIELD_R)
     .nn = &guard_nn,
     .mem_info = guard_mem_info,
     .set_precision = guard_set_precision,

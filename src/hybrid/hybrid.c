@@ -449,7 +449,12 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     h->m = hpt_trainer_model(tr);
     h->n = h->m->nparams;
     h->scale = 1.0f;
-    hpt_status st = init_parts(h);
+    /* the snapshot (3 arrays, 5 under schedule-free) and the outer step's
+     * anchor and momentum, beside the model on its device: checked against
+     * what the device has left (a device with memory of its own) */
+    const size_t extra = (size_t)(hpt_trainer_schedule_free(tr) ? 7 : 5) * h->n * sizeof(float);
+    hpt_status st = hpt_device_check_plan(dev, extra, "the hybrid's snapshot, the outer step's anchor and momentum");
+    if (st == HPT_OK) st = init_parts(h);
     if (st != HPT_OK) { hpt_hyb_free(h); return st; }
     *out = h;
     return HPT_OK;
