@@ -58,9 +58,15 @@
 #include <unistd.h>
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
-                                              "hybrid-ema", "hybrid-sf"};
+                                              "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
-                                        ARM_HYBRID, ARM_SF};
+                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE};
+const char *const compare_arm_predictor[NARMS] = {
+    [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer"};
+const char *const compare_arm_flags[NARMS][8] = {
+    [ARM_SNOO] = {"--outer-lr", "0.68", "--outer-momentum", "0.37", "--outer-interval", "28", NULL},
+    [ARM_O124] = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL},
+};
 
 /* --schedules (issue 12's names): cosine to lr x --min-lr-ratio; d2z, the
  * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
@@ -119,7 +125,10 @@ void usage_compare(FILE *f) {
 "                         sweep; no --schedule, --decay-frac, --cooldown),\n"
 "                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
 "                         at the average), hybrid-sf (the hybrid on\n"
-"                         schedule-free AdamW at schedule-free's tuned LR)\n"
+"                         schedule-free AdamW at schedule-free's tuned LR),\n"
+"                         outer-snoo and outer-124m (the outer step at\n"
+"                         SNOO's 0.68/0.37/28 and a 124M wrapper's\n"
+"                         0.7/0.5/30, on the tuned baseline's LR)\n"
 "  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
 "  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
 "                         implied): every arm on every seed also trains\n"
@@ -210,7 +219,7 @@ static void parse_arms(compare *c, const char *s) {
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
-                      "hybrid-sf)", tok);
+                      "hybrid-sf, outer-snoo, outer-124m)", tok);
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
@@ -481,7 +490,7 @@ int cmd_compare(int argc, char **argv) {
     c.predictor = hd.predictor;   /* the hybrid's default (outer) */
     c.train_schedule = NULL;      /* settle: the task's default (linear to 0) */
     c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = -1;
-    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF;
+    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));

@@ -19,14 +19,22 @@
  * hybrid-ema: the hybrid's run with an EMA of the weights, evaluated at the
  * average as the ema arm is; hybrid-sf: the hybrid (its outer step, the
  * hybrid flags passed through) on schedule-free AdamW at the schedule-free
- * arm's tuned LR (it needs that arm). None is in the default --arms (add
- * them), so an old command runs the same runs. */
-enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, NARMS };
+ * arm's tuned LR (it needs that arm); outer-snoo and outer-124m: the outer
+ * step at its authors' published settings for small models (issue 26), on
+ * the tuned baseline's schedule and LR (SNOO on GPT-2 Medium in
+ * modded-nanogpt: outer lr 0.68, momentum 0.37, every 28 steps; a 124M
+ * outer-Nesterov wrapper: 0.7, 0.5, every 30), inner state kept, their
+ * settings after the hybrid flags passed through (the last flag wins).
+ * None is in the default --arms (add them), so an old command runs the
+ * same runs. */
+enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, ARM_SNOO, ARM_O124,
+       NARMS };
 /* the arms that tune their own LR on the first seed */
 #define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF)
 /* the arms trained with --mode hybrid (they get the hybrid-only flags) */
 #define ARM_HYBRID_MODE(a) \
-    ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF)
+    ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF || \
+     (a) == ARM_SNOO || (a) == ARM_O124)
 /* the arms trained with --optimizer schedule-free (constant rate after the warmup) */
 #define ARM_SCHEDULE_FREE(a) ((a) == ARM_SF || (a) == ARM_HSF)
 /* the arms trained with --ema and measured at the averaged weights */
@@ -34,6 +42,10 @@ enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEM
 extern const char *const compare_arm_names[NARMS];
 /* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
 extern const int compare_arm_lr_from[NARMS];
+/* a hybrid-mode arm's own predictor and flags after the passed-through
+ * ones (NULL: the --predictor given, no flags) */
+extern const char *const compare_arm_predictor[NARMS];
+extern const char *const compare_arm_flags[NARMS][8];
 
 #define MAX_LRS 16     /* --lrs values */
 #define MAX_EXTEND 8   /* --extend-sweep: at most this many extensions per arm */

@@ -39,7 +39,7 @@ void compare_save_text(const char *path, const char *text) {
 
 /* The arguments of one child run (NULL-terminated, strings owned by the
  * caller's scratch). */
-typedef struct argv_buf { char *v[MAX_PASS * 2 + 32]; int n; char num[8][64]; } argv_buf;
+typedef struct argv_buf { char *v[MAX_PASS * 2 + 48]; int n; char num[8][64]; } argv_buf;
 
 static uint32_t file_crc(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -118,7 +118,8 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
         a->v[a->n++] = "hybrid";
         for (int i = 0; i < c->nhpass; i++) a->v[a->n++] = c->hpass[i];
         a->v[a->n++] = "--predictor";
-        a->v[a->n++] = r->arm == ARM_STALE ? "stale-adam" : r->arm == ARM_LINEAR ? "linear" : (char *)c->predictor;
+        a->v[a->n++] = (char *)(compare_arm_predictor[r->arm] ? compare_arm_predictor[r->arm] : c->predictor);
+        for (int i = 0; compare_arm_flags[r->arm][i]; i++) a->v[a->n++] = (char *)compare_arm_flags[r->arm][i];
     }
     if (ARM_AVERAGED(r->arm)) {
         snprintf(a->num[0], sizeof a->num[0], "%g", c->ema_decay);
