@@ -11,6 +11,8 @@
 #                      400 steps; LR sweep 5e-4..4e-3 (x2), 3 seeds; baseline, hybrid, ema
 #   fashion-cnn        the Fashion-MNIST CNN, 2 epochs (938 steps), evaluated
 #                      every 94 steps; LR sweep 1e-3..8e-3 (x2), 5 seeds, all arms
+#   tuned-*            issue 12's protocol on those workloads (below)
+#   issue26-*          issue 26's arms under that protocol (below)
 #
 # BENCH_TAG=T (e.g. the machine) keeps a re-measurement apart: runs go to
 # runs/bench-compare-<workload>-T/ and results to bench/results/compare-<workload>-T/.
@@ -54,6 +56,12 @@ workloads=${*:-shakespeare-cpu shakespeare-6x384 fashion-cnn}
 # (speedup_budget_to_target). About 110 min (shakespeare-cpu), 50 min
 # (fashion-cnn) and 60 min (shakespeare-6x384) on 2 idle cores.
 I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-ema --budgets 0.9,0.8"
+# issue 26's: the same schedules, sweeps (extended until each arm's best rate
+# is inside) and budgets, with the arms baseline (the best tuned schedule),
+# schedule-free, hybrid (the outer step on the best schedule), hybrid-sf (on
+# schedule-free) and the outer step at SNOO's and a 124M wrapper's published
+# settings (outer-snoo, outer-124m)
+I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,outer-snoo,outer-124m --budgets 0.9,0.8"
 for w in $workloads; do
     case $w in
     shakespeare-cpu)
@@ -79,7 +87,15 @@ for w in $workloads; do
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
             --seeds 5 $I12 --threads $THREADS --jobs $JOBS ;;
+    issue26-shakespeare-cpu)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 3e-3,4e-3,6e-3 --seeds 5 $I26 --threads $THREADS --jobs $JOBS ;;
+    issue26-fashion-cnn)
+        [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+        run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
+            --seeds 5 $I26 --threads $THREADS --jobs $JOBS ;;
     *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn," \
-            "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn)" >&2; exit 2 ;;
+            "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn, issue26-shakespeare-cpu," \
+            "issue26-fashion-cnn)" >&2; exit 2 ;;
     esac
 done
