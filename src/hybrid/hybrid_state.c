@@ -60,18 +60,13 @@ static void w_block(walker *x, const char *what, void *p, size_t n) {
 /* w_block over floats in the model's device memory (the predictor's and
  * the snapshot's arenas): written through download, read through upload, in
  * the same bytes as w_block (the CPU's are memcpy). */
-static void w_dev_block(walker *x, const char *what, const hpt_device *dev, float *p, size_t nfloats) {
+static void w_dev_block(walker *x, const char *what, const hpt_model *m, float *p, size_t nfloats) {
     const size_t n = nfloats * sizeof(float);
     uint64_t len = n;
     if (x->mode == 0) { x->n += 8 + n; return; }
     if (x->mode == 1) {
         hpt_w_bytes(x->w, &len, 8);
-        float piece[16384];
-        for (size_t off = 0; off < nfloats; off += 16384) {
-            size_t k = nfloats - off < 16384 ? nfloats - off : 16384;
-            dev->download(piece, p + off, k);
-            hpt_w_bytes(x->w, piece, k * sizeof(float));
-        }
+        hpt_model_write(x->w, m, p, nfloats);   /* downloaded in pieces, as checkpoints' arrays */
         return;
     }
     if (x->why[0]) return;
@@ -80,7 +75,7 @@ static void w_dev_block(walker *x, const char *what, const hpt_device *dev, floa
         return;
     }
     if (x->k.n - x->k.pos < n) { fail(x, "truncated"); return; }
-    if (n) dev->upload(p, (const float *)(x->k.p + x->k.pos), nfloats);
+    if (n) m->dev->upload(p, (const float *)(x->k.p + x->k.pos), nfloats);
     x->k.pos += n;
 }
 
@@ -277,9 +272,9 @@ static void walk_driver(hybrid *h, walker *x) {
     w_block(x, "predictor/snapshot counters", iv, sizeof iv);
     w_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
     w_block(x, "tensor scales", h->pred.tensor_scale, sizeof h->pred.tensor_scale);
-    const hpt_device *dev = h->m->dev;   /* both arenas are its memory */
-    w_dev_block(x, "predictor arena", dev, h->pred.arena, h->pred.arena ? h->pred.arena_bytes / sizeof(float) : 0);
-    w_dev_block(x, "snapshot arena", dev, h->snap.arena, hpt_snapshot_floats(&h->snap));
+    /* both arenas are the model's device memory */
+    w_dev_block(x, "predictor arena", h->m, h->pred.arena, h->pred.arena ? h->pred.arena_bytes / sizeof(float) : 0);
+    w_dev_block(x, "snapshot arena", h->m, h->snap.arena, hpt_snapshot_floats(&h->snap));
     walk_snap_sf(h, x);
 
     int32_t dv[16] = {l ? l->have_prev_upd : 0, h->loss_n, h->loss_head, h->cnt.backward_passes, h->cnt.probe_passes,
