@@ -115,7 +115,7 @@ ifeq ($(CUDA),1)
                -Xcompiler -Wall -Xcompiler -fPIC -Xcompiler -ffp-contract=off -Iinclude -MMD -MP
   # The CUDA row and kernels are a plugin, $(BUILD)/libhpt_cuda.so, opened
   # on demand (src/device/device_cuda_load.c): linked into the program,
-  # cuBLAS would cost every hpt process 0.2 s and 225 MB at start-up. The
+  # cuBLAS would cost every hpt process 225 MB resident at start-up. The
   # program exports its symbols (-rdynamic) for the plugin to resolve.
   CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcublas -lcudart -lstdc++
   LDLIBS  += -rdynamic -ldl
