@@ -1,14 +1,17 @@
 /*
- * device.h — where a model's flat arenas live, and the arena-level operations
- * the trainer, the optimizers and the hybrid do on them.
+ * device.h — where a model's flat arenas live, the GPT-2 family's kernels
+ * on them, and the arena-level operations the trainer, the optimizers and
+ * the hybrid do on them.
  *
- * The model's own ops (forward, backward) run on whatever memory the model
- * was given; everything else that sweeps a parameter-sized buffer (the
+ * The GPT-2 family's forward and backward call its kernels through a row's
+ * nn table, and everything else that sweeps a parameter-sized buffer (the
  * optimizer updates, the weight average, the hybrid's snapshots and outer
- * step, the gradient norm) goes through one row of this table, so that a
- * GPU backend is a row and a file (src/cuda/device_cuda.cu), and the code
- * above never tests which device it runs on. The CPU row calls the kernels
- * of src/kernels: the same bits as before the table existed.
+ * step, the gradient norm) through the row's operations, so that a GPU
+ * backend is a row and a file (src/cuda/device_cuda.cu, opened as a plugin
+ * by device_cuda_load.c), and the code above never tests which device it
+ * runs on. The CPU row calls the kernels of src/kernels: the same bits as
+ * before the table existed; the guard row (device_guard.c) the same kernels
+ * on memory the host may not touch.
  *
  * Pointers passed to a row's operations are that row's memory (from its
  * alloc); upload/download are the only ones that take host memory. Every

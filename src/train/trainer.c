@@ -172,7 +172,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     if (tr->cfg.eval_interval < 0) tr->cfg.eval_interval = 0;
     size_t n = tr->model->nparams;
-    HPT_ASSERT(tr->model->dev == dev);   /* the families build on the CPU, the one device so far */
+    HPT_ASSERT(tr->model->dev == dev);   /* the task built the model on the run's device */
     int ema = c->ema_decay > 0.0f, sf = hpt_trainer_schedule_free(tr);
     tr->opt_arena = dev->alloc((size_t)(2 + 2 * sf + ema) * n);   /* zeroed: AdamW's moments start at 0 */
     if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
