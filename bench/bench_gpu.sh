@@ -29,6 +29,18 @@ vocab=${3:-.gpu/vocab}
 HPT=${HPT:-./hpt}
 PY=${PYTHON:-python3}
 mkdir -p "$out/runs"
+# HPT_BENCH_DEADLINE (epoch seconds; gpu_session.sh sets it): each run's
+# limit is cut so that the table below is still written before then
+deadline=${HPT_BENCH_DEADLINE:-0}
+limit() {  # limit SECONDS: SECONDS, or what is left before the deadline less 10 s (at least 1)
+    _l=$1
+    if [ "$deadline" -gt 0 ]; then
+        _l=$((deadline - $(date +%s) - 10))
+        [ "$_l" -gt "$1" ] && _l=$1
+        [ "$_l" -lt 1 ] && _l=1
+    fi
+    echo "$_l"
+}
 [ -f "$data" ] || { echo "bench_gpu.sh: no data file '$data'" >&2; exit 2; }
 
 # shape name, hpt's model flags, batch, block, torch's vocabulary
@@ -40,15 +52,15 @@ echo "$shapes" | while IFS='|' read -r name flags B T V; do
         d="$out/runs/hpt-$name-$p"
         rm -rf "$d"
         # 25 steps: the median is past the first steps' allocations and cuBLAS's heuristics
-        timeout 300 $HPT train --data "$data" $flags --batch-size "$B" --block-size "$T" --max-iters 25 \
+        timeout "$(limit 300)" $HPT train --data "$data" $flags --batch-size "$B" --block-size "$T" --max-iters 25 \
             --eval-interval 0 --eval-iters 1 --threads 0 --device cuda --precision "$p" --out "$d" \
-            > "$d.log" 2>&1
+            < /dev/null > "$d.log" 2>&1
         echo "hpt $name $p: rc $? $(tail -n 1 "$d.log")"
     done
     L=$(echo "$flags" | sed 's/.*--n-layer \([0-9]*\).*/\1/'); NH=$(echo "$flags" | sed 's/.*--n-head \([0-9]*\).*/\1/')
     C=$(echo "$flags" | sed 's/.*--n-embd \([0-9]*\).*/\1/')
-    timeout 600 "$PY" bench/torch_gpu.py --layers "$L" --heads "$NH" --embd "$C" --vocab "$V" --batch "$B" --block "$T" \
-        --json "$out/runs/torch-$name.json" > "$out/runs/torch-$name.log" 2>&1
+    timeout "$(limit 600)" "$PY" bench/torch_gpu.py --layers "$L" --heads "$NH" --embd "$C" --vocab "$V" --batch "$B" --block "$T" \
+        --json "$out/runs/torch-$name.json" < /dev/null > "$out/runs/torch-$name.log" 2>&1
     echo "torch $name: rc $? $(tail -n 1 "$out/runs/torch-$name.log")"
 done
 

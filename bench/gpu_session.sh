@@ -20,7 +20,8 @@
 # timeout_s 600):
 #     sh bench/gpu_session.sh
 # Every step has its own time limit (build 240 s, tests 180 s, memcheck
-# 90 s, the benchmark what is left of 570 s) and a failed step does not stop
+# 90 + 120 s, the benchmark what is left), each cut to what is left of 570 s
+# less a margin for the record, and a failed step does not stop
 # the ones after it; the record says what each gave. The exit status is
 # make test-cuda's (4 where it passed only by skipping with a GPU present:
 # nothing was tested). Commit $OUT/record.md under bench/results/ (CI cannot
@@ -50,6 +51,17 @@ out=${OUT:-/tmp/hpt-gpu-session}
 mkdir -p "$out"
 log() { echo "$*" | tee -a "$out/session.log"; }
 started=$(date +%s)
+# The device tool's call ends at 600 s: every step's limit is its own or
+# what is left of 570 s less `reserve` (the record's margin: the
+# steps' own limits add up to 240 + 180 + 90 + 120 = 630 s, past the
+# call's end, where the record would never be written).
+reserve=15
+budget() {  # budget LIMIT: LIMIT, or fewer seconds when fewer are left (at least 1: `timeout 0` is no limit)
+    _b=$((570 - reserve - ($(date +%s) - started)))
+    [ "$_b" -gt "$1" ] && _b=$1
+    [ "$_b" -lt 1 ] && _b=1
+    echo "$_b"
+}
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 log "gpu_session.sh $stamp in $(pwd)"
 
@@ -114,7 +126,7 @@ log "blas: ${blas:-the Makefile's default}"
 # ---- build: the CUDA build (CUDA=1: fail loudly where nvcc is missing)
 j=$(nproc)
 t0=$(date +%s)
-timeout 240 make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas all > "$out/build.log" 2>&1
+timeout "$(budget 240)" make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas all > "$out/build.log" 2>&1
 build_rc=$?
 nwarn=$(grep -c -i 'warning' "$out/build.log")
 log "build: make CUDA=1 DEPS_PREFIX=... all: rc $build_rc, $nwarn warning lines, $(($(date +%s) - t0)) s"
@@ -122,7 +134,7 @@ log "build: make CUDA=1 DEPS_PREFIX=... all: rc $build_rc, $nwarn warning lines,
 
 # ---- make test-cuda
 t0=$(date +%s)
-timeout 180 make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas test-cuda > "$out/test-cuda.log" 2>&1
+timeout "$(budget 180)" make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas test-cuda > "$out/test-cuda.log" 2>&1
 test_rc=$?
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/test-cuda.log" | tail -n 1)
 log "make test-cuda: rc $test_rc, ${summary:-no summary line}, $(($(date +%s) - t0)) s"
@@ -136,37 +148,47 @@ if [ -n "$gpu" ] && [ "$nskip" -gt 0 ]; then
 fi
 
 # ---- compute-sanitizer memcheck on the device row's test, smaller sizes
+# (each run only where 20 s or more are left: the benchmark and the record
+# come after them)
 san_rc=skipped
 if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    if [ -x build/cuda/test_device_cuda ]; then
+    lim=$(budget 90)
+    if [ -x build/cuda/test_device_cuda ] && [ "$lim" -ge 20 ]; then
         t0=$(date +%s)
         # API errors are not its to report: hpt checks every CUDA call itself
         # (an unexpected error aborts), and the test's deliberate 256 TiB
         # cudaMalloc would count as one. No leak check: the reductions' block
         # sums are a buffer kept for the process's life (device_cuda.cu).
-        HPT_CUDA_TEST_MAX_N=100003 timeout 90 "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 \
+        HPT_CUDA_TEST_MAX_N=100003 timeout "$lim" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 \
             build/cuda/test_device_cuda > "$out/memcheck.log" 2>&1
         san_rc=$?
-        log "memcheck test_device_cuda (n <= 100003): rc $san_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")), $(($(date +%s) - t0)) s"
+        log "memcheck test_device_cuda (n <= 100003): rc $san_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")), $(($(date +%s) - t0)) s (limit $lim s)"
     fi
     # and the model's kernels: three training steps of a small GPT-2 on the GPU
-    t0=$(date +%s)
-    head -c 200000 .gpu/data/tinyshakespeare.txt > /tmp/hpt-memcheck.txt 2>/dev/null || echo "to be or not to be $(seq 1 5000)" > /tmp/hpt-memcheck.txt
-    rm -rf /tmp/hpt-memcheck-run
-    timeout 120 "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 ./hpt train --data /tmp/hpt-memcheck.txt \
-        --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 4 --max-iters 3 --eval-iters 1 --device cuda \
-        --out /tmp/hpt-memcheck-run > "$out/memcheck-train.log" 2>&1
-    san_train_rc=$?
-    log "memcheck hpt train --device cuda (2x64, 3 steps): rc $san_train_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck-train.log")), $(($(date +%s) - t0)) s"
+    lim=$(budget 120)
+    if [ "$lim" -ge 20 ]; then
+        t0=$(date +%s)
+        head -c 200000 .gpu/data/tinyshakespeare.txt > /tmp/hpt-memcheck.txt 2>/dev/null || echo "to be or not to be $(seq 1 5000)" > /tmp/hpt-memcheck.txt
+        rm -rf /tmp/hpt-memcheck-run
+        timeout "$lim" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 ./hpt train --data /tmp/hpt-memcheck.txt \
+            --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 4 --max-iters 3 --eval-iters 1 --device cuda \
+            --out /tmp/hpt-memcheck-run > "$out/memcheck-train.log" 2>&1
+        san_train_rc=$?
+        log "memcheck hpt train --device cuda (2x64, 3 steps): rc $san_train_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck-train.log")), $(($(date +%s) - t0)) s (limit $lim s)"
+    else
+        log "memcheck hpt train: skipped ($lim s left)"
+    fi
 fi
 
-# ---- the benchmark, in the time left (the device tool's call is 600 s at most)
-left=$((570 - ($(date +%s) - started)))
+# ---- the benchmark, in the time left (the device tool's call is 600 s at
+# most): bench_gpu.sh is told the deadline, so that its own steps stop in
+# time for it to write its table before this timeout
+left=$(budget 600)
 bench_rc=skipped
 if [ "$build_rc" -eq 0 ] && [ "$left" -gt 60 ]; then
     t0=$(date +%s)
-    timeout "$left" sh bench/bench_gpu.sh "$out/bench" > "$out/bench.log" 2>&1
+    HPT_BENCH_DEADLINE=$((t0 + left)) timeout "$left" sh bench/bench_gpu.sh "$out/bench" > "$out/bench.log" 2>&1
     bench_rc=$?
     log "bench_gpu.sh: rc $bench_rc in $(($(date +%s) - t0)) s (limit $left s)"
 else

@@ -18,6 +18,7 @@ below what the driver sees, which also counts the cache and the context).
 """
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -112,9 +113,12 @@ def main():
             res["modes"][mode] = {"error": "%s: %s" % (type(e).__name__, str(e)[:300])}
             torch.cuda.empty_cache()
         print(mode, res["modes"][mode], flush=True)
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(res, fh, indent=1)
+        # after every mode: a run stopped by bench_gpu.sh's time limit (in
+        # bf16+compile's compilation, say) keeps the modes it finished
+        if a.json:
+            with open(a.json + ".tmp", "w") as fh:   # then renamed: never half a file
+                json.dump(res, fh, indent=1)
+            os.replace(a.json + ".tmp", a.json)
 
 
 if __name__ == "__main__":
