@@ -220,7 +220,11 @@ extern "C" void encoder_backward_cuda(float *dwte, float *dwpe, const float *dou
     if (!BT || !C) return;
     /* 0x7f7f7f7f: above any position, so atomicMin takes the first */
     cudaError_t e = cudaMemsetAsync(scratch, 0x7f, (size_t)V * sizeof(int), 0);
-    if (e != cudaSuccess) { fail("encoder_backward_cuda: cudaMemsetAsync", cudaGetErrorString(e)); return; }
+    if (e != cudaSuccess) {
+        cudaGetLastError();   /* as attention_smem: reported through kernels_cuda_error, then cleared */
+        fail("encoder_backward_cuda: cudaMemsetAsync", cudaGetErrorString(e));
+        return;
+    }
     k_encoder_owner<<<blocks_for((size_t)BT, EW_THREADS), EW_THREADS>>>(scratch, inp, BT);
     check_launch("encoder_backward_cuda (owner)");
     k_encoder_backward_wte<<<BT, C < 256 ? 32 * ((C + 31) / 32) : 256>>>(dwte, dout, inp, scratch, BT, C);
@@ -611,10 +615,14 @@ __global__ void k_attention_forward(float *__restrict__ out, float *att, const f
 }
 
 static int attention_smem(const void *kernel, size_t bytes, const char *where) {
-    if (bytes <= 48 * 1024) return 1;
-    /* past the default 48 KiB a kernel must opt in (Hopper: up to 227 KiB) */
+    /* The default 48 KiB is for static and dynamic shared memory together,
+     * and these kernels have up to 128 bytes of static (block_reduce's
+     * shm): past 47 KiB of dynamic, opt in (Hopper: up to 227 KiB), or a
+     * launch just under 48 KiB would fail */
+    if (bytes <= 47 * 1024) return 1;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e == cudaSuccess) return 1;
+    cudaGetLastError();   /* reported here; not left for device_cuda.cu's next launch check to abort on */
     char msg[160];
     snprintf(msg, sizeof msg, "needs %zu bytes of shared memory per block (T or the head size too large): %s",
              bytes, cudaGetErrorString(e));

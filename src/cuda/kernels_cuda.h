@@ -137,7 +137,7 @@ void attention_forward_cuda(float *out, float *att, const float *inp, int B, int
  * written). scratch: B*NH*T floats, each softmax row's sum(datt * att),
  * computed once by the row pass and read by the column pass. The column
  * pass keeps two length-T coefficient rows in shared memory, hs + 64 (hs+1)
- * + 2T floats per block, opting in past 48 KiB (Hopper allows 227 KiB: T up
+ * + 2T floats per block, opting in past 47 KiB (Hopper allows 227 KiB: T up
  * to about 27000 at hs 64); a shape past the GPU's limit is refused through
  * kernels_cuda_error. */
 void attention_backward_cuda(float *dinp, const float *dout, const float *inp, const float *att,
