@@ -138,7 +138,7 @@ timeout "$(budget 180)" make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas test-cuda >
 test_rc=$?
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/test-cuda.log" | tail -n 1)
 log "make test-cuda: rc $test_rc, ${summary:-no summary line}, $(($(date +%s) - t0)) s"
-grep -E '(: [0-9]+ passed, [0-9]+ failed|^FAIL|skip:|^ok )' "$out/test-cuda.log" > "$out/test-cuda-results.txt"
+grep -E '(: [0-9]+ passed, [0-9]+ failed|^FAIL|skip:|^ok |^note: )' "$out/test-cuda.log" > "$out/test-cuda-results.txt"
 # a test that skipped where nvidia-smi sees a GPU tested nothing: the
 # session failed (a driver or toolkit mismatch, a busy GPU), whatever make says
 nskip=$(grep -c 'skip:' "$out/test-cuda-results.txt")
