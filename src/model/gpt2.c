@@ -112,7 +112,9 @@ static double gpt2_train_flops(const hpt_model *m, int B, int T) {
 static double gemm_flops(int N, int C, int OC) { return 2.0 * N * C * OC; }
 
 /* causal attention's q.k and att.v products: T(T+1)/2 pairs per (b, head),
- * 2 hs FLOPs each for both; the backward does twice that */
+ * 2 hs FLOPs each for both; the backward does twice that. The model's
+ * FLOPs: a flash-style backward (the CUDA row's) also recomputes q.k and
+ * dout.v, which is not counted. */
 static double attn_fwd_flops(int B, int T, int C) { return 2.0 * B * C * (double)T * (T + 1); }
 
 static void linear_forward(const gpt2 *g, int slot, float *out, const float *inp, const float *w, const float *b,
