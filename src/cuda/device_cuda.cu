@@ -32,6 +32,7 @@ extern "C" {
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- launches */
@@ -285,6 +286,7 @@ static size_t cuda_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
     size_t s = matmul_backward_cuda_scratch(N, 4 * C);   /* the widest biased layer: fc */
     s = max_of(s, layernorm_backward_cuda_scratch(N, C));
     s = max_of(s, attention_backward_cuda_scratch(B, T, NH));
+    s = max_of(s, attention_flash_cuda_scratch(B, T, NH));
     return max_of(s, encoder_backward_cuda_scratch(V));   /* ints, as many as floats */
 }
 
@@ -316,13 +318,38 @@ static void cuda_matmul_backward_dweight(float *dw, float *db, const float *dout
     else matmul_backward_dweight_cuda(dw, db, dout, inp, N, C, OC, scratch);
 }
 
-static void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
-                                    int C, int NH, float *scratch) {
-    attention_backward_first_cuda(dqkv, dout, qkv, att, B, T, C, NH, scratch);
+/* The attention: the flash-style kernels (att is then each softmax row's
+ * log-sum-exp, B*NH*T floats a layer), or the kernels that store the T x T
+ * probabilities as the CPU does (B*NH*T*T) under HPT_CUDA_ATTENTION=
+ * materialise, and for head sizes past the flash kernels' limit. Read once
+ * per process: the model's size table and its calls see the same answer. */
+static int attention_materialise(int C, int NH) {
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("HPT_CUDA_ATTENTION");
+        env = e && (!strcmp(e, "materialise") || !strcmp(e, "materialize"));
+    }
+    return env || C / NH > ATTENTION_FLASH_CUDA_MAX_HS;
+}
+
+static size_t cuda_attention_state_floats(int B, int T, int C, int NH) {
+    return attention_materialise(C, NH) ? (size_t)B * NH * T * T : attention_flash_cuda_state(B, T, NH);
+}
+
+static void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    if (attention_materialise(C, NH)) attention_forward_cuda(out, att, qkv, B, T, C, NH);
+    else attention_forward_flash_cuda(out, att, qkv, B, T, C, NH);
+}
+
+static void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                    const float *att, int B, int T, int C, int NH, float *scratch) {
+    if (attention_materialise(C, NH)) attention_backward_first_cuda(dqkv, dout, qkv, att, B, T, C, NH, scratch);
+    else attention_backward_flash_first_cuda(dqkv, dout, qkv, out, att, B, T, C, NH, scratch);
 }
 
 static const hpt_dev_nn cuda_nn = {
     cuda_scratch_floats,
+    cuda_attention_state_floats,
     cuda_upload_ints,
     encoder_forward_cuda,
     cuda_encoder_backward,
@@ -331,7 +358,7 @@ static const hpt_dev_nn cuda_nn = {
     matmul_forward_cuda,
     cuda_matmul_backward_dinp,
     cuda_matmul_backward_dweight,
-    attention_forward_cuda,
+    cuda_attention_forward,
     cuda_attention_backward,
     gelu_forward_cuda,
     gelu_backward_first_cuda,

@@ -19,7 +19,8 @@
  *     operation for operation), softmax_xent_backward, and attention's
  *     backward given the same att (dot16 and ascending-position orders);
  *   within rounding (a reduction in another order, see each kernel):
- *     layernorm, matmul (cuBLAS), softmax_xent_forward, attention forward.
+ *     layernorm, matmul (cuBLAS), softmax_xent_forward, attention forward,
+ *     and the flash attention's forward and backward.
  *
  * Errors: kernels return nothing (as on the CPU). A launch or cuBLAS failure
  * is recorded, the first one sticks, and kernels_cuda_sync() reports it
@@ -127,11 +128,16 @@ void residual_backward_cuda(float *da, float *db, const float *dout, size_t n);
 
 /* ---- attention */
 
-/* Causal multi-head self-attention over the packed qkv inp (B,T,3C) into
+/* Two attentions. The flash-style one below (attention_*_flash_cuda) keeps
+ * one float per softmax row and is the CUDA row's default; these two
+ * materialise att, as the CPU kernels do, and stay as the flash kernels'
+ * reference in the tests and for HPT_CUDA_ATTENTION=materialise (and head
+ * sizes past ATTENTION_FLASH_CUDA_MAX_HS) in the CUDA row.
+ *
+ * Causal multi-head self-attention over the packed qkv inp (B,T,3C) into
  * out (B,T,C), att (B,NH,T,T) the softmax rows (zeros above the diagonal),
  * as attention_forward. It materialises att in device memory like the CPU
- * kernel (B*NH*T*T floats: 805 MB at B16 T1024 NH12); a fused flash-style
- * kernel that keeps only per-row statistics is the next step (issue 24). */
+ * kernel (B*NH*T*T floats per layer: 805 MB at B16 T1024 NH12). */
 void attention_forward_cuda(float *out, float *att, const float *inp, int B, int T, int C, int NH);
 /* dinp (B,T,3C) += the gradient of q, k, v given dout (B,T,C) (_first:
  * written). scratch: B*NH*T floats, each softmax row's sum(datt * att),
@@ -146,6 +152,45 @@ void attention_backward_first_cuda(float *dinp, const float *dout, const float *
                                    int B, int T, int C, int NH, float *scratch);
 /* floats of scratch attention_backward*_cuda need */
 size_t attention_backward_cuda_scratch(int B, int T, int NH);
+
+/* ---- attention, flash-style (written without a GPU at hand: it has not
+ * run on one yet; tests/cuda/test_cuda_kernels.c checks it against the CPU)
+ *
+ * The same attention without the T x T probabilities in memory. The forward
+ * walks the keys in tiles of 64 with an online softmax (a running max and
+ * sum per row, the output rescaled as the max grows) and keeps, per softmax
+ * row, lse = max + log(sum of exp(score - max)) over its keys: lse (B,NH,T),
+ * B*NH*T floats (attention_flash_cuda_state) where att is B*NH*T*T. The
+ * backward recomputes each probability as exp(score - lse) from q, k and
+ * lse, and the softmax backward's row dot sum(datt * att) as
+ * D = dout_h . out_h per row (so it takes the forward's out), into scratch.
+ * fp32 throughout (no tensor cores); exp is the CPU's hpt_expf.
+ *
+ * Head sizes C/NH from 1 to ATTENTION_FLASH_CUDA_MAX_HS (128); a larger one
+ * is refused through kernels_cuda_error. Any T (tiles past T are padded
+ * with zeros). Shared memory per block, opted into past 48 KiB: forward
+ * 66 KiB at hs 64 (114 KiB at 128), backward dq 82 KiB (146 KiB), dk/dv
+ * 99 KiB (163 KiB: an A100's limit exactly; Hopper's is 227 KiB).
+ *
+ * Determinism: no atomics. dq is owned by a block per query tile that walks
+ * the key tiles in order; dk and dv by a block per key tile that walks the
+ * query tiles in order (two kernels); every sum has one order fixed by the
+ * shape. Within rounding of the CPU kernels, not bit-equal: the scores are
+ * one ascending chain over the channels (not dot16), the softmax is
+ * rescaled tile by tile, D comes from out. */
+enum { ATTENTION_FLASH_CUDA_MAX_HS = 128 };
+/* out (B,T,C) as attention_forward_cuda's; lse (B,NH,T) written */
+void attention_forward_flash_cuda(float *out, float *lse, const float *inp, int B, int T, int C, int NH);
+/* dinp (B,T,3C) += the gradient of q, k, v (_first: written; dinp is not
+ * read) given dout (B,T,C), the forward's inp, out and lse. scratch:
+ * attention_flash_cuda_scratch floats (D). */
+void attention_backward_flash_cuda(float *dinp, const float *dout, const float *inp, const float *out,
+                                   const float *lse, int B, int T, int C, int NH, float *scratch);
+void attention_backward_flash_first_cuda(float *dinp, const float *dout, const float *inp, const float *out,
+                                         const float *lse, int B, int T, int C, int NH, float *scratch);
+/* floats of lse, and of scratch attention_backward_flash*_cuda need */
+size_t attention_flash_cuda_state(int B, int T, int NH);
+size_t attention_flash_cuda_scratch(int B, int T, int NH);
 
 /* ---- loss */
 

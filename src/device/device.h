@@ -49,9 +49,20 @@ typedef struct hpt_dev_sf {
  * CPU row needs none); `wide` is the LM head's: a buffer of 3 N x C floats
  * the CPU row splits the vocabulary-long inner dimension into
  * (matmul_backward_dinp_first_kblocks), NULL for every other GEMM.
- * Token ids are ints in this row's memory (upload_ints puts them there). */
+ * Token ids are ints in this row's memory (upload_ints puts them there).
+ *
+ * Attention: `att` is the row's attention state, what its attention_forward
+ * keeps for its attention_backward: attention_state_floats(B, T, C, NH)
+ * floats per layer (the model's size table reserves L of them). On the CPU
+ * and guard rows it is kernels.h's att, the softmax rows (B,NH,T,T); on the
+ * CUDA row, by default, each softmax row's log-sum-exp (B,NH,T), for a
+ * flash-style attention that recomputes the probabilities in its backward
+ * (kernels_cuda.h). The backward also gets the forward's output `out`
+ * (B,T,C): the flash backward reads it (rowsum(dout * out) per head), the
+ * CPU row ignores it. */
 typedef struct hpt_dev_nn {
     size_t (*scratch_floats)(int B, int T, int C, int NH, int V, int Vp);
+    size_t (*attention_state_floats)(int B, int T, int C, int NH);
     void (*upload_ints)(int *dst, const int *host, size_t n);
     void (*encoder_forward)(float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C);
     void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C, int V,
@@ -67,8 +78,8 @@ typedef struct hpt_dev_nn {
     void (*matmul_backward_dweight)(float *dw, float *db, const float *dout, const float *inp, int N, int C,
                                     int OC, int first, float *scratch);
     void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
-                               int C, int NH, float *scratch);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *att, int B, int T, int C, int NH, float *scratch);
     void (*gelu_forward)(float *out, const float *inp, size_t n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
     void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
@@ -158,6 +169,7 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out);
 
 #define HPT_DEV_NN_OPS(V, R)                                                                            \
     R(size_t, scratch_floats, (int B, int T, int C, int NH, int V, int Vp), (B, T, C, NH, V, Vp))       \
+    R(size_t, attention_state_floats, (int B, int T, int C, int NH), (B, T, C, NH))                     \
     V(upload_ints, (int *dst, const int *host, size_t n), (dst, host, n))                               \
     V(encoder_forward, (float *out, const int *tok, const float *wte, const float *wpe, int B, int T,    \
                         int C), (out, tok, wte, wpe, B, T, C))                                          \
@@ -178,9 +190,9 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out);
       (dw, db, dout, inp, N, C, OC, first, scratch))                                                    \
     V(attention_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),       \
       (out, att, qkv, B, T, C, NH))                                                                     \
-    V(attention_backward, (float *dqkv, const float *dout, const float *qkv, const float *att, int B,    \
-                           int T, int C, int NH, float *scratch),                                       \
-      (dqkv, dout, qkv, att, B, T, C, NH, scratch))                                                     \
+    V(attention_backward, (float *dqkv, const float *dout, const float *qkv, const float *out,          \
+                           const float *att, int B, int T, int C, int NH, float *scratch),              \
+      (dqkv, dout, qkv, out, att, B, T, C, NH, scratch))                                                \
     V(gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))                            \
     V(gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n)) \
     V(residual_forward, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))         \

@@ -34,6 +34,12 @@ static size_t cpu_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
     return 0;
 }
 
+/* kernels.h's att: the softmax rows, (B,NH,T,T) */
+static size_t cpu_attention_state_floats(int B, int T, int C, int NH) {
+    (void)C;
+    return (size_t)B * NH * T * T;
+}
+
 static void cpu_upload_ints(int *dst, const int *host, size_t n) {
     if (n) memcpy(dst, host, n * sizeof(int));
 }
@@ -65,14 +71,15 @@ static void cpu_matmul_backward_dweight(float *dw, float *db, const float *dout,
     else matmul_backward_dweight(dw, db, dout, inp, N, C, OC);
 }
 
-static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T,
-                                   int C, int NH, float *scratch) {
-    (void)scratch;
+static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *att, int B, int T, int C, int NH, float *scratch) {
+    (void)out; (void)scratch;   /* the probabilities are in att */
     attention_backward_first(dqkv, dout, qkv, att, B, T, C, NH);
 }
 
 static const hpt_dev_nn cpu_nn = {
     .scratch_floats = cpu_scratch_floats,
+    .attention_state_floats = cpu_attention_state_floats,
     .upload_ints = cpu_upload_ints,
     .encoder_forward = encoder_forward,
     .encoder_backward = cpu_encoder_backward,

@@ -23,7 +23,9 @@ enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
        FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NUM_PARAM_TENSORS };
 
 /* Activation arena, one X-macro line per buffer (family.h). Sizes use L, B,
- * T, C, NH, Vp. */
+ * T, C, NH, Vp, S (the kernels' scratch) and A (the attention state of one
+ * layer: hpt_dev_nn's attention_state_floats, (B,NH,T,T) softmax rows on the
+ * CPU, (B,NH,T) log-sum-exps on the CUDA row's flash attention). */
 #define GPT2_ACTS(X)                                                    \
     X(encoded,   (size_t)B * T * C)           /* (B,T,C) */             \
     X(ln1,       (size_t)L * B * T * C)       /* (L,B,T,C) */           \
@@ -31,7 +33,7 @@ enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
     X(ln1_rstd,  (size_t)L * B * T)                                     \
     X(qkv,       (size_t)L * B * T * 3 * C)   /* (L,B,T,3C) */          \
     X(atty,      (size_t)L * B * T * C)       /* (L,B,T,C) */           \
-    X(att,       (size_t)L * B * NH * T * T)  /* (L,B,NH,T,T) */        \
+    X(att,       (size_t)L * A)               /* (L, A) */              \
     X(residual2, (size_t)L * B * T * C)                                 \
     X(ln2,       (size_t)L * B * T * C)                                 \
     X(ln2_mean,  (size_t)L * B * T)                                     \
@@ -110,7 +112,9 @@ static double gpt2_train_flops(const hpt_model *m, int B, int T) {
 static double gemm_flops(int N, int C, int OC) { return 2.0 * N * C * OC; }
 
 /* causal attention's q.k and att.v products: T(T+1)/2 pairs per (b, head),
- * 2 hs FLOPs each for both; the backward does twice that */
+ * 2 hs FLOPs each for both; the backward does twice that. The model's
+ * FLOPs: a flash-style backward (the CUDA row's) also recomputes q.k and
+ * dout.v, which is not counted. */
 static double attn_fwd_flops(int B, int T, int C) { return 2.0 * B * C * (double)T * (T + 1); }
 
 static void linear_forward(const gpt2 *g, int slot, float *out, const float *inp, const float *w, const float *b,
@@ -155,6 +159,7 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
     g->cur_B = B; g->cur_T = T;
     gpt2_acts *a = &g->a;
     const hpt_dev_nn *nn = g->nn;
+    const size_t A = nn->attention_state_floats(B, T, C, NH);   /* one layer's attention state: (L, A) */
     nn->upload_ints(tok_ids(g), batch->tokens, (size_t)B * T);
     if (batch->targets) nn->upload_ints(tgt_ids(g), batch->targets, (size_t)B * T);
     float *P[NUM_PARAM_TENSORS];
@@ -167,7 +172,7 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
          * actual B, T, so smaller batches pack densely at the front */
         float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * B * T;
         float *ln1_rstd = a->ln1_rstd + (size_t)l * B * T, *qkv = a->qkv + l * BTC * 3;
-        float *atty = a->atty + l * BTC, *att = a->att + (size_t)l * B * NH * T * T;
+        float *atty = a->atty + l * BTC, *att = a->att + l * A;
         float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
         float *ln2_mean = a->ln2_mean + (size_t)l * B * T, *ln2_rstd = a->ln2_rstd + (size_t)l * B * T;
         float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
@@ -219,6 +224,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     const size_t BTC = (size_t)B * T * C;
     gpt2_acts *a = &g->a;
     const hpt_dev_nn *nn = g->nn;
+    const size_t A = nn->attention_state_floats(B, T, C, NH);   /* one layer's attention state */
     float *P[NUM_PARAM_TENSORS], *G[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         P[i] = hpt_tensor_ptr(m->params, m, i);
@@ -243,7 +249,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
         const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         const float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * B * T;
         const float *ln1_rstd = a->ln1_rstd + (size_t)l * B * T, *qkv = a->qkv + l * BTC * 3;
-        const float *atty = a->atty + l * BTC, *att = a->att + (size_t)l * B * NH * T * T;
+        const float *atty = a->atty + l * BTC, *att = a->att + l * A;
         const float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
         const float *ln2_mean = a->ln2_mean + (size_t)l * B * T, *ln2_rstd = a->ln2_rstd + (size_t)l * B * T;
         const float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
@@ -262,7 +268,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
         linear_backward(g, HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
                         G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C, first);
         HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
-                 nn->attention_backward(a->dqkv, a->datty, qkv, att, B, T, C, NH, a->scratch));
+                 nn->attention_backward(a->dqkv, a->datty, qkv, atty, att, B, T, C, NH, a->scratch));
         linear_backward(g, HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
                         G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C, first);
         ln_backward(g, a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid, P[LN1W] + l * C, ln1_mean, ln1_rstd,
@@ -333,6 +339,7 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
     if (params_only) { *out = m; return HPT_OK; }  /* the caller fills the zeroed arena */
 
     const size_t S = g->nn->scratch_floats(B, T, C, NH, V, Vp);
+    const size_t A = g->nn->attention_state_floats(B, T, C, NH);
     HPT_CARVE_ACTS(m, g->act_arena, gpt2_acts, &g->a, GPT2_ACTS);
     g->host_losses = malloc((size_t)B * T * sizeof(float));
     if (!g->act_arena || !g->host_losses) {
@@ -391,6 +398,7 @@ size_t hpt_gpt2_act_floats_on(const hpt_gpt2_config *cfg, int B, int T, const hp
     const size_t L = (size_t)cfg->n_layer, NH = (size_t)cfg->n_head, C = (size_t)cfg->n_embd;
     const size_t Vp = (size_t)hpt_gpt2_padded_vocab(cfg->vocab_size);
     const size_t S = dev->nn->scratch_floats(B, T, (int)C, (int)NH, cfg->vocab_size, (int)Vp);
+    const size_t A = dev->nn->attention_state_floats(B, T, (int)C, (int)NH);
     size_t total = 0;
 #define X(name, size) total += ((size) + 15) / 16 * 16;
     GPT2_ACTS(X)

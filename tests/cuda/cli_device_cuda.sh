@@ -4,7 +4,9 @@
 # machines) it says skip; tests/cli_device.sh runs the same paths on the
 # guard device there.
 #   - a d4 and a d12 model's first 10 training losses, fp32 (TF32 off),
-#     within 1e-4 relative of the CPU's from the same init and batches;
+#     within 1e-4 relative of the CPU's from the same init and batches (the
+#     flash attention), and d4's with HPT_CUDA_ATTENTION=materialise too, its
+#     plan larger by exactly the T x T probabilities;
 #   - kill -9 and resume on the GPU: the uninterrupted GPU run's bits;
 #   - checkpoints between the devices: killed on one, resumed on the other,
 #     the final val loss within 1e-3 relative of the uninterrupted run's (the
@@ -51,6 +53,21 @@ for arch in "d4:--n-layer 4 --n-head 4 --n-embd 128" "d12:--n-layer 12 --n-head 
         pass "$name: the first 10 losses on the GPU within 1e-4 of the CPU's ($msg)"
     else fail "$name: GPU losses against the CPU's (rc $rc: $msg)"; fi
 done
+
+# the attention: the runs above used the flash kernels (the default); the
+# T x T ones (HPT_CUDA_ATTENTION=materialise) give the CPU's losses too, and
+# a plan larger by exactly L B NH T (T - 1) floats (att: probabilities, not
+# one log-sum-exp per row): 4 x 8 x 4 x 64 x 63 x 4 bytes at d4
+common="--data $tmp/data.txt --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 8 --max-iters 10 --eval-interval 0 --eval-iters 2 --threads 0"
+run env HPT_CUDA_ATTENTION=materialise $HPT train $common --device cuda --out "$tmp/d4-gpu-mat"
+if [ "$rc" -eq 0 ] && msg=$(losses_agree "$tmp/d4-cpu" "$tmp/d4-gpu-mat" 10 1e-4); then
+    pass "d4, HPT_CUDA_ATTENTION=materialise: the first 10 losses within 1e-4 of the CPU's ($msg)"
+else fail "d4, HPT_CUDA_ATTENTION=materialise: losses against the CPU's (rc $rc: $msg)"; fi
+plans=$(python3 -c 'import json,sys; print(*(json.load(open(d + "/summary.json"))["device_memory_bytes"]["plan"] for d in sys.argv[1:]))' "$tmp/d4-gpu" "$tmp/d4-gpu-mat" 2>/dev/null)
+set -- $plans
+if [ $# -eq 2 ] && [ $(( $2 - $1 )) -eq $(( 4 * 8 * 4 * 64 * 63 * 4 )) ]; then
+    pass "the flash attention's plan: $1 B, the T x T attention's $2 B"
+else fail "plans of the two attentions ($plans)"; fi
 
 # kill -9 and resume: on the GPU (bit-exact), and across devices (within rounding)
 long="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 8 --max-iters 300 --eval-interval 100 --eval-iters 4 --threads 0 --save-interval 50 --keep-last 10"

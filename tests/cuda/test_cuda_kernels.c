@@ -23,7 +23,14 @@
  *     bit-equal given the same att, printed), GEMMs with an inner dimension
  *     up to 4096 (cuBLAS's blocking against OpenBLAS's);
  *   normwise 3e-5: GEMMs whose inner dimension is longer (the LM head's
- *     dinp sums 50304 products per element).
+ *     dinp sums 50304 products per element);
+ *   normwise 1e-4: the flash-style attention (attention_*_flash_cuda, the
+ *     CUDA row's default) against the CPU's attention, which stores att:
+ *     out, lse (against a double reference) and dinp, dq, dk, dv (its
+ *     sums in other orders: test_flash says which; expected near 1e-6). It
+ *     runs at every shape above and at its own tails and head sizes (T 1,
+ *     7, 65, 129, 100, 70, 200; hs 1, 32, 33, 48, 64, 80, 128; B2 T1024 at
+ *     GPT-2 124M), and a head size past 128 must be refused.
  * Every comparison prints its worst difference, so a GPU run's log is the
  * record of the headroom.
  *
@@ -533,6 +540,122 @@ static void test_attention(const shape *s) {
     for (int r = 0; r < 2; r++) { free(go[r]); free(ga[r]); }
 }
 
+/* ---------------------------------------------------------------- flash attention */
+
+/* lse (B,NH,T): each softmax row's log-sum-exp, in double from the same
+ * float scale the kernels use (the flash forward's second output) */
+static void lse_ref(float *lse, const float *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    const size_t C3 = 3 * (size_t)C;
+    const double scale = 1.0f / sqrtf((float)hs);
+    double *s = xmalloc((size_t)T * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                double mx = -INFINITY, sum = 0.0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs;
+                    double d = 0.0;
+                    for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
+                    s[t2] = d * scale;
+                    if (s[t2] > mx) mx = s[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) sum += exp(s[t2] - mx);
+                lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
+            }
+    free(s);
+}
+
+/* part p (0 q, 1 k, 2 v) of a packed (N, 3C) gradient, contiguous */
+static float *third(const float *x, size_t N, int C, int p) {
+    float *o = xmalloc(N * (size_t)C * sizeof(float));
+    for (size_t n = 0; n < N; n++) memcpy(o + n * C, x + n * 3 * C + (size_t)p * C, (size_t)C * sizeof(float));
+    return o;
+}
+
+/* The flash-style kernels (attention_*_flash_cuda) against the CPU's
+ * attention (which stores att): out against attention_forward's, lse
+ * against lse_ref, and the backward, given the GPU forward's out and lse
+ * (what the CUDA row passes), against attention_backward(_first) given the
+ * CPU's att. Tolerance normwise 1e-4: the scores are one ascending chain
+ * over the channels where the CPU adds 16 lanes (dot16), the softmax is
+ * rescaled tile by tile, and the backward's row dot is dout . out where
+ * the CPU sums datt att; each a few ulps per element, expected near 1e-6
+ * (printed), with room for T 1024's longer sums. */
+static void test_flash(const char *name, int B, int T, int C, int NH) {
+    printf("%s: flash attention B%d T%d C%d NH%d (hs %d)\n", name, B, T, C, NH, C / NH);
+    const size_t BT = (size_t)B * T, BTC = BT * C, BT3C = 3 * BTC, ATT = (size_t)B * NH * T * T;
+    const size_t NL = attention_flash_cuda_state(B, T, NH);
+    const double tol = 1e-4;
+    CHECK(NL == (size_t)B * NH * T, "attention_flash_cuda_state %zu, not B*NH*T", NL);
+    float *qkv = hrand(BT3C, 1.0f), *out = hzeros(BTC), *att = hzeros(ATT), *lse = hzeros(NL);
+    attention_forward(out, att, qkv, B, T, C, NH);
+    lse_ref(lse, qkv, B, T, C, NH);
+    float *dqkv = dfrom(qkv, BT3C), *dout = dalloc(BTC), *dlse = dalloc(NL);
+    float *go[2] = {hzeros(BTC), hzeros(BTC)}, *gl[2] = {hzeros(NL), hzeros(NL)};
+    for (int r = 0; r < 2; r++) {
+        dnan(dout, BTC);   /* every element is the kernel's to write */
+        dnan(dlse, NL);
+        attention_forward_flash_cuda(dout, dlse, dqkv, B, T, C, NH);
+        synced("attention_forward_flash_cuda");
+        down(go[r], dout, BTC * sizeof(float));
+        down(gl[r], dlse, NL * sizeof(float));
+    }
+    cmp(name, "flash_forward out", go[0], out, BTC, tol);
+    cmp(name, "flash_forward lse", gl[0], lse, NL, tol);
+    same(name, "flash_forward out", go[0], go[1], BTC);
+    same(name, "flash_forward lse", gl[0], gl[1], NL);
+
+    /* backward from the GPU forward's out and lse (in dout and dlse since its
+     * second run), as the CUDA row passes them */
+    float *d = hrand(BTC, 1.0f), *g0 = hrand(BT3C, 1.0f), *ddo = dfrom(d, BTC), *ddi = dalloc(BT3C);
+    const size_t ns = attention_flash_cuda_scratch(B, T, NH);
+    float *scratch = dalloc(ns);
+    for (int first = 0; first < 2; first++) {
+        float *gi = first ? hzeros(BT3C) : hcopy(g0, BT3C);
+        if (first) attention_backward_first(gi, d, qkv, att, B, T, C, NH);
+        else attention_backward(gi, d, qkv, att, B, T, C, NH);
+        float *r2[2] = {hzeros(BT3C), hzeros(BT3C)};
+        for (int r = 0; r < 2; r++) {
+            if (first) dnan(ddi, BT3C);
+            else up(ddi, g0, BT3C * sizeof(float));
+            dnan(scratch, ns);   /* the row dots are the kernel's to write before it reads them */
+            if (first) attention_backward_flash_first_cuda(ddi, ddo, dqkv, dout, dlse, B, T, C, NH, scratch);
+            else attention_backward_flash_cuda(ddi, ddo, dqkv, dout, dlse, B, T, C, NH, scratch);
+            synced("attention_backward_flash_cuda");
+            down(r2[r], ddi, BT3C * sizeof(float));
+        }
+        cmp(name, first ? "flash_backward_first dinp" : "flash_backward dinp", r2[0], gi, BT3C, tol);
+        same(name, first ? "flash_backward_first dinp" : "flash_backward dinp", r2[0], r2[1], BT3C);
+        if (first) {   /* dq, dk, dv each on its own scale (onto zeros: nothing swamps them) */
+            static const char *part[3] = {"flash_backward_first dq", "flash_backward_first dk",
+                                          "flash_backward_first dv"};
+            for (int p = 0; p < 3; p++) {
+                float *gp = third(r2[0], BT, C, p), *cp = third(gi, BT, C, p);
+                cmp(name, part[p], gp, cp, BTC, tol);
+                free(gp); free(cp);
+            }
+        }
+        free(gi); free(r2[0]); free(r2[1]);
+    }
+    cudaFree(dqkv); cudaFree(dout); cudaFree(dlse); cudaFree(ddo); cudaFree(ddi); cudaFree(scratch);
+    free(qkv); free(out); free(att); free(lse); free(d); free(g0);
+    for (int r = 0; r < 2; r++) { free(go[r]); free(gl[r]); }
+}
+
+/* A head size past ATTENTION_FLASH_CUDA_MAX_HS is refused, through
+ * kernels_cuda_error, before anything is launched. Last: the error sticks. */
+static void test_flash_refusal(void) {
+    const int C = ATTENTION_FLASH_CUDA_MAX_HS + 8, NH = 1;
+    float *p = dalloc(3 * (size_t)C);
+    attention_forward_flash_cuda(p, p, p, 1, 1, C, NH);
+    const int rc = kernels_cuda_sync();
+    printf("flash refusal, hs %d: %s\n", C / NH, rc ? kernels_cuda_error() : "(accepted)");
+    CHECK(rc != 0 && strstr(kernels_cuda_error(), "head size"), "attention_forward_flash_cuda took hs %d", C / NH);
+    cudaFree(p);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(void) {
@@ -571,7 +694,20 @@ int main(void) {
             test_xent(s);
         }
         test_attention(s);
+        test_flash(s->name, s->B, s->T, s->C, s->NH);
     }
+    /* the flash attention's tails (T past a multiple of its 64-row tiles,
+     * T below one tile) and head sizes (one to eight 16-channel groups per
+     * thread, an odd one) */
+    const struct { const char *name; int B, T, C, NH; } flash[] = {
+        {"flash-T1-hs32", 2, 1, 64, 2},     {"flash-T7-hs48", 2, 7, 96, 2},
+        {"flash-T65-hs64", 2, 65, 128, 2},  {"flash-T129-hs80", 1, 129, 160, 2},
+        {"flash-T100-hs128", 1, 100, 256, 2}, {"flash-T70-hs1", 1, 70, 3, 3},
+        {"flash-T200-hs33", 1, 200, 66, 2}, {"flash-124M-B2-T1024", 2, 1024, 768, 12},
+    };
+    for (size_t k = 0; k < sizeof flash / sizeof flash[0]; k++)
+        test_flash(flash[k].name, flash[k].B, flash[k].T, flash[k].C, flash[k].NH);
+    test_flash_refusal();
     kernels_cuda_shutdown();
     return TEST_REPORT("test_cuda_kernels");
 }

@@ -12,6 +12,11 @@
  * order against OpenBLAS's, through L layers). Every check prints its worst
  * difference, so a GPU run's log is the record of the headroom.
  *
+ * The attention is the CUDA row's default, the flash kernels (its state and
+ * the activation arena against the ledger are checked too);
+ * HPT_CUDA_ATTENTION=materialise build/cuda/test_gpt2_cuda runs the same
+ * checks on the T x T kernels.
+ *
  * Without a usable GPU it prints "skip: <why>" and exits 0.
  */
 #include "../../src/model/model.h"
@@ -61,6 +66,22 @@ static void test_shape(const shape *s) {
     CHECK(hpt_gpt2_init_on(&cpu, &cfg, s->B, s->T, 7, &hpt_device_cpu) == HPT_OK, "cpu model: %s", hpt_errmsg());
     CHECK(hpt_gpt2_init_on(&gpu, &cfg, s->B, s->T, 7, &hpt_device_cuda) == HPT_OK, "gpu model: %s", hpt_errmsg());
     if (!cpu || !gpu) { hpt_model_free(cpu); hpt_model_free(gpu); return; }
+
+    /* the memory plan: the arena is what the ledger counts (act_floats_on),
+     * and its att slot holds the CUDA row's attention state: B*NH*T
+     * log-sum-exps a layer (flash), B*NH*T*T probabilities under
+     * HPT_CUDA_ATTENTION=materialise; the CPU's stays B*NH*T*T */
+    const char *mode = getenv("HPT_CUDA_ATTENTION");
+    const int mat = mode && (!strcmp(mode, "materialise") || !strcmp(mode, "materialize"));
+    const size_t A = hpt_device_cuda.nn->attention_state_floats(s->B, s->T, s->C, s->NH);
+    CHECK(A == (size_t)s->B * s->NH * s->T * (mat ? (size_t)s->T : 1), "%s: attention state %zu floats", s->name, A);
+    CHECK(hpt_device_cpu.nn->attention_state_floats(s->B, s->T, s->C, s->NH) == (size_t)s->B * s->NH * s->T * s->T,
+          "%s: the CPU's attention state", s->name);
+    CHECK(gpu->act_bytes == hpt_gpt2_act_floats_on(&cfg, s->B, s->T, &hpt_device_cuda) * sizeof(float) &&
+          cpu->act_bytes == hpt_gpt2_act_floats(&cfg, s->B, s->T) * sizeof(float),
+          "%s: the activation arenas (%zu, %zu B) are what the ledger counts", s->name, gpu->act_bytes, cpu->act_bytes);
+    printf("  activations: cpu %zu B, gpu %zu B (%s attention)\n", cpu->act_bytes, gpu->act_bytes,
+           mat ? "T x T" : "flash");
 
     float *w = download_all(gpu, gpu->params);
     CHECK(!memcmp(w, cpu->params, cpu->nparams * sizeof(float)), "%s: the same seed gives the same weights", s->name);
