@@ -61,7 +61,12 @@ I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-
 # schedule-free, hybrid (the outer step on the best schedule), hybrid-sf (on
 # schedule-free) and the outer step at SNOO's and a 124M wrapper's published
 # settings (outer-snoo, outer-124m)
-I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,outer-snoo,outer-124m --budgets 0.9,0.8"
+# SEEDS and BUDGETS (default 5 and 0.9,0.8) shrink it where a session cannot
+# hold the whole of it: a later call with the defaults, the same binary and
+# the same machine reuses the runs already finished.
+SEEDS=${SEEDS:-5}
+BUDGETS=${BUDGETS:-0.9,0.8}
+I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,outer-snoo,outer-124m --budgets $BUDGETS"
 for w in $workloads; do
     case $w in
     shakespeare-cpu)
@@ -89,11 +94,11 @@ for w in $workloads; do
             --seeds 5 $I12 --threads $THREADS --jobs $JOBS ;;
     issue26-shakespeare-cpu)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
-        run_workload $w --data $SHAKE --eval-iters 20 --lrs 3e-3,4e-3,6e-3 --seeds 5 $I26 --threads $THREADS --jobs $JOBS ;;
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 3e-3,4e-3,6e-3 --seeds $SEEDS $I26 --threads $THREADS --jobs $JOBS ;;
     issue26-fashion-cnn)
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
-            --seeds 5 $I26 --threads $THREADS --jobs $JOBS ;;
+            --seeds $SEEDS $I26 --threads $THREADS --jobs $JOBS ;;
     *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn," \
             "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn, issue26-shakespeare-cpu," \
             "issue26-fashion-cnn)" >&2; exit 2 ;;
