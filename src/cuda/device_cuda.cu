@@ -372,17 +372,22 @@ static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
 }
 
 /* fp32: cuBLAS's FFMA GEMMs (TF32 off, the CPU's arithmetic within
- * rounding); tf32: its TF32 tensor cores (10-bit mantissas in the
- * products, fp32 sums and storage). bf16 needs bf16 activations and GEMMs
- * with fp32 master weights: not in this version. */
+ * rounding); tf32 and bf16: its tensor cores, products of inputs rounded to
+ * TF32 or bf16, fp32 sums (kernels_cuda.h's KC_*). Every mode keeps
+ * activations, weights, gradients and optimizer state in fp32: bf16 here is
+ * the GEMM half of mixed precision, not bf16 activation storage, so its
+ * memory is fp32's. */
 static hpt_status cuda_set_precision(const char *name) {
-    int tf32 = name && !strcmp(name, "tf32");
-    if (name && strcmp(name, "fp32") && !tf32)
-        return hpt_fail(HPT_ERR_ARG, "--precision %s: not in this version of the CUDA backend (fp32 and tf32 are)",
-                        name);
-    if (kernels_cuda_set_tf32(tf32) != 0)
-        return hpt_fail(HPT_ERR_IO, "--precision %s: %s", name, kernels_cuda_error());
-    return HPT_OK;
+    static const struct { const char *name; int mode; } modes[] = {
+        {"fp32", KC_FP32}, {"tf32", KC_TF32}, {"bf16", KC_BF16}};
+    const char *want = name ? name : "fp32";
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(want, modes[i].name)) continue;
+        if (kernels_cuda_set_gemm_math(modes[i].mode) != 0)
+            return hpt_fail(HPT_ERR_ARG, "--precision %s: %s", want, kernels_cuda_error());
+        return HPT_OK;
+    }
+    return hpt_fail(HPT_ERR_ARG, "--precision %s: the CUDA backend has fp32, tf32 and bf16", want);
 }
 
 /* A kernel's failure (a launch, cuBLAS, a fault) is kept by kernels_cuda.cu

@@ -77,10 +77,40 @@ extern "C" void kernels_cuda_shutdown(void) {
     g_blas = NULL;
 }
 
-extern "C" int kernels_cuda_set_tf32(int on) {
-    if (!g_blas) { fail("kernels_cuda_set_tf32", "kernels_cuda_init was not called"); return -1; }
-    check_blas(cublasSetMathMode(g_blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-               "kernels_cuda_set_tf32: cublasSetMathMode");
+/* The GEMMs' arithmetic (kernels_cuda.h's KC_*). fp32 and tf32 go through
+ * cublasSgemm under a math mode; bf16 through cublasGemmEx with fp32 data
+ * and the compute type CUBLAS_COMPUTE_32F_FAST_16BF (gemm below). */
+static int g_gemm_math = KC_FP32;
+
+/* TF32 and bf16 tensor cores are Ampere's (compute capability 8.0) and
+ * newer: on an older GPU cuBLAS would quietly fall back to FFMA, so a run
+ * asking for them is refused instead of measured as something it is not. */
+static int tensor_cores_present(void) {
+    int dev = 0, major = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e != cudaSuccess) { fail("kernels_cuda_set_gemm_math", cudaGetErrorString(e)); return -1; }
+    return major >= 8;
+}
+
+extern "C" int kernels_cuda_set_gemm_math(int mode) {
+    if (!g_blas) { fail("kernels_cuda_set_gemm_math", "kernels_cuda_init was not called"); return -1; }
+    if (mode != KC_FP32 && mode != KC_TF32 && mode != KC_BF16) {
+        fail("kernels_cuda_set_gemm_math", "unknown mode");
+        return -1;
+    }
+    if (mode != KC_FP32) {
+        int tc = tensor_cores_present();
+        if (tc < 0) return -1;
+        if (!tc) {
+            fail("kernels_cuda_set_gemm_math",
+                 "this GPU's compute capability is below 8.0: it has no TF32 or bf16 tensor cores (fp32 runs)");
+            return -1;
+        }
+    }
+    check_blas(cublasSetMathMode(g_blas, mode == KC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+               "kernels_cuda_set_gemm_math: cublasSetMathMode");
+    if (!g_failed) g_gemm_math = mode;
     return g_failed ? -1 : 0;
 }
 
@@ -282,6 +312,20 @@ static int have_blas(const char *where) {
     return 0;
 }
 
+/* C = A op B + beta C in cuBLAS's column-major terms, alpha 1, fp32 data.
+ * Under KC_BF16 cuBLAS rounds A and B to bf16 inside the GEMM and multiplies
+ * them on tensor cores, summing in fp32 (CUBLAS_COMPUTE_32F_FAST_16BF): the
+ * GEMM half of bf16 mixed precision; activations, weights and optimizer
+ * state stay fp32 in memory. */
+static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *A, int lda,
+                           const float *B, int ldb, float beta, float *Cm, int ldc) {
+    const float one = 1.0f;
+    if (g_gemm_math == KC_BF16)
+        return cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta, Cm,
+                            CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+    return cublasSgemm(g_blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, Cm, ldc);
+}
+
 /* cuBLAS is column-major: a row-major (R, K) matrix is, to it, the (K, R)
  * matrix with leading dimension K. So out (N,OC) = inp (N,C) . weight^T is
  * out as OC x N = (weight as C x OC)^T . (inp as C x N): sgemm(T, N) with
@@ -290,14 +334,14 @@ static int have_blas(const char *where) {
 extern "C" void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias,
                                     int N, int C, int OC) {
     if (!N || !OC || !have_blas("matmul_forward_cuda")) return;
-    const float one = 1.0f, beta = bias ? 1.0f : 0.0f;
+    const float beta = bias ? 1.0f : 0.0f;
     if (bias) {
         const size_t total = (size_t)N * OC;
         k_bias_rows<<<blocks_for(total, EW_THREADS), EW_THREADS>>>(out, bias, OC, total);
         check_launch("matmul_forward_cuda (bias)");
     }
-    check_blas(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, weight, C, inp, C, &beta, out, OC),
-               "matmul_forward_cuda: cublasSgemm");
+    check_blas(gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, beta, out, OC),
+               "matmul_forward_cuda: cuBLAS GEMM");
 }
 
 /* dinp (N,C) = dout (N,OC) . weight (OC,C): dinp^T (C,N) = (weight as
@@ -306,18 +350,16 @@ extern "C" void matmul_forward_cuda(float *out, const float *inp, const float *w
 static void dinp_gemm(float *dinp, const float *dout, const float *weight, int N, int C, int OC, float beta,
                       const char *where) {
     if (!N || !C || !have_blas(where)) return;
-    const float one = 1.0f;
-    check_blas(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C, dout, OC, &beta, dinp, C),
-               where);
+    check_blas(gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, beta, dinp, C), where);
 }
 
 extern "C" void matmul_backward_dinp_cuda(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
-    dinp_gemm(dinp, dout, weight, N, C, OC, 1.0f, "matmul_backward_dinp_cuda: cublasSgemm");
+    dinp_gemm(dinp, dout, weight, N, C, OC, 1.0f, "matmul_backward_dinp_cuda: cuBLAS GEMM");
 }
 
 extern "C" void matmul_backward_dinp_first_cuda(float *dinp, const float *dout, const float *weight,
                                                 int N, int C, int OC) {
-    dinp_gemm(dinp, dout, weight, N, C, OC, 0.0f, "matmul_backward_dinp_first_cuda: cublasSgemm");
+    dinp_gemm(dinp, dout, weight, N, C, OC, 0.0f, "matmul_backward_dinp_first_cuda: cuBLAS GEMM");
 }
 
 /* dweight (OC,C) = dout^T . inp: dweight^T (C,OC) = (inp as C x N) .
@@ -325,9 +367,7 @@ extern "C" void matmul_backward_dinp_first_cuda(float *dinp, const float *dout, 
 static void dweight_gemm(float *dweight, float *dbias, const float *dout, const float *inp, int N, int C, int OC,
                          float *scratch, int first, const char *where) {
     if (!C || !OC || !have_blas(where)) return;
-    const float one = 1.0f, beta = first ? 0.0f : 1.0f;
-    check_blas(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC, &beta, dweight, C),
-               where);
+    check_blas(gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, first ? 0.0f : 1.0f, dweight, C), where);
     if (!dbias) return;
     const int nchunk = chunks_of(N);
     if (nchunk) {

@@ -46,13 +46,18 @@ extern "C" {
 
 /* Creates the cuBLAS handle on the current device: math mode
  * CUBLAS_DEFAULT_MATH with an fp32 compute type, which never uses TF32
- * (TF32 needs CUBLAS_TF32_TENSOR_OP_MATH, kernels_cuda_set_tf32). 0 on
+ * (TF32 needs CUBLAS_TF32_TENSOR_OP_MATH, kernels_cuda_set_gemm_math). 0 on
  * success, -1 with kernels_cuda_error() saying why (no device, no driver). */
 int kernels_cuda_init(void);
 void kernels_cuda_shutdown(void);
-/* TF32 tensor cores in the GEMMs on (1) or off (0, the default); for
- * --precision tf32. 0 or -1 as above. */
-int kernels_cuda_set_tf32(int on);
+/* The GEMMs' arithmetic, for --precision; data in memory is fp32 in every
+ * mode. KC_FP32 (the default): FFMA, the CPU's products within rounding.
+ * KC_TF32: TF32 tensor cores (10-bit mantissas in the products, fp32 sums).
+ * KC_BF16: bf16 tensor cores (inputs rounded to bf16 inside the GEMM, 7-bit
+ * mantissas, fp32 sums and outputs). The tensor-core modes need compute
+ * capability 8.0 or newer. 0, or -1 as above (an older GPU: the reason). */
+enum { KC_FP32 = 0, KC_TF32 = 1, KC_BF16 = 2 };
+int kernels_cuda_set_gemm_math(int mode);
 /* Waits for every kernel launched so far; 0, or -1 when a launch, a cuBLAS
  * call or a kernel failed since kernels_cuda_init (the first failure is kept:
  * kernels_cuda_error). */

@@ -386,6 +386,50 @@ static void test_matmul(const shape *s, const char *layer, int N, int C, int OC,
     free(x); free(w); free(b); free(out); free(d); free(gx0); free(gw0); free(gb0);
 }
 
+/* --precision tf32 and bf16: the forward GEMM on tensor cores against the
+ * CPU's fp32, normwise within its inputs' rounding (TF32 keeps 10 mantissa
+ * bits, bf16 7: about 5e-4 and 4e-3 relative per product), deterministic,
+ * and measurably not fp32 (a mode that silently fell back to FFMA would be
+ * within gemm_tol, 1e-5, and fail here). Leaves the GEMMs in fp32. */
+static void test_gemm_math(const shape *s, int N, int C, int OC) {
+    static const struct { const char *name; int mode; double tol, least; } modes[] = {
+        {"tf32", KC_TF32, 5e-3, 2e-5}, {"bf16", KC_BF16, 3e-2, 2e-4}};
+    const size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+    float *x = hrand(NC, 1.0f), *w = hrand(OCC, 0.05f), *out = hzeros(NO);
+    matmul_forward(out, x, w, NULL, N, C, OC);
+    float *dx = dfrom(x, NC), *dw = dfrom(w, OCC), *dout = dalloc(NO), *g[2] = {hzeros(NO), hzeros(NO)};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        char what[96];
+        if (kernels_cuda_set_gemm_math(modes[m].mode) != 0) {
+            CHECK(0, "%s kernels_cuda_set_gemm_math(%s): %s", s->name, modes[m].name, kernels_cuda_error());
+            break;
+        }
+        for (int r = 0; r < 2; r++) {
+            dnan(dout, NO);
+            matmul_forward_cuda(dout, dx, dw, NULL, N, C, OC);
+            synced("matmul_forward_cuda");
+            down(g[r], dout, NO * sizeof(float));
+        }
+        snprintf(what, sizeof what, "matmul_forward %s", modes[m].name);
+        cmp(s->name, what, g[0], out, NO, modes[m].tol);
+        same(s->name, what, g[0], g[1], NO);
+        double maxdiff = 0, maxref = 0;
+        for (size_t i = 0; i < NO; i++) {
+            double dd = fabs((double)g[0][i] - out[i]), rr = fabs((double)out[i]);
+            if (dd > maxdiff) maxdiff = dd;
+            if (rr > maxref) maxref = rr;
+        }
+        int rounded = maxdiff > modes[m].least * maxref;
+        printf("  %-4s %-4s matmul_forward %s rounds its inputs (rel %.3g, more than %g)\n", rounded ? "ok" : "FAIL",
+               s->name, modes[m].name, maxdiff / (maxref > 0 ? maxref : 1), modes[m].least);
+        CHECK(rounded, "%s matmul_forward %s: within fp32's rounding of the CPU's: no tensor cores?", s->name,
+              modes[m].name);
+    }
+    CHECK(kernels_cuda_set_gemm_math(KC_FP32) == 0, "back to fp32: %s", kernels_cuda_error());
+    cudaFree(dx); cudaFree(dw); cudaFree(dout);
+    free(x); free(w); free(out); free(g[0]); free(g[1]);
+}
+
 /* ---------------------------------------------------------------- GELU, residual */
 
 static void test_elementwise(const shape *s) {
@@ -690,6 +734,7 @@ int main(void) {
             test_matmul(s, "qkv", N, C, 3 * C, 1);
             test_matmul(s, "fcproj", N, 4 * C, C, 1);
             test_matmul(s, "lmhead", N, C, s->Vp, 0);
+            test_gemm_math(s, N, C, 3 * C);
             test_elementwise(s);
             test_xent(s);
         }
