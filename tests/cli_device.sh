@@ -134,6 +134,17 @@ run $HPT train $small --device tpu --out "$tmp/tpu"
 if [ "$rc" -ne 0 ] && grep -q 'cpu, cuda' "$tmp/err" && [ ! -e "$tmp/tpu" ]; then pass "an unknown device is refused, listing the table"
 else fail "--device tpu (rc $rc)"; fi
 
+# hpt compare passes --device to every run it starts: on guard each run says
+# so in its args and summary.json, and trains to the CPU's bits
+run $HPT compare $small --device guard --arms baseline --lrs 3e-3 --extend-sweep 0 --seeds 1 --out "$tmp/cmpg"
+run_g=$(ls -d "$tmp"/cmpg/runs/baseline-* 2>/dev/null | head -n 1)
+rm -rf "$tmp/cmpc"; run $HPT train $small --lr 3e-3 --min-lr 0 --seed 1337 --eval-interval 1 --out "$tmp/cmpc"
+if [ -n "$run_g" ] && grep -q -- '--device guard' "$run_g/compare-args.txt" &&
+    python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["device"] != "guard")' "$run_g/summary.json" &&
+    [ -n "$(crc_of "$tmp/cmpc")" ] && [ "$(crc_of "$run_g")" = "$(crc_of "$tmp/cmpc")" ]; then
+    pass "hpt compare --device guard: its run trains on guard, to the CPU's bits"
+else fail "hpt compare --device guard (run ${run_g:-none}: $(cat "$run_g/compare-args.txt" 2>/dev/null); crc $(crc_of "$run_g") vs $(crc_of "$tmp/cmpc"))"; fi
+
 if [ $gpu = 0 ]; then
 run $HPT compare $small --device cuda --seeds 1 --out "$tmp/cmp"
 if [ "$rc" -ne 0 ] && grep -q -- "$cuda_why" "$tmp/err" "$tmp/out"; then pass "hpt compare --device cuda refused with the reason"
