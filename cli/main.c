@@ -218,7 +218,7 @@ static const hpt_setting sample_rows[] = {
     SAMPLE_ROW(seed, U64, 0, 0, 0, "N", "seed of the draws"),
     SAMPLE_ROW(threads, INT, 0, 1024, 0, "N", "OpenMP and OpenBLAS threads, 0 = all cores"),
     SAMPLE_ROW(vocab, STR, 0, 4095, 0, "DIR", "a gpt2 model's tokenizer files [$HPT_VOCAB, else /usr/local/share/hpt/gpt2]"),
-    SAMPLE_ROW(device, STR, 1, 64, 0, "NAME", "where the model runs: cpu (cuda: not in this version) [cpu]"),
+    SAMPLE_ROW(device, STR, 1, 64, 0, "NAME", "where the model runs: cpu, cuda (an NVIDIA GPU; the GPT-2 family) or guard (a test device) [cpu]"),
 };
 #define NSAMPLE ((int)(sizeof sample_rows / sizeof sample_rows[0]))
 

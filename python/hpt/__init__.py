@@ -298,9 +298,11 @@ class Model:
         tok = self._arena.tok
         return lib.hpt_text_vocab_size(tok) if tok else None
 
-    def sample(self, tokens=500, temperature=1.0, top_k=0, seed=1, prompt=None):
+    def sample(self, tokens=500, temperature=1.0, top_k=0, seed=1, prompt=None, device="cpu"):
         """Text from a language model, as `hpt sample` draws it (the same
-        seed gives the same text): the prompt, then `tokens` new ones."""
+        seed gives the same text): the prompt, then `tokens` new ones. On
+        another `device` (--device's names) the model is loaded from its file
+        onto that device for the call, as `hpt sample --device` does."""
         h = self._handle()
         tok = self._arena.tok
         if not tok:
@@ -327,19 +329,38 @@ class Model:
         probs, order = (ctypes.c_float * V)(), (ctypes.c_int * V)()
         buf, out = ctypes.create_string_buffer(256), bytearray(pb)  # 256: HPT_TOKEN_MAX_BYTES
         base = ctypes.addressof(ctx)
-        for _ in range(int(tokens)):
-            T = min(n, maxT)
-            b = _lib.Batch(B=1, T=T, tokens=ctypes.cast(base + 4 * (n - T), ctypes.POINTER(ctypes.c_int)))
-            check(lib.hpt_model_forward(h, ctypes.byref(b), None))
-            nout, row = ctypes.c_int(), ctypes.c_int()
-            logits = lib.hpt_model_logits(h, ctypes.byref(nout), ctypes.byref(row)) + 4 * (T - 1) * row.value
-            pick = lib.hpt_sample_token(logits, V, float(temperature), int(top_k), ctypes.byref(rs), probs, order)
-            ctx[n] = pick
-            n += 1
-            k = lib.hpt_text_decode(tok, pick, buf)
-            out += buf.raw[:k]
+        logits = (ctypes.c_float * V)()
+        dev = self._on_device(device) if device != "cpu" else None
+        try:
+            m = dev or h
+            for _ in range(int(tokens)):
+                T = min(n, maxT)
+                b = _lib.Batch(B=1, T=T, tokens=ctypes.cast(base + 4 * (n - T), ctypes.POINTER(ctypes.c_int)))
+                check(lib.hpt_model_forward(m, ctypes.byref(b), None))
+                check(lib.hpt_model_logits_copy(m, T - 1, logits))  # to host memory, from any device
+                pick = lib.hpt_sample_token(logits, V, float(temperature), int(top_k), ctypes.byref(rs), probs, order)
+                ctx[n] = pick
+                n += 1
+                k = lib.hpt_text_decode(tok, pick, buf)
+                out += buf.raw[:k]
+        finally:
+            if dev:
+                lib.hpt_model_free(dev)
         self._last = (0, 0)
         return out.decode("utf-8", "replace")
+
+    def _on_device(self, device):
+        """This model's file loaded onto `device` for one batch-1 call: a
+        model handle the caller frees (its tokenizer is this model's own)."""
+        path = getattr(self, "path", None)
+        if not path:
+            raise Error("sample on a device reads the model from its file: save() it and hpt.load() it")
+        dh, dtok = ctypes.c_void_p(), ctypes.c_void_p()
+        check(lib.hpt_weights_load_on(os.fsencode(path), 1, 0, os.fsencode(device), ctypes.byref(dh),
+                                      ctypes.byref(dtok)))
+        if dtok.value:
+            lib.hpt_text_free(dtok)
+        return dh.value
 
     def eval(self, data, device="cpu"):
         """Mean next-token loss of a model file over a text file (`hpt eval`):

@@ -175,6 +175,8 @@ _SIGS = {
     "hpt_model_block_size": (c_int, [_P]),
     "hpt_model_describe": (c_char_p, [_P]),
     "hpt_weights_load": (c_int, [c_char_p, c_int, c_int, POINTER(_P), POINTER(_P)]),
+    "hpt_weights_load_on": (c_int, [c_char_p, c_int, c_int, c_char_p, POINTER(_P), POINTER(_P)]),
+    "hpt_model_logits_copy": (c_int, [_P, c_int, POINTER(c_float)]),
     "hpt_weights_save": (c_int, [c_char_p, _P, _P]),
     "hpt_text_free": (None, [_P]),
     "hpt_set_vocab_dir": (None, [c_char_p]),

@@ -58,6 +58,10 @@ def test_sample_and_eval_equal_the_cli(hpt_bin, corpus, tmp_path):
             argv += ["--" + k.replace("_", "-"), str(v)]
         cli = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
         assert m.sample(**kw) == cli[:-1]  # hpt sample ends with a newline
+        # on the guard device (the model loaded where the host may not read it): the same text
+        assert m.sample(**kw, device="guard") == cli[:-1]
+    with pytest.raises(hpt.Error, match="nosuch"):
+        m.sample(tokens=5, device="nosuch")
     cli = json.loads(subprocess.run([hpt_bin, "eval", "--model", path, "--data", corpus, "--threads", "1"], capture_output=True,
                                     text=True, check=True).stdout)
     ev = m.eval(corpus)
