@@ -349,12 +349,17 @@ class Model:
         self._last = (0, 0)
         return out.decode("utf-8", "replace")
 
+    def _file(self, what):
+        """The file this model was loaded from, which `what` reads."""
+        path = getattr(self, "path", None)
+        if not path:
+            raise Error("%s reads the model from its file: save() it and hpt.load() it, or use hpt.load(path)" % what)
+        return path
+
     def _on_device(self, device):
         """This model's file loaded onto `device` for one batch-1 call: a
         model handle the caller frees (its tokenizer is this model's own)."""
-        path = getattr(self, "path", None)
-        if not path:
-            raise Error("sample on a device reads the model from its file: save() it and hpt.load() it")
+        path = self._file("sample on a device")
         dh, dtok = ctypes.c_void_p(), ctypes.c_void_p()
         check(lib.hpt_weights_load_on(os.fsencode(path), 1, 0, os.fsencode(device), ctypes.byref(dh),
                                       ctypes.byref(dtok)))
@@ -367,9 +372,7 @@ class Model:
         {"loss", "ppl", "tokens"}, on `device` (--device's names). Needs the
         model loaded from a file."""
         self._handle()
-        path = getattr(self, "path", None)
-        if not path:
-            raise Error("eval reads the model from its file: save() it and hpt.load() it, or use hpt.load(path)")
+        path = self._file("eval")
         loss, n = ctypes.c_double(), ctypes.c_size_t()
         check(lib.hpt_eval_text_on(os.fsencode(path), os.fsencode(data), os.fsencode(device), ctypes.byref(loss),
                                    ctypes.byref(n)))
