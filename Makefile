@@ -12,6 +12,10 @@
 #                        default when nvcc is on PATH (CUDA=0: never; SANITIZE
 #                        builds default to 0). CUDA_ARCH=90 (H100/H200) is the
 #                        GPU target; `make test-cuda` runs tests/cuda/ on a GPU
+#   make CUDA=emu        the same CUDA sources on the CPU's CUDA emulator
+#                        (tests/cudaemu: g++, fibers, OpenBLAS for cuBLAS), in
+#                        build-cudaemu/: `make CUDA=emu test-cuda` runs tests/cuda/
+#                        where there is no GPU (what it checks: tests/cudaemu/README.md)
 #   make DEPS_PREFIX=DIR cJSON and cairo from Debian packages unpacked into DIR
 #                        (dpkg -x) instead of pkg-config: the GPU machine's build
 #                        (bench/gpu_session.sh, scripts/gpu-debs.sh)
@@ -32,7 +36,7 @@ ARCH    ?= native
 OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 OPENBLAS_LIB ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 
-BUILD   := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter-out native,$(ARCH)),-$(ARCH))
+BUILD   := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter-out native,$(ARCH)),-$(ARCH))$(if $(filter emu,$(CUDA)),-cudaemu)
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # -fno-trapping-math is not fast-math: every result keeps its IEEE value. It
 # lets gcc assume no one reads the FP exception flags (hpt never does), so a
@@ -93,8 +97,8 @@ NVCC    ?= nvcc
 NVCC_PATH := $(shell command -v $(NVCC) 2>/dev/null)
 CUDA    ?= $(if $(SANITIZE),0,$(if $(NVCC_PATH),1,0))
 CUDA_ARCH ?= 90
-ifeq ($(filter 0 1,$(CUDA)),)
-  $(error CUDA=$(CUDA): give CUDA=1 (the CUDA backend) or CUDA=0 (none))
+ifeq ($(filter 0 1 emu,$(CUDA)),)
+  $(error CUDA=$(CUDA): give CUDA=1 (the CUDA backend), CUDA=emu (it on the CPU's emulator) or CUDA=0 (none))
 endif
 ifeq ($(CUDA),1)
   ifeq ($(NVCC_PATH),)
@@ -120,17 +124,32 @@ ifeq ($(CUDA),1)
   CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcublas -lcudart -lstdc++
   LDLIBS  += -rdynamic -ldl
   CUDA_SRC := $(wildcard src/cuda/*.cu)
+  CUDA_TEST_INC := -I$(CUDA_HOME)/include
+else ifeq ($(CUDA),emu)
+  # The emulator (tests/cudaemu/README.md): each .cu file translated by
+  # translate.sed (launches and dynamic shared memory) and compiled by g++
+  # with the emulator's cuda_runtime.h and cublas_v2.h; the plugin is the
+  # same row and kernels with emu.o for cudart and OpenBLAS for cuBLAS.
+  # No FMA contraction on either side, as nvcc's -fmad=false.
+  CXX      ?= g++
+  EMU_CXXFLAGS := -std=c++17 $(if $(filter 1,$(DEBUG)),-O0,-O2) -g -fPIC -ffp-contract=off -fno-math-errno \
+                  -Wall -Wno-unknown-pragmas -Itests/cudaemu -Iinclude -I$(OPENBLAS_INC) -MMD -MP \
+                  $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  CUDA_LDLIBS := -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lstdc++
+  LDLIBS  += -rdynamic -ldl
+  CUDA_SRC := $(wildcard src/cuda/*.cu)
+  CUDA_TEST_INC := -Itests/cudaemu
 else
   CUDA_SRC :=
 endif
 # one object per .cu, position-independent, in both libhpt.a and libhpt.so
-CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)$(if $(filter emu,$(CUDA)), $(BUILD)/tests/cudaemu/emu.o)
 
 # The library's rooms, bottom to top: a new file in one is just a file, a new
 # room is a word here and a line in tests/check_layers.sh (what it may use).
 LIB_ROOMS := base kernels device model data io train hybrid hybrid/phased run report
 LIB_SRC := $(wildcard $(LIB_ROOMS:%=src/%/*.c))
-LIB_SRC := $(filter-out src/device/$(if $(filter 1,$(CUDA)),device_nocuda.c,device_cuda_load.c),$(LIB_SRC))
+LIB_SRC := $(filter-out src/device/$(if $(filter 0,$(CUDA)),device_cuda_load.c,device_nocuda.c),$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)
@@ -142,11 +161,15 @@ BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/%)
 CUDA_TEST_SRC := $(wildcard tests/cuda/test_*.c tests/cuda/test_*.cu)
 CUDA_TEST_OBJ := $(addprefix $(BUILD)/,$(addsuffix .o,$(basename $(CUDA_TEST_SRC))))
 CUDA_TESTS := $(addprefix $(BUILD)/cuda/,$(notdir $(basename $(CUDA_TEST_SRC))))
+# the emulator's own test first: what it checks, shown to fire
+ifeq ($(CUDA),emu)
+  CUDA_TESTS := $(BUILD)/cuda/test_emu $(CUDA_TESTS)
+endif
 
 .PHONY: all lib test check test-cuda bench demo clean help
 # The python package's library and ./hpt come from the plain native build; a
 # sanitizer or ARCH build keeps its own binary in its build directory.
-VARIANT := $(SANITIZE)$(filter-out native,$(ARCH))
+VARIANT := $(SANITIZE)$(filter-out native,$(ARCH))$(if $(filter emu,$(CUDA)),cudaemu)
 all: hpt $(if $(VARIANT),,$(BUILD)/libhpt.so python/hpt/libhpt.so)
 
 help:
@@ -223,10 +246,29 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# CUDA sources, compiled once with -fPIC for both libraries (NVCCFLAGS above)
+# CUDA sources, compiled once with -fPIC for both libraries (NVCCFLAGS above);
+# on the emulator, translated to C++ first (the #line keeps the .cu's lines)
+ifeq ($(CUDA),emu)
+$(BUILD)/%.cc: %.cu tests/cudaemu/translate.sed $(BUILD)/cuda.config
+	@mkdir -p $(dir $@)
+	{ echo '#line 1 "$<"'; sed -f tests/cudaemu/translate.sed $<; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/src/cuda/%.o: $(BUILD)/src/cuda/%.cc
+	$(CXX) $(EMU_CXXFLAGS) -Isrc/cuda -include tests/cudaemu/cuda_runtime.h -c $< -o $@
+# kept, so that the next make rebuilds nothing (the .d files name them)
+.SECONDARY: $(CUDA_SRC:%.cu=$(BUILD)/%.cc) $(BUILD)/tests/cudaemu/test_emu.cc
+$(BUILD)/tests/cudaemu/test_emu.o: $(BUILD)/tests/cudaemu/test_emu.cc
+	$(CXX) $(EMU_CXXFLAGS) -include tests/cudaemu/cuda_runtime.h -c $< -o $@
+$(BUILD)/cuda/test_emu: $(BUILD)/tests/cudaemu/test_emu.o $(BUILD)/tests/cudaemu/emu.o
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(CUDA_LDLIBS)
+$(BUILD)/tests/cudaemu/emu.o: tests/cudaemu/emu.cc $(BUILD)/cuda.config
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+else
 $(BUILD)/%.o: %.cu $(BUILD)/cuda.config
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MF $(@:.o=.d) -c $< -o $@
+endif
 
 # the CUDA tests call the kernels themselves: linked with them (the rows
 # still come through the plugin)
@@ -237,7 +279,7 @@ $(BUILD)/cuda/test_%: $(BUILD)/tests/cuda/test_%.o $(BUILD)/libhpt.a $(CUDA_OBJ)
 .SECONDARY: $(CUDA_TEST_OBJ)
 # a C test may call the CUDA runtime or cuBLAS itself (cuda_runtime_api.h and
 # cublas_v2.h are C); the library's C sources never include them
-$(CUDA_TEST_OBJ): CFLAGS += -I$(CUDA_HOME)/include
+$(CUDA_TEST_OBJ): CFLAGS += $(CUDA_TEST_INC)
 
 $(BUILD)/test_%: $(BUILD)/tests/test_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -256,15 +298,17 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 # check_vec.sh compiles the kernels for AVX2 and AVX-512 with these flags.
 # With CUDA on, the CUDA tests are built here too (CI compiles them) but run
 # only by test-cuda.
-test check: $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so) $(if $(filter 1,$(CUDA)),$(CUDA_TESTS))
+test check: $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so) $(if $(filter 0,$(CUDA)),,$(CUDA_TESTS))
 	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
 	    VEC_CC="$(CC)" VEC_CFLAGS="$(filter-out -march=% -MMD -MP -g -fsanitize=%,$(CFLAGS))" sh tests/run.sh $(TESTS)
 
 # On the GPU machine (bench/gpu_session.sh runs it): tests/cuda/'s programs,
-# then its CLI scripts, one closing line "N passed, N failed".
-ifeq ($(CUDA),1)
+# then its CLI scripts, one closing line "N passed, N failed". With CUDA=emu
+# the same on the CPU's emulator.
+ifneq ($(CUDA),0)
 test-cuda: $(HPT_BIN) $(CUDA_TESTS)
 	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
+	    $(if $(filter emu,$(CUDA)),HPT_CUDA_EMULATED=1) \
 	    HPT_TEST_SCRIPTS='tests/cuda/cli_*.sh' sh tests/run.sh $(CUDA_TESTS)
 else
 test-cuda:
@@ -296,4 +340,4 @@ demo: hpt $(DEMO_DATA)
 clean:
 	rm -rf build build-* hpt python/hpt/libhpt.so
 
--include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d) $(CUDA_TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d) $(CUDA_TEST_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)$(if $(filter emu,$(CUDA)), $(BUILD)/tests/cudaemu/test_emu.d)

@@ -69,23 +69,26 @@ if [ $# -eq 2 ] && [ $(( $2 - $1 )) -eq $(( 4 * 8 * 4 * 64 * 63 * 4 )) ]; then
     pass "the flash attention's plan: $1 B, the T x T attention's $2 B"
 else fail "plans of the two attentions ($plans)"; fi
 
-# kill -9 and resume: on the GPU (bit-exact), and across devices (within rounding)
-long="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 8 --max-iters 300 --eval-interval 100 --eval-iters 4 --threads 0 --save-interval 50 --keep-last 10"
+# kill -9 and resume: on the GPU (bit-exact), and across devices (within rounding).
+# On the CPU's CUDA emulator (make CUDA=emu test-cuda, tests/cudaemu) a fifth
+# of the steps: it runs a step of this model in ~0.6 s, a GPU in milliseconds
+if [ -n "${HPT_CUDA_EMULATED:-}" ]; then iters=60; every=10; else iters=300; every=50; fi
+long="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 8 --max-iters $iters --eval-interval $((2 * every)) --eval-iters 4 --threads 0 --save-interval $every --keep-last 10"
 run $HPT train $long --device cuda --out "$tmp/whole-gpu"
 whole_gpu=$(crc_of "$tmp/whole-gpu")
 run $HPT train $long --device cpu --out "$tmp/whole-cpu"
 val() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_val_loss"])' "$1/summary.json" 2>/dev/null; }
 # lib.sh's kill_after: SIGKILLed once 2 checkpoints are written, or, where
-# the GPU finished all 300 steps before the poll saw them, cut back to step
-# 100 (what a kill there leaves), so the resume always has steps to run
-kill_after "$tmp/k-gpu" 2 100 $long --device cuda
+# the GPU finished all its steps before the poll saw them, cut back to the
+# second checkpoint (what a kill there leaves), so the resume always has steps to run
+kill_after "$tmp/k-gpu" 2 $((2 * every)) $long --device cuda
 run $HPT train --resume "$tmp/k-gpu" --device cuda
 if [ "$rc" -eq 0 ] && [ -n "$whole_gpu" ] && [ "$(crc_of "$tmp/k-gpu")" = "$whole_gpu" ]; then
     pass "killed with SIGKILL and resumed on the GPU: the uninterrupted run's bits ($whole_gpu)"
 else fail "GPU kill/resume (rc $rc, crc $(crc_of "$tmp/k-gpu") vs $whole_gpu)"; fi
 for pair in "cuda cpu whole-gpu" "cpu cuda whole-cpu"; do
     set -- $pair
-    kill_after "$tmp/x-$1" 2 100 $long --device "$1"
+    kill_after "$tmp/x-$1" 2 $((2 * every)) $long --device "$1"
     run $HPT train --resume "$tmp/x-$1" --device "$2"
     if [ "$rc" -eq 0 ] && python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-3 * abs(b))' \
         "$(val "$tmp/x-$1")" "$(val "$tmp/$3")"; then
