@@ -15,6 +15,8 @@
 #   - the memory ledger: --vram-limit and a model over the GPU's memory are
 #     refused with the figures before anything is written; summary.json's
 #     plan against the driver's peak (printed: the record of the margin);
+#   - --mode hybrid (the outer step, plain and under schedule-free) on the
+#     GPU near the CPU's, jumps applied; killed and resumed to its bits;
 #   - --precision tf32 and bf16 train (their losses near fp32's);
 #   - eval and sample on the GPU; what stays on the CPU is refused.
 test_name=cli_device_cuda; . tests/lib.sh
@@ -105,6 +107,31 @@ if [ "$rc" -eq 0 ] && python3 -c 'import sys; a, b = float(sys.argv[1]), float(s
 else fail "eval of a GPU checkpoint (rc $rc: $ev_gpu vs $ev_cpu)"; fi
 run $HPT sample --model "$ck" --tokens 20 --device cuda
 if [ "$rc" -eq 0 ] && [ -s "$tmp/out" ]; then pass "hpt sample --device cuda"; else fail "sample on the GPU (rc $rc)"; fi
+
+# the hybrid on the device (its outer step and rollback kernels, its buffers
+# in device memory): against the same run on the CPU (the kernels round
+# differently, so the final val within 1e-3, jumps applied), killed and
+# resumed on the GPU to the uninterrupted GPU run's bits; its own time, the
+# record of "under 1% of a step" (printed, not asserted: timing)
+hyb="--max-iters 300 --eval-interval 100 --mode hybrid --outer-interval 20"
+for extra in "--outer-lr 3" "--outer-lr 3 --optimizer schedule-free"; do
+    rm -rf "$tmp/hg" "$tmp/hc"
+    run $HPT train $small $hyb $extra --device cuda --out "$tmp/hg"
+    grc=$rc
+    run $HPT train $small $hyb $extra --device cpu --out "$tmp/hc"
+    jumps=$(python3 -c 'import json,sys; j = json.load(open(sys.argv[1]))["outer_jumps"]; print(j["applied"], j["rolled_back"])' "$tmp/hg/summary.json" 2>/dev/null)
+    own=$(python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); t = d["phase_time_s"]; print("%.3g%%" % (100 * (d["predictor_overhead_s"] + d["controller_overhead_s"]) / sum(t.values())))' "$tmp/hg/summary.json" 2>/dev/null)
+    if [ "$grc" -eq 0 ] && [ "${jumps%% *}" -gt 0 ] && python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-3 * abs(b))' \
+        "$(val "$tmp/hg")" "$(val "$tmp/hc")"; then
+        pass "--mode hybrid $extra on the GPU: final val $(val "$tmp/hg") against the CPU's $(val "$tmp/hc") (jumps applied, rolled back: $jumps; its own time $own of the run)"
+    else fail "hybrid $extra on the GPU (rc $grc, val $(val "$tmp/hg") vs $(val "$tmp/hc"), jumps $jumps)"; fi
+done
+rm -rf "$tmp/hg"; run $HPT train $small $hyb --outer-lr 3 --device cuda --out "$tmp/hg"
+kill_after "$tmp/hk" 3 150 $small $hyb --outer-lr 3 --save-interval 50 --keep-last 10 --device cuda
+run $HPT train --resume "$tmp/hk" --device cuda
+if [ "$rc" -eq 0 ] && [ -n "$(crc_of "$tmp/hg")" ] && [ "$(crc_of "$tmp/hk")" = "$(crc_of "$tmp/hg")" ]; then
+    pass "the hybrid killed ($how) and resumed on the GPU: the uninterrupted GPU run's bits"
+else fail "hybrid kill/resume on the GPU (rc $rc, crc $(crc_of "$tmp/hk") vs $(crc_of "$tmp/hg"))"; fi
 
 # the memory ledger
 run $HPT train $small --device cuda --vram-limit 1 --n-embd 256 --out "$tmp/vl"

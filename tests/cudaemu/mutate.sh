@@ -1,0 +1,39 @@
+#!/bin/sh
+# mutate.sh [FILE [LINE...]] — does the emulator catch a missing barrier?
+# For each LINE of FILE (default src/cuda/kernels_cuda.cu; default lines:
+# every __syncthreads in it) the file is built with that line's
+# __syncthreads() deleted, and test_cuda_kernels runs on the emulator with
+# it: each such mutant should fail. Prints one line per mutant, "caught" or
+# "MISSED", and exits 1 if any was missed. About 2 minutes a mutant on 2
+# cores: a tool to run by hand, not part of make test-cuda.
+# Needs `make CUDA=emu test-cuda` (or its objects) built first.
+set -u
+src=${1:-src/cuda/kernels_cuda.cu}
+[ $# -gt 0 ] && shift
+lines=${*:-$(grep -n '__syncthreads();' "$src" | cut -d: -f1)}
+b=build-cudaemu
+for o in $b/tests/cuda/test_cuda_kernels.o $b/tests/cudaemu/emu.o $b/libhpt.a; do
+    [ -f "$o" ] || { echo "mutate.sh: $o missing: run make CUDA=emu test-cuda first" >&2; exit 2; }
+done
+tmp=$(mktemp -d /tmp/hpt_mutate.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+missed=0
+ldlibs=$(make -s CUDA=emu -f Makefile -f - print-ldlibs <<'MK'
+print-ldlibs: ; @echo $(LDLIBS) $(CUDA_LDLIBS)
+MK
+)
+for line in $lines; do
+    sed "${line}s/__syncthreads();//" "$src" > "$tmp/m.cu"
+    { echo "#line 1 \"$src\""; sed -f tests/cudaemu/translate.sed "$tmp/m.cu"; } > "$tmp/m.cc"
+    if ! g++ -std=c++17 -O2 -fPIC -ffp-contract=off -Wno-unknown-pragmas -Itests/cudaemu -I"$(dirname "$src")" -Iinclude \
+            -I/usr/include/x86_64-linux-gnu/openblas-openmp -include tests/cudaemu/cuda_runtime.h -c "$tmp/m.cc" -o "$tmp/m.o" ||
+       ! cc -fopenmp -o "$tmp/t" $b/tests/cuda/test_cuda_kernels.o $b/libhpt.a "$tmp/m.o" $b/tests/cudaemu/emu.o $ldlibs; then
+        echo "line $line: does not build"; missed=1; continue
+    fi
+    if "$tmp/t" > "$tmp/log" 2>&1; then
+        echo "line $line: MISSED ($(tail -n 1 "$tmp/log"))"; missed=1
+    else
+        echo "line $line: caught ($(tail -n 1 "$tmp/log"))"
+    fi
+done
+exit $missed
