@@ -583,15 +583,20 @@ extern "C" void hpt_emu_run(const void *kernel, const char *name, hpt_emu_cfg_t 
     g_kernel_name = name;
     gridDim = g;
     blockDim = b;
-    for (unsigned z = 0; z < g.z; z++)
-        for (unsigned y = 0; y < g.y; y++)
-            for (unsigned x = 0; x < g.x; x++) {
-                blockIdx.x = x, blockIdx.y = y, blockIdx.z = z;
-                /* shared memory starts as garbage: NaN */
-                if (cfg.shm) memset(g_dyn_shm, 0xff, cfg.shm);
-                for (const SharedArray &a : g_shared) memset(a.p, 0xff, a.bytes);
-                if (run_block((unsigned)nthreads)) return;
-            }
+    /* the blocks too in the launch's order: a block that reads what another
+     * block of the same launch writes (no order exists between them on a
+     * GPU) sees it written in one order and not in the other */
+    const size_t nblocks = (size_t)g.x * g.y * g.z;
+    for (size_t i = 0; i < nblocks; i++) {
+        const size_t k = g_reverse ? nblocks - 1 - i : i;
+        blockIdx.x = (unsigned)(k % g.x);
+        blockIdx.y = (unsigned)(k / g.x % g.y);
+        blockIdx.z = (unsigned)(k / ((size_t)g.x * g.y));
+        /* shared memory starts as garbage: NaN */
+        if (cfg.shm) memset(g_dyn_shm, 0xff, cfg.shm);
+        for (const SharedArray &a : g_shared) memset(a.p, 0xff, a.bytes);
+        if (run_block((unsigned)nthreads)) return;
+    }
 }
 
 /* ------------------------------------------------------------ cuBLAS */

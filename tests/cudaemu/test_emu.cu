@@ -51,6 +51,13 @@ __global__ void k_no_race(float *out) {
     if (threadIdx.x == 0) out[0] = s[1];
 }
 
+/* a race between blocks: block 0 reads what block 1 writes, in the same launch */
+__global__ void k_block_race(float *buf) {
+    if (threadIdx.x) return;
+    if (blockIdx.x == 1) buf[1] = 7.0f;
+    else buf[0] = buf[1];
+}
+
 /* threads past n leave before a barrier the others reach */
 __global__ void k_exit_then_barrier(float *out, int n) {
     if ((int)threadIdx.x >= n) return;
@@ -140,6 +147,15 @@ static void test_races(void) {
     CHECK(bits(w[0]) != bits(w[1]), "a race between warps gives two answers (%g, %g)", w[0], w[1]);
     CHECK(ok[0] == 2.0f && ok[1] == 2.0f, "with the barrier, one answer: %g %g", ok[0], ok[1]);
     cudaFree(out);
+
+    float *buf = dalloc(2), b[2];
+    for (int k = 0; k < 2; k++) {
+        cudaMemset(buf, 0, 2 * sizeof(float));
+        k_block_race<<<2, 32>>>(buf);
+        b[k] = fetch(buf);
+    }
+    CHECK(b[0] != b[1], "a race between blocks gives two answers (%g, %g)", b[0], b[1]);
+    cudaFree(buf);
 }
 
 static void test_faults(void) {
