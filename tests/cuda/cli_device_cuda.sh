@@ -17,6 +17,8 @@
 #     plan against the driver's peak (printed: the record of the margin);
 #   - --mode hybrid (the outer step, plain and under schedule-free) on the
 #     GPU near the CPU's, jumps applied; killed and resumed to its bits;
+#   - on the CUDA emulator only (it counts every copy): a training step's
+#     host-device traffic, plain and hybrid, under a tenth of the parameters;
 #   - --precision tf32 and bf16 train (their losses near fp32's);
 #   - eval and sample on the GPU; what stays on the CPU is refused.
 test_name=cli_device_cuda; . tests/lib.sh
@@ -132,6 +134,36 @@ run $HPT train --resume "$tmp/hk" --device cuda
 if [ "$rc" -eq 0 ] && [ -n "$(crc_of "$tmp/hg")" ] && [ "$(crc_of "$tmp/hk")" = "$(crc_of "$tmp/hg")" ]; then
     pass "the hybrid killed ($how) and resumed on the GPU: the uninterrupted GPU run's bits"
 else fail "hybrid kill/resume on the GPU (rc $rc, crc $(crc_of "$tmp/hk") vs $(crc_of "$tmp/hg"))"; fi
+
+# GPU-resident training (issue 24 items 3 and 5): what a step moves between
+# host and device, counted by the CUDA emulator (HPT_CUDA_EMU_STATS: every
+# cudaMemcpy each way), so only there. A run of 80 steps against one of 40:
+# the difference is 40 steps' traffic, without the start's upload and the
+# end's checkpoint. It must stay under a tenth of the parameters' bytes a
+# step, plain and with the hybrid's outer step (jumps and rollbacks on the
+# device), where a parameter-sized copy would be 10 times that.
+if [ -n "${HPT_CUDA_EMULATED:-}" ]; then
+    for mode in "" "--mode hybrid --outer-interval 20 --outer-lr 3"; do
+        for n in 40 80; do
+            rm -rf "$tmp/tr$n"
+            run env HPT_CUDA_EMU_STATS="$tmp/tr$n.json" $HPT train $small --max-iters $n --eval-interval 0 $mode \
+                --device cuda --out "$tmp/tr$n"
+        done
+        msg=$(python3 - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+a, b = (json.load(open("%s/tr%d.json" % (t, n))) for n in (40, 80))
+pb = json.load(open(t + "/tr80/summary.json"))["memory_bytes"]["params"]
+up, down = ((b[k]["bytes"] - a[k]["bytes"]) / 40 for k in ("h2d", "d2h"))
+launches = (b["launches"] - a["launches"]) / 40
+print("%.0f B up and %.0f B down a step, %.0f launches; parameters %d B" % (up, down, launches, pb))
+sys.exit(0 if up + down < pb / 10 else 1)
+PY
+        )
+        if [ $? -eq 0 ] && [ "$rc" -eq 0 ]; then pass "${mode:-plain training}: a step's host-device traffic: $msg"
+        else fail "${mode:-plain training}: host-device traffic (rc $rc: $msg)"; fi
+    done
+fi
 
 # the memory ledger
 run $HPT train $small --device cuda --vram-limit 1 --n-embd 256 --out "$tmp/vl"

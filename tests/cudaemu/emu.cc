@@ -178,6 +178,36 @@ extern "C" cudaError_t cudaDeviceSynchronize(void) { return g_sticky; }
 extern "C" cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 extern "C" cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 
+/* ------------------------------------------------------------ traffic */
+
+/* What crossed "PCIe": copies each way (count, bytes, the largest), kernel
+ * launches and GEMMs, written as one JSON object to the file
+ * $HPT_CUDA_EMU_STATS names when the process exits, so that a test can
+ * check that a training step moves no parameter-sized buffer between host
+ * and device (tests/cuda/cli_device_cuda.sh). */
+struct Traffic { unsigned long long n, bytes, max; };
+static Traffic g_h2d, g_d2h;
+static unsigned long long g_nlaunch, g_ngemm;
+
+static void stats_write(void) {
+    const char *path = getenv("HPT_CUDA_EMU_STATS");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (!f) return;
+    fprintf(f, "{\"h2d\": {\"copies\": %llu, \"bytes\": %llu, \"max\": %llu}, "
+               "\"d2h\": {\"copies\": %llu, \"bytes\": %llu, \"max\": %llu}, "
+               "\"launches\": %llu, \"gemms\": %llu}\n",
+            g_h2d.n, g_h2d.bytes, g_h2d.max, g_d2h.n, g_d2h.bytes, g_d2h.max, g_nlaunch, g_ngemm);
+    fclose(f);
+}
+
+static void count(Traffic *t, size_t n) {
+    static int registered;
+    if (!registered) registered = 1, atexit(stats_write);
+    t->n++;
+    t->bytes += n;
+    if (n > t->max) t->max = n;
+}
+
 /* ------------------------------------------------------------ memory */
 
 /* the device's blocks by address: start -> size */
@@ -256,6 +286,8 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemc
     if (dd != want_dd || ds != want_ds)
         return refuse(cudaErrorInvalidValue, "cudaMemcpy(%p, %p, %zu, kind %d): dst %s, src %s", dst, src, n,
                       (int)kind, dd ? "device" : "host", ds ? "device" : "host");
+    if (!dd && ds) count(&g_d2h, n);
+    if (dd && !ds) count(&g_h2d, n);
     memmove(dst, src, n);
     return cudaSuccess;
 }
@@ -577,6 +609,7 @@ extern "C" void hpt_emu_run(const void *kernel, const char *name, hpt_emu_cfg_t 
         g_dyn_shm = malloc(cfg.shm);
         g_dyn_shm_cap = cfg.shm;
     }
+    g_nlaunch++;
     g_reverse = __builtin_parity(g_launches[kernel]++);
     g_body = body;
     g_ctx = ctx;
@@ -676,6 +709,7 @@ static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         fault(cudaErrorIllegalAddress, "cuBLAS gemm (m %d n %d k %d): a matrix outside device memory", m, n, k);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
+    g_ngemm++;
     float *ra = NULL, *rb = NULL;
     if (keep < 23 && k) {
         ra = rounded_copy(A, arows, acols, lda, keep);
