@@ -247,6 +247,16 @@ static void outer_reference(hybrid *h) {
     h->out.ref_sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
 }
 
+/* The parameters' crc32 for the log, " params crc32 xxxxxxxx" (the tests
+ * match a rollback's against its jump's: the restore is byte-exact), or ""
+ * on a device whose memory is not the host's: there it would copy every
+ * parameter to the host at each jump and rollback, which the CUDA
+ * emulator's traffic count caught (tests/cuda/cli_device_cuda.sh). */
+static void params_crc_text(const hybrid *h, char *buf, size_t len) {
+    buf[0] = 0;
+    if (h->m->dev->host_memory) snprintf(buf, len, " params crc32 %08x", hpt_model_crc32(h->m, h->m->params, h->n));
+}
+
 /* The jump: snapshot (params, moments), the outer step in place at scale
  * h->scale (x lr(t) / lr with --outer-follow-lr), a new interval at the
  * result, and K real steps of check ahead. */
@@ -261,7 +271,8 @@ static void outer_jump(hybrid *h) {
         float f = hpt_trainer_lr(tr, step) / c->lr;
         s *= f < 0.0f ? 0.0f : f > 1.0f ? 1.0f : f;
     }
-    uint32_t crc = hpt_model_crc32(h->m, h->m->params, h->n);
+    char crc[40];
+    params_crc_text(h, crc, sizeof crc);
     hpt_pred_apply(&h->pred, h->m->params, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), NULL, updates,
                    0.0f, 1, s);
     if (h->cfg.outer_moments == 1) hpt_trainer_reset_moment1(tr);  /* the snapshot holds the old one */
@@ -271,10 +282,10 @@ static void outer_jump(hybrid *h) {
     h->out.check_n = 0;
     h->out.check_sum = 0.0;
     char why[400];
-    snprintf(why, sizeof why, "outer jump %d: the displacement of %d updates, eta %.3g, mu %.3g, scale %.3g; "
-             "params crc32 %08x before it; checked by the next %d real losses against %.4f +- %.4f",
-             h->out.applied, span,
-             h->cfg.outer_lr, h->cfg.outer_momentum, s, crc, h->cfg.outer_check, h->out.ref_mean, h->out.ref_sd);
+    snprintf(why, sizeof why, "outer jump %d: the displacement of %d updates, eta %.3g, mu %.3g, scale %.3g;%s%s "
+             "checked by the next %d real losses against %.4f +- %.4f",
+             h->out.applied, span, h->cfg.outer_lr, h->cfg.outer_momentum, s, crc, *crc ? " before it;" : "",
+             h->cfg.outer_check, h->out.ref_mean, h->out.ref_sd);
     if (h->cfg.outer_adapt) {
         float lo = 1.0f, hi = 0.0f, sum = 0.0f;
         for (int ti = 0; ti < h->m->ntensors; ti++) {
@@ -316,8 +327,9 @@ static void outer_check(hybrid *h, float loss) {
                  o->applied, o->check_n, mean, lim);
     }
     rollback(h, what);
-    char done[120];
-    snprintf(done, sizeof done, "params crc32 %08x restored", hpt_model_crc32(h->m, h->m->params, h->n));
+    char crc[40], done[120];
+    params_crc_text(h, crc, sizeof crc);
+    snprintf(done, sizeof done, "%s restored", *crc ? crc + 1 : "params");
     hpt_hyb_log_transition(h, HPT_PHASE_FULL, done);
 }
 

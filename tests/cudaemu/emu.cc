@@ -26,6 +26,8 @@
 
 #include <cblas.h>
 
+#include <execinfo.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +205,15 @@ static void stats_write(void) {
 static void count(Traffic *t, size_t n) {
     static int registered;
     if (!registered) registered = 1, atexit(stats_write);
+    /* HPT_CUDA_EMU_TRACE=BYTES: where each copy of BYTES or more comes from */
+    static long trace = -2;
+    if (trace == -2) trace = env_long("HPT_CUDA_EMU_TRACE", -1);
+    if (trace >= 0 && (long)n >= trace) {
+        void *frames[16];
+        int k = backtrace(frames, 16);
+        fprintf(stderr, "cuda emulator: a copy of %zu bytes %s, from:\n", n, t == &g_d2h ? "down" : "up");
+        backtrace_symbols_fd(frames, k, 2);
+    }
     t->n++;
     t->bytes += n;
     if (n > t->max) t->max = n;
