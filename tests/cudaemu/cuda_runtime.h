@@ -64,12 +64,8 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
 /* Threads switch only at barriers and shuffles, so a read-modify-write is
  * never interleaved with another thread's. */
 static inline int atomicMin(int *p, int v) { int old = *p; if (v < old) *p = v; return old; }
-static inline int atomicMax(int *p, int v) { int old = *p; if (v > old) *p = v; return old; }
-static inline int atomicAdd(int *p, int v) { int old = *p; *p = old + v; return old; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
-static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 
 struct hpt_emu_cfg_t { dim3 grid, block; size_t shm; };
 static inline hpt_emu_cfg_t hpt_emu_cfg(dim3 grid, dim3 block, size_t shm = 0, cudaStream_t s = 0) {

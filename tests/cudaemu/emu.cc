@@ -3,23 +3,24 @@
  * scheduler that runs a kernel's threads (make CUDA=emu; README.md here).
  *
  * A launch runs its blocks one after another. A block's threads are fibers
- * (their own stacks, switched by hpt_emu_switch below) that run until they reach __syncthreads, a warp shuffle, or the
- * kernel's end; a barrier opens when every thread of the block waits at it,
- * a shuffle when all 32 lanes of its warp wait at one. A block runs a warp
- * at a time, each warp to the next barrier before the next one starts, in
- * ascending order or descending (the lanes too), the order alternating
- * between a kernel's launches, so a kernel whose result depends on the order
- * of unsynchronised threads (a race) reads another warp's unwritten (NaN)
- * shared memory in one of the orders, or gives different bits on two runs:
- * the CUDA tests run every kernel twice and require the same bits.
+ * (their own stacks, switched by hpt_emu_switch below) that run until they
+ * reach __syncthreads, a warp shuffle, or the kernel's end; a barrier opens
+ * when every thread of the block waits at it, a shuffle when all 32 lanes
+ * of its warp wait at one. A block runs a warp at a time, each warp to the
+ * next barrier before the next one starts, in ascending order or descending
+ * (the lanes and the blocks too), the order alternating between a kernel's
+ * launches, so a kernel whose result depends on the order of unsynchronised
+ * threads (a race) reads another warp's unwritten (NaN) shared memory in one
+ * of the orders, or gives different bits on two runs: the CUDA tests run
+ * every kernel twice and require the same bits.
  *
  * Checked at every launch, as a GPU would refuse or fault: the grid and block
  * limits (1024 threads; 65535 in y and z), the dynamic shared memory against
- * 48 KiB or the kernel's opted-in limit (227 KiB at most), every pointer
- * argument inside a cudaMalloc'd block, a barrier that some threads of the
- * block have left (exited), lanes that part at a shuffle. The first failure
- * is the sticky error a GPU's fault would be: cudaDeviceSynchronize and
- * every later call return it.
+ * 48 KiB or the kernel's opted-in limit (227 KiB at most) (a refused launch:
+ * the call's error, cudaGetLastError's); every pointer argument inside a
+ * cudaMalloc'd block, a barrier that some threads of the block have left
+ * (exited), lanes that part at a shuffle (a fault: said on stderr, and
+ * sticky as a GPU's, so cudaDeviceSynchronize and every later call return it).
  */
 #include "cuda_runtime.h"
 #include "cublas_v2.h"
@@ -115,8 +116,6 @@ extern "C" cudaError_t cudaGetLastError(void) {
     return e;
 }
 
-extern "C" cudaError_t cudaPeekAtLastError(void) { return g_last; }
-
 /* ------------------------------------------------------------ the device */
 
 /* HPT_CUDA_EMU_DEVICES=0 is a machine without a GPU; HPT_CUDA_EMU_MIB the
@@ -177,8 +176,6 @@ extern "C" cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int d
 }
 
 extern "C" cudaError_t cudaDeviceSynchronize(void) { return g_sticky; }
-extern "C" cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
-extern "C" cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 
 /* ------------------------------------------------------------ traffic */
 
@@ -303,11 +300,6 @@ extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemc
     return cudaSuccess;
 }
 
-extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-    (void)s;
-    return cudaMemcpy(dst, src, n, kind);
-}
-
 extern "C" cudaError_t cudaMemset(void *p, int value, size_t n) {
     if (g_sticky) return g_sticky;
     if (n == 0) return cudaSuccess;
@@ -406,8 +398,10 @@ static void switch_stack(void **from_sp, void **from_fake, void *to_sp, const vo
 }
 
 static const size_t STACK_BYTES = 256 << 10;
-static std::vector<Fiber *> g_fibers;
-static Fiber g_fiber_pool[1024];   /* side by side: the scheduler reads every lane's state often */
+/* the fibers made so far, g_fibers[0 .. g_nfibers), side by side: the
+ * scheduler reads every lane's state often */
+static Fiber g_fibers[1024];
+static unsigned g_nfibers;
 static Fiber *g_cur;
 static void *g_sched_sp, *g_sched_fake;
 static hpt_emu_body_fn g_body;
@@ -416,12 +410,12 @@ static void *g_dyn_shm;
 static size_t g_dyn_shm_cap;
 static const char *g_kernel_name;
 
-/* The warp being run: lanes g_t0 .. g_t1-1, in reverse order when g_rev;
- * g_pos is the current lane's place in that order. */
+/* The warp being run: lanes g_t0 .. g_t1-1, in reverse order when
+ * g_reverse (the launch's order); g_pos is the current lane's place in it. */
 static unsigned g_t0, g_t1, g_pos;
-static int g_rev;
+static int g_reverse;
 
-static Fiber *lane_at(unsigned pos) { return g_fibers[g_rev ? g_t1 - 1 - pos : g_t0 + pos]; }
+static Fiber *lane_at(unsigned pos) { return &g_fibers[g_reverse ? g_t1 - 1 - pos : g_t0 + pos]; }
 
 /* The current fiber waits (its state says at what): control goes straight
  * to the next lane in the order that is ready, or back to the scheduler
@@ -459,21 +453,21 @@ static void fiber_main(void) {
 /* A new fiber's stack, as hpt_emu_switch leaves one: six registers (zero),
  * then fiber_main as the return address, above it a zero return address of
  * fiber_main's own, 16-byte aligned as a call would leave it. */
-static Fiber *fiber_new(void) {
-    Fiber *f = &g_fiber_pool[g_fibers.size()];
+static void fiber_new(void) {
+    Fiber *f = &g_fibers[g_nfibers];
     f->stack = (char *)mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (f->stack == MAP_FAILED) { perror("cuda emulator: a fiber's stack"); abort(); }
     mprotect(f->stack, 4096, PROT_NONE);   /* a guard page: a kernel overflowing its stack crashes */
     /* the stacks' tops staggered by a few cache lines each: tops at the same
      * offset in every 256 KiB map to the same cache sets, and a block's
      * hundreds of fibers switched in turn would evict one another's */
-    size_t stagger = (g_fibers.size() % 97) * 320;
+    size_t stagger = (g_nfibers % 97) * 320;
     uintptr_t *top = (uintptr_t *)(f->stack + STACK_BYTES - stagger);
     top[-1] = 0;
     top[-2] = (uintptr_t)fiber_main;
     for (int r = 3; r <= 8; r++) top[-r] = 0;
     f->sp = top - 8;
-    return f;
+    g_nfibers++;
 }
 
 /* runs the warp's ready lanes in order, each until it waits or ends */
@@ -525,18 +519,17 @@ extern "C" int hpt_emu_shared_register(void *p, size_t bytes) {
  * between the tests' two runs. A count over all kernels would not: a
  * function that launches four kernels gives each the same order every call. */
 static std::map<const void *, unsigned> g_launches;
-static int g_reverse;
 
 /* Runs warp w's lanes (t0 .. t1-1) until each waits at a barrier or has
  * exited, resolving its shuffles on the way; 0, or -1 after a fault (said). */
-static int run_warp(unsigned t0, unsigned t1, int reverse) {
-    g_t0 = t0, g_t1 = t1, g_rev = reverse;
+static int run_warp(unsigned t0, unsigned t1) {
+    g_t0 = t0, g_t1 = t1;
     for (;;) {
         run_lanes();
         unsigned shuffle = 0, full = 0;
         for (unsigned t = t0; t < t1; t++) {
-            shuffle += g_fibers[t]->state == F_SHUFFLE;
-            full += g_fibers[t]->shfl_full == 0xffffffffu;
+            shuffle += g_fibers[t].state == F_SHUFFLE;
+            full += g_fibers[t].shfl_full == 0xffffffffu;
         }
         if (!shuffle) return 0;
         if (shuffle != 32 || t1 - t0 != 32 || full != 32) {
@@ -547,9 +540,9 @@ static int run_warp(unsigned t0, unsigned t1, int reverse) {
             return -1;
         }
         uint64_t given[32];
-        for (unsigned l = 0; l < 32; l++) given[l] = g_fibers[t0 + l]->shfl_bits;
+        for (unsigned l = 0; l < 32; l++) given[l] = g_fibers[t0 + l].shfl_bits;
         for (unsigned l = 0; l < 32; l++) {
-            Fiber *f = g_fibers[t0 + l];
+            Fiber *f = &g_fibers[t0 + l];
             f->shfl_bits = given[l ^ (unsigned)f->shfl_mask];
             f->shfl_full = 0;
             f->state = F_READY;
@@ -563,10 +556,9 @@ static int run_warp(unsigned t0, unsigned t1, int reverse) {
  * warp reads before a barrier and another writes, or the other way round,
  * is NaN or stale in one of the orders. 0, or -1 after a fault (said). */
 static int run_block(unsigned nthreads) {
-    int reverse = g_reverse;
     unsigned nwarps = (nthreads + 31) / 32;
     for (unsigned t = 0; t < nthreads; t++) {
-        Fiber *f = g_fibers[t];
+        Fiber *f = &g_fibers[t];
         f->state = F_READY;
         f->shfl_full = 0;
         f->idx.x = t % blockDim.x;
@@ -575,12 +567,12 @@ static int run_block(unsigned nthreads) {
     }
     for (;;) {
         for (unsigned i = 0; i < nwarps; i++) {
-            unsigned w = reverse ? nwarps - 1 - i : i;
+            unsigned w = g_reverse ? nwarps - 1 - i : i;
             unsigned t1 = (w + 1) * 32 < nthreads ? (w + 1) * 32 : nthreads;
-            if (run_warp(w * 32, t1, reverse)) return -1;
+            if (run_warp(w * 32, t1)) return -1;
         }
         unsigned done = 0;
-        for (unsigned t = 0; t < nthreads; t++) done += g_fibers[t]->state == F_DONE;
+        for (unsigned t = 0; t < nthreads; t++) done += g_fibers[t].state == F_DONE;
         if (done == nthreads) return 0;
         if (done) {
             fault(cudaErrorLaunchFailure,
@@ -588,7 +580,7 @@ static int run_block(unsigned nthreads) {
                   g_kernel_name, blockIdx.x, blockIdx.y, blockIdx.z, nthreads - done, done);
             return -1;
         }
-        for (unsigned t = 0; t < nthreads; t++) g_fibers[t]->state = F_READY;
+        for (unsigned t = 0; t < nthreads; t++) g_fibers[t].state = F_READY;
     }
 }
 
@@ -614,7 +606,7 @@ extern "C" void hpt_emu_run(const void *kernel, const char *name, hpt_emu_cfg_t 
               bad_pointer_arg);
         return;
     }
-    while (g_fibers.size() < nthreads) g_fibers.push_back(fiber_new());
+    while (g_nfibers < nthreads) fiber_new();
     if (g_dyn_shm_cap < cfg.shm) {
         free(g_dyn_shm);
         g_dyn_shm = malloc(cfg.shm);

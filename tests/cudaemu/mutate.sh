@@ -18,15 +18,17 @@ done
 tmp=$(mktemp -d /tmp/hpt_mutate.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 missed=0
-ldlibs=$(make -s CUDA=emu -f Makefile -f - print-ldlibs <<'MK'
-print-ldlibs: ; @echo $(LDLIBS) $(CUDA_LDLIBS)
+# the Makefile's own flags for the emulator's objects and programs
+mk() { make -s CUDA=emu -f Makefile -f - print <<MK
+print: ; @echo \$($1)
 MK
-)
+}
+cxxflags=$(mk EMU_CXXFLAGS)
+ldlibs="$(mk LDLIBS) $(mk CUDA_LDLIBS)"
 for line in $lines; do
     sed "${line}s/__syncthreads();//" "$src" > "$tmp/m.cu"
     { echo "#line 1 \"$src\""; sed -f tests/cudaemu/translate.sed "$tmp/m.cu"; } > "$tmp/m.cc"
-    if ! g++ -std=c++17 -O2 -fPIC -ffp-contract=off -Wno-unknown-pragmas -Itests/cudaemu -I"$(dirname "$src")" -Iinclude \
-            -I/usr/include/x86_64-linux-gnu/openblas-openmp -include tests/cudaemu/cuda_runtime.h -c "$tmp/m.cc" -o "$tmp/m.o" ||
+    if ! g++ $cxxflags -I"$(dirname "$src")" -include tests/cudaemu/cuda_runtime.h -c "$tmp/m.cc" -o "$tmp/m.o" ||
        ! cc -fopenmp -o "$tmp/t" $b/tests/cuda/test_cuda_kernels.o $b/libhpt.a "$tmp/m.o" $b/tests/cudaemu/emu.o $ldlibs; then
         echo "line $line: does not build"; missed=1; continue
     fi
