@@ -41,9 +41,10 @@
  * after `make lib`; the kernels object from nvcc with the Makefile's flags):
  *   nvcc -O3 -std=c++17 -fmad=false -Xcompiler -fPIC,-Wall,-ffp-contract=off \
  *        -gencode arch=compute_90,code=[sm_90,compute_90] -Iinclude \
- *        -c src/cuda/kernels_cuda.cu -o build/kernels_cuda.o
+ *        -c src/cuda/kernels_cuda.cu -o build/kernels_cuda.o   (and attention_cuda.cu the same way)
  *   cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -fopenmp -Iinclude -I/usr/local/cuda/include \
- *      tests/cuda/test_cuda_kernels.c build/kernels_cuda.o build/libhpt.a -o build/test_cuda_kernels \
+ *      tests/cuda/test_cuda_kernels.c build/kernels_cuda.o build/attention_cuda.o build/libhpt.a \
+ *      -o build/test_cuda_kernels \
  *      -fopenmp -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcublasLt -lcublas -lcudart \
  *      -lstdc++ -lm -lz $(pkg-config --libs libcjson cairo ompi-c) \
  *      -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas
