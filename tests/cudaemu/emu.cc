@@ -377,6 +377,7 @@ __asm__(".text\n"
 /* Under AddressSanitizer every switch is announced, so that it knows which
  * stack is live (else it reports the fibers' frames as overflows). */
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #else
@@ -450,24 +451,43 @@ static void fiber_main(void) {
     }
 }
 
-/* A new fiber's stack, as hpt_emu_switch leaves one: six registers (zero),
- * then fiber_main as the return address, above it a zero return address of
- * fiber_main's own, 16-byte aligned as a call would leave it. */
-static void fiber_new(void) {
-    Fiber *f = &g_fibers[g_nfibers];
-    f->stack = (char *)mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (f->stack == MAP_FAILED) { perror("cuda emulator: a fiber's stack"); abort(); }
-    mprotect(f->stack, 4096, PROT_NONE);   /* a guard page: a kernel overflowing its stack crashes */
-    /* the stacks' tops staggered by a few cache lines each: tops at the same
-     * offset in every 256 KiB map to the same cache sets, and a block's
-     * hundreds of fibers switched in turn would evict one another's */
-    size_t stagger = (g_nfibers % 97) * 320;
+/* A fiber's stack as hpt_emu_switch leaves one, for a fiber that has not
+ * run: six registers (zero), then fiber_main as the return address, above
+ * it a zero return address of fiber_main's own, 16-byte aligned as a call
+ * would leave it. The stacks' tops are staggered by a few cache lines each:
+ * tops at the same offset in every 256 KiB map to the same cache sets, and
+ * a block's hundreds of fibers switched in turn would evict one another's. */
+static void fiber_start(Fiber *f, unsigned i) {
+    size_t stagger = (i % 97) * 320;
     uintptr_t *top = (uintptr_t *)(f->stack + STACK_BYTES - stagger);
     top[-1] = 0;
     top[-2] = (uintptr_t)fiber_main;
     for (int r = 3; r <= 8; r++) top[-r] = 0;
     f->sp = top - 8;
+    f->fake = NULL;
+}
+
+static void fiber_new(void) {
+    Fiber *f = &g_fibers[g_nfibers];
+    f->stack = (char *)mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (f->stack == MAP_FAILED) { perror("cuda emulator: a fiber's stack"); abort(); }
+    mprotect(f->stack, 4096, PROT_NONE);   /* a guard page: a kernel overflowing its stack crashes */
+    fiber_start(f, g_nfibers);
     g_nfibers++;
+}
+
+/* After a fault stopped a block: the threads left waiting inside the kernel
+ * start afresh at the next launch (resumed, they would go on running the
+ * faulted kernel's code with its stale arguments). */
+static void fibers_abandon(void) {
+    for (unsigned i = 0; i < g_nfibers; i++) {
+        if (g_fibers[i].state == F_DONE) continue;
+#if EMU_ASAN
+        /* the abandoned frames' redzones would poison the fresh ones */
+        __asan_unpoison_memory_region(g_fibers[i].stack + 4096, STACK_BYTES - 4096);
+#endif
+        fiber_start(&g_fibers[i], i);
+    }
 }
 
 /* runs the warp's ready lanes in order, each until it waits or ends */
@@ -498,6 +518,26 @@ extern "C" uint64_t hpt_emu_shfl_xor(unsigned mask, uint64_t bits, int lane_mask
     g_cur->shfl_full = mask;
     to_scheduler();
     return g_cur->shfl_bits;
+}
+
+/* the values the warp's lanes gave at its last resolved shuffle, by lane:
+ * read by a gather's lane before it can switch again (mma.h's collectives) */
+static uint64_t g_given[32];
+
+extern "C" const uint64_t *hpt_emu_warp_gather(uint64_t v) {
+    hpt_emu_shfl_xor(0xffffffffu, v, 0, 32);
+    return g_given;
+}
+
+/* the current thread's lane: its linear index in the block, mod 32 */
+extern "C" unsigned hpt_emu_lane(void) {
+    return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+}
+
+extern "C" void hpt_emu_kernel_fault(const char *what) {
+    if (g_sticky) return;   /* the first fault is the one to read; its consequences would repeat it per lane */
+    fault(cudaErrorLaunchFailure, "%s: block (%u,%u,%u), thread (%u,%u,%u): %s", g_kernel_name, blockIdx.x,
+          blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z, what);
 }
 
 extern "C" void *hpt_emu_dynamic_shared(void) { return g_dyn_shm; }
@@ -541,6 +581,7 @@ static int run_warp(unsigned t0, unsigned t1) {
         }
         uint64_t given[32];
         for (unsigned l = 0; l < 32; l++) given[l] = g_fibers[t0 + l].shfl_bits;
+        memcpy(g_given, given, sizeof given);
         for (unsigned l = 0; l < 32; l++) {
             Fiber *f = &g_fibers[t0 + l];
             f->shfl_bits = given[l ^ (unsigned)f->shfl_mask];
@@ -631,7 +672,7 @@ extern "C" void hpt_emu_run(const void *kernel, const char *name, hpt_emu_cfg_t 
         /* shared memory starts as garbage: NaN */
         if (cfg.shm) memset(g_dyn_shm, 0xff, cfg.shm);
         for (const SharedArray &a : g_shared) memset(a.p, 0xff, a.bytes);
-        if (run_block((unsigned)nthreads)) return;
+        if (run_block((unsigned)nthreads)) { fibers_abandon(); return; }
     }
 }
 

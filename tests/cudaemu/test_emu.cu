@@ -9,6 +9,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <stdint.h>
 
@@ -114,6 +115,25 @@ static void expect_fault(cudaError_t want, const char *what) {
 }
 
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* c (16 x 16, row-major) = a (16 x 8, row-major) b, b given transposed
+ * (16 x 8 row-major: b's columns as rows, a col_major matrix_b), inputs
+ * rounded to TF32; `skew` > 0 gives lane 0 another pointer (a fault), < 0 a
+ * misaligned one (a fault) */
+__global__ void k_wmma(float *c, const float *a, const float *bt, int skew) {
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    const float *ap = skew > 0 && threadIdx.x == 0 ? a + 8 : skew < 0 ? a + 1 : a;
+    wmma::load_matrix_sync(fa, ap, 8);
+    wmma::load_matrix_sync(fb, bt, 8);
+    for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+    for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
 
 /* ------------------------------------------------------------ checks */
 
@@ -249,6 +269,45 @@ static void test_gemm(void) {
     cublasDestroy(h);
 }
 
+static float tf32_nearest(float f) {
+    uint32_t u = bits(f);
+    u = (u + 0x1000u) & ~0x1fffu;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_wmma(void) {
+    float ha[16 * 8], hbt[16 * 8], hc[256];
+    for (int i = 0; i < 128; i++) {
+        ha[i] = 1.0f + (float)(i % 13) / 4096.0f + (float)(i % 5) / 65536.0f;   /* bits past TF32's 10 */
+        hbt[i] = (float)((i * 7) % 11) - 5.0f;
+    }
+    float *a = dalloc(256), *bt = dalloc(128), *c = dalloc(256);
+    cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice);
+    cudaMemcpy(bt, hbt, sizeof hbt, cudaMemcpyHostToDevice);
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {   /* both lane orders */
+        k_wmma<<<1, 32>>>(c, a, bt, 0);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "a wmma product runs");
+        cudaMemcpy(hc, c, sizeof hc, cudaMemcpyDeviceToHost);
+        for (int r = 0; r < 16; r++)
+            for (int j = 0; j < 16; j++) {
+                float want = 0.0f;
+                for (int q = 0; q < 8; q++) want += tf32_nearest(ha[r * 8 + q]) * hbt[j * 8 + q];
+                bad += hc[r * 16 + j] != want;
+            }
+    }
+    CHECK(bad == 0, "wmma m16n16k8: a b with TF32 inputs, fp32 sums (%d of 512 entries differ)", bad);
+    k_wmma<<<1, 32>>>(c, a, bt, 1);
+    expect_fault(cudaErrorLaunchFailure, "wmma: lanes with different pointers");
+    a = dalloc(256), bt = dalloc(128), c = dalloc(256);
+    k_wmma<<<1, 32>>>(c, a, bt, -1);
+    expect_fault(cudaErrorLaunchFailure, "wmma: a pointer not 32-byte aligned");
+    a = dalloc(256), bt = dalloc(128), c = dalloc(256);
+    k_wmma<<<1, 16>>>(c, a, bt, 0);
+    expect_fault(cudaErrorLaunchFailure, "wmma in a partial warp");
+}
+
 int main(void) {
     int n = 0;
     CHECK(cudaGetDeviceCount(&n) == cudaSuccess && n == 1, "the emulator is one device");
@@ -257,6 +316,7 @@ int main(void) {
     test_launch_limits();
     test_memory();
     test_gemm();
+    test_wmma();
     test_faults();
     return TEST_REPORT("test_emu");
 }
