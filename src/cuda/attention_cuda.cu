@@ -7,6 +7,10 @@
  */
 #include "kernels_cuda_internal.cuh"
 
+#include <mma.h>
+
+#include <type_traits>
+
 enum { ATT_TILE = 64 };
 
 /* ------------------------------------------------------------ attention */
@@ -51,7 +55,7 @@ __device__ __forceinline__ void load_tile(float *tile, const float *src, size_t 
  * __restrict__/const (no read-only cache on it). */
 __global__ void k_attention_forward(float *__restrict__ out, float *att, const float *__restrict__ inp,
                                     int T, int C, int NH, float scale) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[];
     __shared__ float shm[32];
     const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hs = C / NH;
     const size_t C3 = 3 * (size_t)C;
@@ -122,7 +126,7 @@ __global__ void k_attention_backward_rows(float *__restrict__ dinp, float *__res
                                           const float *__restrict__ dout, const float *__restrict__ inp,
                                           const float *__restrict__ att, int T, int C, int NH, float scale,
                                           int first) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[];
     __shared__ float sdot;
     const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hs = C / NH;
     const size_t C3 = 3 * (size_t)C;
@@ -167,7 +171,7 @@ __global__ void k_attention_backward_cols(float *__restrict__ dinp, const float 
                                           const float *__restrict__ dout, const float *__restrict__ inp,
                                           const float *__restrict__ att, int T, int C, int NH, float scale,
                                           int first) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[];
     const int t2 = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hs = C / NH;
     const size_t C3 = 3 * (size_t)C;
     float *sv = sm, *tile = sm + hs, *cp = tile + ATT_TILE * (hs + 1), *ca = cp + T;   /* hs, tile, T, T */
@@ -272,20 +276,22 @@ extern "C" void attention_backward_first_cuda(float *dinp, const float *dout, co
 enum { FL_TILE = 64, FL_THREADS = 256, FL_PS = FL_TILE + 4, FL_MAX_NC = ATTENTION_FLASH_CUDA_MAX_HS / 16 };
 
 /* Rows [r0, r0 + FL_TILE) of one head's q, k, v or dout (src: its row 0,
- * rows `stride` apart) into a tile with rows hs + 1 apart; rows at or past T
- * as zeros. Consecutive threads read consecutive channels. */
-__device__ __forceinline__ void fl_load(float *tile, const float *src, size_t stride, int r0, int T, int hs) {
-    for (int e = threadIdx.x; e < FL_TILE * hs; e += blockDim.x) {
-        const int j = e / hs, i = e - j * hs;
-        tile[j * (hs + 1) + i] = r0 + j < T ? src[(size_t)(r0 + j) * stride + i] : 0.0f;
+ * rows `stride` apart) into a tile with rows S apart, W channels of each
+ * (the hs of the head, then zeros up to W); rows at or past T as zeros.
+ * Consecutive threads read consecutive channels. */
+__device__ __forceinline__ void fl_load(float *tile, const float *src, size_t stride, int r0, int T, int hs, int S,
+                                        int W) {
+    for (int e = threadIdx.x; e < FL_TILE * W; e += blockDim.x) {
+        const int j = e / W, i = e - j * W;
+        tile[j * S + i] = r0 + j < T && i < hs ? src[(size_t)(r0 + j) * stride + i] : 0.0f;
     }
 }
 
 /* s[i][jj] = a_row(4 ty + i) . b_row(tx + 16 jj) over hs channels, in
- * ascending channel order; a and b tiles with rows hs + 1 apart. The same
+ * ascending channel order; a and b tiles with rows S apart. The same
  * operands give the same bits in every kernel below. */
-__device__ __forceinline__ void fl_dots(float s[4][4], const float *a, const float *b, int hs, int tx, int ty) {
-    const int S = hs + 1;
+__device__ __forceinline__ void fl_dots(float s[4][4], const float *a, const float *b, int hs, int S, int tx,
+                                        int ty) {
     const float *ar = a + 4 * ty * S, *br = b + tx * S;
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -316,6 +322,113 @@ __device__ __forceinline__ float fl_group_max(float v) {
     return v;
 }
 
+/* ---- the tensor-core products (the kernels' TC twins, under --precision
+ * tf32 or bf16)
+ *
+ * The same tiles, with the two products of each step on TF32 tensor cores
+ * (wmma m16n16k8: inputs rounded to TF32 by __float_to_tf32, fp32 sums)
+ * instead of the threads' fp32 chains; the softmax, the masks, lse, D and
+ * the accumulation into each thread's registers stay as above. Each product
+ * goes through shared memory: the scores into the p or dpre tile, a tile's
+ * contribution to out, dq, dk or dv into a product tile (64 rows, S apart)
+ * that the owning threads then add. The head is padded to W = 16 NC
+ * channels of zeros and rows are S = W + 4 floats apart: wmma wants rows of
+ * 16 at 32-byte boundaries and a leading dimension a multiple of 4 floats
+ * (FL_PS = 68 is one), so every tile's offset is a multiple of 32 bytes
+ * and the kernels declare their shared memory 128-byte aligned (all of
+ * this file's, alike: one extern array). The 8 warps split each 64-row product: warp w takes
+ * rows 16 (w & 3) .. + 15, and of the 16-column blocks, those congruent to
+ * w >> 2 mod 2. */
+
+namespace wm = nvcuda::wmma;
+typedef wm::fragment<wm::accumulator, 16, 16, 8, float> fl_acc;
+
+template <class F>
+__device__ __forceinline__ void fl_tf32(F &f) {
+#pragma unroll
+    for (int i = 0; i < f.num_elements; i++) f.x[i] = wm::__float_to_tf32(f.x[i]);
+}
+
+/* out (64 x 64, rows FL_PS apart) = a (64 x W) . b (64 x W)^T, a and b
+ * tiles with rows S apart: the q . k or dout . v scores of a tile pair */
+__device__ __forceinline__ void fl_tc_scores(float *out, const float *a, const float *b, int S, int W) {
+    const int w = threadIdx.x >> 5, rb = w & 3, cb = 2 * (w >> 2);
+    fl_acc c0, c1;
+    wm::fill_fragment(c0, 0.0f);
+    wm::fill_fragment(c1, 0.0f);
+    for (int k = 0; k < W; k += 8) {
+        wm::fragment<wm::matrix_a, 16, 16, 8, wm::precision::tf32, wm::row_major> fa;
+        wm::fragment<wm::matrix_b, 16, 16, 8, wm::precision::tf32, wm::col_major> fb;
+        wm::load_matrix_sync(fa, a + 16 * rb * S + k, S);
+        fl_tf32(fa);
+        wm::load_matrix_sync(fb, b + 16 * cb * S + k, S);
+        fl_tf32(fb);
+        wm::mma_sync(c0, fa, fb, c0);
+        wm::load_matrix_sync(fb, b + 16 * (cb + 1) * S + k, S);
+        fl_tf32(fb);
+        wm::mma_sync(c1, fa, fb, c1);
+    }
+    wm::store_matrix_sync(out + 16 * rb * FL_PS + 16 * cb, c0, FL_PS, wm::mem_row_major);
+    wm::store_matrix_sync(out + 16 * rb * FL_PS + 16 * (cb + 1), c1, FL_PS, wm::mem_row_major);
+}
+
+/* out (64 x 16 NC, rows S apart) = p . x (TRANS 0) or p^T . x (TRANS 1),
+ * p a 64 x 64 probability or dpre tile (rows FL_PS apart), x a 64 x 16 NC
+ * tile (rows S apart): p v, dpre k (rows: queries) or p^T dout, dpre^T q
+ * (rows: keys) */
+template <int NC, bool TRANS>
+__device__ __forceinline__ void fl_tc_apply(float *out, const float *p, const float *x, int S) {
+    constexpr int NJ = (NC + 1) / 2;
+    const int w = threadIdx.x >> 5, rb = w & 3;
+    fl_acc c[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) wm::fill_fragment(c[j], 0.0f);
+    for (int k = 0; k < FL_TILE; k += 8) {
+        typedef typename std::conditional<TRANS, wm::col_major, wm::row_major>::type la;
+        wm::fragment<wm::matrix_a, 16, 16, 8, wm::precision::tf32, la> fa;
+        wm::load_matrix_sync(fa, TRANS ? p + k * FL_PS + 16 * rb : p + 16 * rb * FL_PS + k, FL_PS);
+        fl_tf32(fa);
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            const int cb = (w >> 2) + 2 * j;
+            if (cb >= NC) continue;   /* the whole warp alike */
+            wm::fragment<wm::matrix_b, 16, 16, 8, wm::precision::tf32, wm::row_major> fb;
+            wm::load_matrix_sync(fb, x + k * S + 16 * cb, S);
+            fl_tf32(fb);
+            wm::mma_sync(c[j], fa, fb, c[j]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        const int cb = (w >> 2) + 2 * j;
+        if (cb < NC) wm::store_matrix_sync(out + 16 * rb * S + 16 * cb, c[j], S, wm::mem_row_major);
+    }
+}
+
+/* this thread's rows 4 ty + i and channels tx + 16 cc of a product tile,
+ * added to its accumulators */
+template <int NC>
+__device__ __forceinline__ void fl_add_product(float acc[4][NC], const float *prod, int S, int tx, int ty) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int cc = 0; cc < NC; cc++) acc[i][cc] += prod[(4 * ty + i) * S + tx + 16 * cc];
+}
+
+/* this thread's 4 x 4 entries of a score tile (rows FL_PS apart) */
+__device__ __forceinline__ void fl_read_scores(float s[4][4], const float *tile, int tx, int ty) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) s[i][jj] = tile[(4 * ty + i) * FL_PS + tx + 16 * jj];
+}
+
+/* the tiles' row stride and loaded width: hs + 1 and hs for the fp32
+ * kernels (the +1 spreads a column's rows over the banks), 16 NC + 4 and
+ * 16 NC for the tensor-core ones */
+__host__ __device__ __forceinline__ int fl_stride(bool tc, int nc, int hs) { return tc ? 16 * nc + 4 : hs + 1; }
+__host__ __device__ __forceinline__ int fl_width(bool tc, int nc, int hs) { return tc ? 16 * nc : hs; }
+
 /* Forward: one block per (query tile, head). For each key tile up to the
  * diagonal: scores (q . k) scale, the causal mask, the running max m and sum
  * l of each row (online softmax: the old sum and output rescaled by
@@ -323,19 +436,20 @@ __device__ __forceinline__ float fl_group_max(float v) {
  * shared memory, out += p v. Then out /= l and lse = m + log l. Shared:
  * q, k, v tiles (64 (hs + 1) each) and p (64 x 68): 66 KiB at hs 64, 114 KiB
  * at hs 128. exp is dev_expf (the CPU's hpt_expf). */
-template <int NC>
+template <int NC, bool TC>
 __global__ void __launch_bounds__(FL_THREADS)
 k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ inp, int T, int C,
                 int NH, float scale) {
-    extern __shared__ float sm[];
-    const int hs = C / NH, S = hs + 1;
+    extern __shared__ __align__(128) float sm[];
+    const int hs = C / NH, S = fl_stride(TC, NC, hs), W = fl_width(TC, NC, hs);
     const int b = blockIdx.x / NH, h = blockIdx.x - b * NH;
     const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * FL_TILE;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const size_t C3 = 3 * (size_t)C;
     const float *base = inp + (size_t)b * T * C3 + (size_t)h * hs;   /* q; k at + C, v at + 2C */
     float *sq = sm, *sk = sq + FL_TILE * S, *sv = sk + FL_TILE * S, *sp = sv + FL_TILE * S;
-    fl_load(sq, base, C3, q0, T, hs);
+    float *sprod = sp + FL_TILE * FL_PS;   /* TC: p v of the tile */
+    fl_load(sq, base, C3, q0, T, hs, S, W);
     float m[4], l[4], o[4][NC];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -347,11 +461,17 @@ k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *_
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FL_TILE, nk = T - k0 < FL_TILE ? T - k0 : FL_TILE;
         __syncthreads();   /* the previous tile's k, v and p are read */
-        fl_load(sk, base + C, C3, k0, T, hs);
-        fl_load(sv, base + 2 * (size_t)C, C3, k0, T, hs);
+        fl_load(sk, base + C, C3, k0, T, hs, S, W);
+        fl_load(sv, base + 2 * (size_t)C, C3, k0, T, hs, S, W);
         __syncthreads();
         float s[4][4];
-        fl_dots(s, sq, sk, hs, tx, ty);
+        if constexpr (TC) {
+            fl_tc_scores(sp, sq, sk, S, W);
+            __syncthreads();
+            fl_read_scores(s, sp, tx, ty);   /* each thread rewrites its own entries with p below */
+        } else {
+            fl_dots(s, sq, sk, hs, S, tx, ty);
+        }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int r = 4 * ty + i, t = q0 + r;
@@ -377,15 +497,21 @@ k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *_
             for (int cc = 0; cc < NC; cc++) o[i][cc] *= corr;
         }
         __syncthreads();
-        for (int j = 0; j < nk; j++) {
-            float vj[NC];
+        if constexpr (TC) {
+            fl_tc_apply<NC, false>(sprod, sp, sv, S);
+            __syncthreads();
+            fl_add_product<NC>(o, sprod, S, tx, ty);
+        } else {
+            for (int j = 0; j < nk; j++) {
+                float vj[NC];
 #pragma unroll
-            for (int cc = 0; cc < NC; cc++) vj[cc] = tx + 16 * cc < hs ? sv[j * S + tx + 16 * cc] : 0.0f;
+                for (int cc = 0; cc < NC; cc++) vj[cc] = tx + 16 * cc < hs ? sv[j * S + tx + 16 * cc] : 0.0f;
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float p = sp[(4 * ty + i) * FL_PS + j];
+                for (int i = 0; i < 4; i++) {
+                    const float p = sp[(4 * ty + i) * FL_PS + j];
 #pragma unroll
-                for (int cc = 0; cc < NC; cc++) o[i][cc] += p * vj[cc];
+                    for (int cc = 0; cc < NC; cc++) o[i][cc] += p * vj[cc];
+                }
             }
         }
     }
@@ -424,14 +550,25 @@ __global__ void k_flash_rowdot(float *__restrict__ D, const float *__restrict__ 
 /* The recomputed tile, shared by both backward kernels (the same operands
  * in the same order: the same bits in both): for the 4 x 4 (query, key)
  * pairs of this thread, p = exp(s scale - lse) (0 where masked or past T)
- * and dpre = p (dout . v - D) scale, the CPU's expression. */
+ * and dpre = p (dout . v - D) scale, the CPU's expression. TC: the scores
+ * from the tensor cores, through sp and sds (a barrier inside: every
+ * thread calls it). */
+template <bool TC>
 __device__ __forceinline__ void fl_recompute(float p[4][4], float ds[4][4], const float *sq, const float *sdo,
-                                             const float *sk, const float *sv, const float lse_r[4],
-                                             const float d_r[4], int q0, int k0, int T, int hs, float scale, int tx,
-                                             int ty) {
+                                             const float *sk, const float *sv, float *sp, float *sds,
+                                             const float lse_r[4], const float d_r[4], int q0, int k0, int T,
+                                             int hs, int S, int W, float scale, int tx, int ty) {
     float dp[4][4];
-    fl_dots(p, sq, sk, hs, tx, ty);
-    fl_dots(dp, sdo, sv, hs, tx, ty);
+    if constexpr (TC) {   /* the scores through the p and dpre tiles, which the caller then overwrites */
+        fl_tc_scores(sp, sq, sk, S, W);
+        fl_tc_scores(sds, sdo, sv, S, W);
+        __syncthreads();
+        fl_read_scores(p, sp, tx, ty);
+        fl_read_scores(dp, sds, tx, ty);
+    } else {
+        fl_dots(p, sq, sk, hs, S, tx, ty);
+        fl_dots(dp, sdo, sv, hs, S, tx, ty);
+    }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int t = q0 + 4 * ty + i;
@@ -460,13 +597,13 @@ __device__ __forceinline__ void fl_row_stats(float lse_r[4], float d_r[4], const
  * For each key tile up to the diagonal: p and dpre recomputed, dpre through
  * shared memory, dq (+)= sum over keys ascending of dpre k. Shared: q, dout,
  * k, v tiles and dpre (64 x 68): 82 KiB at hs 64, 146 KiB at hs 128. */
-template <int NC>
+template <int NC, bool TC>
 __global__ void __launch_bounds__(FL_THREADS)
 k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, const float *__restrict__ inp,
                     const float *__restrict__ lse, const float *__restrict__ D, int T, int C, int NH, float scale,
                     int first) {
-    extern __shared__ float sm[];
-    const int hs = C / NH, S = hs + 1;
+    extern __shared__ __align__(128) float sm[];
+    const int hs = C / NH, S = fl_stride(TC, NC, hs), W = fl_width(TC, NC, hs);
     const int b = blockIdx.x / NH, h = blockIdx.x - b * NH;
     const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * FL_TILE;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -475,8 +612,9 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
     const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     float *sq = sm, *sdo = sq + FL_TILE * S, *sk = sdo + FL_TILE * S, *sv = sk + FL_TILE * S;
     float *sds = sv + FL_TILE * S;
-    fl_load(sq, base, C3, q0, T, hs);
-    fl_load(sdo, dO, (size_t)C, q0, T, hs);
+    float *sp = sds + FL_TILE * FL_PS, *sprod = sp + FL_TILE * FL_PS;   /* TC: the scores, dpre k */
+    fl_load(sq, base, C3, q0, T, hs, S, W);
+    fl_load(sdo, dO, (size_t)C, q0, T, hs, S, W);
     float lse_r[4], d_r[4];
     fl_row_stats(lse_r, d_r, lse + head * T, D + head * T, q0, T, ty);
     float acc[4][NC];
@@ -491,25 +629,31 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FL_TILE, nk = T - k0 < FL_TILE ? T - k0 : FL_TILE;
         __syncthreads();   /* the previous tile's k and dpre are read */
-        fl_load(sk, base + C, C3, k0, T, hs);
-        fl_load(sv, base + 2 * (size_t)C, C3, k0, T, hs);
+        fl_load(sk, base + C, C3, k0, T, hs, S, W);
+        fl_load(sv, base + 2 * (size_t)C, C3, k0, T, hs, S, W);
         __syncthreads();
         float p[4][4], ds[4][4];
-        fl_recompute(p, ds, sq, sdo, sk, sv, lse_r, d_r, q0, k0, T, hs, scale, tx, ty);
+        fl_recompute<TC>(p, ds, sq, sdo, sk, sv, sp, sds, lse_r, d_r, q0, k0, T, hs, S, W, scale, tx, ty);
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
             for (int jj = 0; jj < 4; jj++) sds[(4 * ty + i) * FL_PS + tx + 16 * jj] = ds[i][jj];
         __syncthreads();
-        for (int j = 0; j < nk; j++) {
-            float kj[NC];
+        if constexpr (TC) {
+            fl_tc_apply<NC, false>(sprod, sds, sk, S);
+            __syncthreads();
+            fl_add_product<NC>(acc, sprod, S, tx, ty);
+        } else {
+            for (int j = 0; j < nk; j++) {
+                float kj[NC];
 #pragma unroll
-            for (int cc = 0; cc < NC; cc++) kj[cc] = tx + 16 * cc < hs ? sk[j * S + tx + 16 * cc] : 0.0f;
+                for (int cc = 0; cc < NC; cc++) kj[cc] = tx + 16 * cc < hs ? sk[j * S + tx + 16 * cc] : 0.0f;
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float d = sds[(4 * ty + i) * FL_PS + j];
+                for (int i = 0; i < 4; i++) {
+                    const float d = sds[(4 * ty + i) * FL_PS + j];
 #pragma unroll
-                for (int cc = 0; cc < NC; cc++) acc[i][cc] += d * kj[cc];
+                    for (int cc = 0; cc < NC; cc++) acc[i][cc] += d * kj[cc];
+                }
             }
         }
     }
@@ -532,13 +676,13 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
  * ride in registers. Shared: k, v, q, dout tiles and p, dpre (64 x 68
  * each): 99 KiB at hs 64, 163 KiB at hs 128 (Hopper's limit is 227 KiB,
  * the A100's 163 KiB). */
-template <int NC>
+template <int NC, bool TC>
 __global__ void __launch_bounds__(FL_THREADS)
 k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, const float *__restrict__ inp,
                      const float *__restrict__ lse, const float *__restrict__ D, int T, int C, int NH, float scale,
                      int first) {
-    extern __shared__ float sm[];
-    const int hs = C / NH, S = hs + 1;
+    extern __shared__ __align__(128) float sm[];
+    const int hs = C / NH, S = fl_stride(TC, NC, hs), W = fl_width(TC, NC, hs);
     const int b = blockIdx.x / NH, h = blockIdx.x - b * NH;
     const int kt = blockIdx.y, k0 = kt * FL_TILE, ntile = gridDim.y;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -547,8 +691,9 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
     const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     float *sk = sm, *sv = sk + FL_TILE * S, *sq = sv + FL_TILE * S, *sdo = sq + FL_TILE * S;
     float *sp = sdo + FL_TILE * S, *sds = sp + FL_TILE * FL_PS;
-    fl_load(sk, base + C, C3, k0, T, hs);
-    fl_load(sv, base + 2 * (size_t)C, C3, k0, T, hs);
+    float *sprod = sds + FL_TILE * FL_PS;   /* TC: p^T dout, then dpre^T q */
+    fl_load(sk, base + C, C3, k0, T, hs, S, W);
+    fl_load(sv, base + 2 * (size_t)C, C3, k0, T, hs, S, W);
     float ak[4][NC], av[4][NC];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -564,13 +709,13 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
     for (int qt = kt; qt < ntile; qt++) {
         const int q0 = qt * FL_TILE, nq = T - q0 < FL_TILE ? T - q0 : FL_TILE;
         __syncthreads();   /* the previous tile's q, dout, p and dpre are read */
-        fl_load(sq, base, C3, q0, T, hs);
-        fl_load(sdo, dO, (size_t)C, q0, T, hs);
+        fl_load(sq, base, C3, q0, T, hs, S, W);
+        fl_load(sdo, dO, (size_t)C, q0, T, hs, S, W);
         float lse_r[4], d_r[4];
         fl_row_stats(lse_r, d_r, lse + head * T, D + head * T, q0, T, ty);
         __syncthreads();
         float p[4][4], ds[4][4];
-        fl_recompute(p, ds, sq, sdo, sk, sv, lse_r, d_r, q0, k0, T, hs, scale, tx, ty);
+        fl_recompute<TC>(p, ds, sq, sdo, sk, sv, sp, sds, lse_r, d_r, q0, k0, T, hs, S, W, scale, tx, ty);
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -579,21 +724,31 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
                 sds[(4 * ty + i) * FL_PS + tx + 16 * jj] = ds[i][jj];
             }
         __syncthreads();
-        for (int r = 0; r < nq; r++) {
-            float qr[NC], dr[NC];
-#pragma unroll
-            for (int cc = 0; cc < NC; cc++) {
-                const int c = tx + 16 * cc;
-                qr[cc] = c < hs ? sq[r * S + c] : 0.0f;
-                dr[cc] = c < hs ? sdo[r * S + c] : 0.0f;
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float pv = sp[r * FL_PS + 4 * ty + i], dsv = sds[r * FL_PS + 4 * ty + i];
+        if constexpr (TC) {
+            fl_tc_apply<NC, true>(sprod, sp, sdo, S);
+            __syncthreads();
+            fl_add_product<NC>(av, sprod, S, tx, ty);
+            __syncthreads();   /* sprod read before it is rewritten */
+            fl_tc_apply<NC, true>(sprod, sds, sq, S);
+            __syncthreads();
+            fl_add_product<NC>(ak, sprod, S, tx, ty);
+        } else {
+            for (int r = 0; r < nq; r++) {
+                float qr[NC], dr[NC];
 #pragma unroll
                 for (int cc = 0; cc < NC; cc++) {
-                    av[i][cc] += pv * dr[cc];
-                    ak[i][cc] += dsv * qr[cc];
+                    const int c = tx + 16 * cc;
+                    qr[cc] = c < hs ? sq[r * S + c] : 0.0f;
+                    dr[cc] = c < hs ? sdo[r * S + c] : 0.0f;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float pv = sp[r * FL_PS + 4 * ty + i], dsv = sds[r * FL_PS + 4 * ty + i];
+#pragma unroll
+                    for (int cc = 0; cc < NC; cc++) {
+                        av[i][cc] += pv * dr[cc];
+                        ak[i][cc] += dsv * qr[cc];
+                    }
                 }
             }
         }
@@ -612,13 +767,23 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
     }
 }
 
+static bool g_flash_tc = true;   /* attention_flash_cuda_tensor_cores */
+
+extern "C" void attention_flash_cuda_tensor_cores(int on) { g_flash_tc = on != 0; }
+
 extern "C" size_t attention_flash_cuda_state(int B, int T, int NH) { return (size_t)B * NH * T; }
 extern "C" size_t attention_flash_cuda_scratch(int B, int T, int NH) { return (size_t)B * NH * T; }
 
-/* shared memory of each kernel, in bytes */
-static size_t fl_smem_forward(int hs) { return (3 * (size_t)FL_TILE * (hs + 1) + (size_t)FL_TILE * FL_PS) * sizeof(float); }
-static size_t fl_smem_dq(int hs) { return (4 * (size_t)FL_TILE * (hs + 1) + (size_t)FL_TILE * FL_PS) * sizeof(float); }
-static size_t fl_smem_dkv(int hs) { return (4 * (size_t)FL_TILE * (hs + 1) + 2 * (size_t)FL_TILE * FL_PS) * sizeof(float); }
+/* shared memory of each kernel, in bytes: its 64-row tiles of the head (rows
+ * S apart) and of scores (FL_PS apart); the tensor-core twins add a product
+ * tile, and the dq kernel a second score tile */
+static size_t fl_smem(int head_tiles, int score_tiles, bool tc, int nc, int hs) {
+    const size_t S = (size_t)fl_stride(tc, nc, hs);
+    return ((head_tiles + (tc ? 1 : 0)) * S + (size_t)score_tiles * FL_PS) * FL_TILE * sizeof(float);
+}
+static size_t fl_smem_forward(bool tc, int nc, int hs) { return fl_smem(3, 1, tc, nc, hs); }
+static size_t fl_smem_dq(bool tc, int nc, int hs) { return fl_smem(4, tc ? 2 : 1, tc, nc, hs); }
+static size_t fl_smem_dkv(bool tc, int nc, int hs) { return fl_smem(4, 2, tc, nc, hs); }
 
 static int fl_tiles(int T) { return (T + FL_TILE - 1) / FL_TILE; }
 
@@ -633,28 +798,28 @@ static int fl_head_ok(int C, int NH, const char *where) {
     return 0;
 }
 
-template <int NC>
+template <int NC, bool TC>
 static void fl_forward_launch(float *out, float *lse, const float *inp, int B, int T, int C, int NH, float scale) {
-    const size_t smem = fl_smem_forward(C / NH);
-    if (!attention_smem((const void *)k_flash_forward<NC>, smem, "attention_forward_flash_cuda")) return;
-    k_flash_forward<NC><<<dim3((unsigned)(B * NH), (unsigned)fl_tiles(T)), FL_THREADS, smem>>>(out, lse, inp, T, C,
-                                                                                             NH, scale);
+    const size_t smem = fl_smem_forward(TC, NC, C / NH);
+    if (!attention_smem((const void *)k_flash_forward<NC, TC>, smem, "attention_forward_flash_cuda")) return;
+    k_flash_forward<NC, TC><<<dim3((unsigned)(B * NH), (unsigned)fl_tiles(T)), FL_THREADS, smem>>>(out, lse, inp, T,
+                                                                                                 C, NH, scale);
     kc_check_launch("attention_forward_flash_cuda");
 }
 
-template <int NC>
+template <int NC, bool TC>
 static void fl_backward_launch(float *dinp, const float *dout, const float *inp, const float *lse, const float *D,
                                int B, int T, int C, int NH, float scale, int first, const char *where) {
     const int hs = C / NH;
-    const size_t smem_dq = fl_smem_dq(hs), smem_dkv = fl_smem_dkv(hs);
-    if (!attention_smem((const void *)k_flash_backward_dq<NC>, smem_dq, where) ||
-        !attention_smem((const void *)k_flash_backward_dkv<NC>, smem_dkv, where))
+    const size_t smem_dq = fl_smem_dq(TC, NC, hs), smem_dkv = fl_smem_dkv(TC, NC, hs);
+    if (!attention_smem((const void *)k_flash_backward_dq<NC, TC>, smem_dq, where) ||
+        !attention_smem((const void *)k_flash_backward_dkv<NC, TC>, smem_dkv, where))
         return;
     const dim3 grid((unsigned)(B * NH), (unsigned)fl_tiles(T));
     /* dq, and dk with dv: disjoint thirds of dinp, both read only inp, dout, lse, D */
-    k_flash_backward_dq<NC><<<grid, FL_THREADS, smem_dq>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
+    k_flash_backward_dq<NC, TC><<<grid, FL_THREADS, smem_dq>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
     kc_check_launch(where);
-    k_flash_backward_dkv<NC><<<grid, FL_THREADS, smem_dkv>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
+    k_flash_backward_dkv<NC, TC><<<grid, FL_THREADS, smem_dkv>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
     kc_check_launch(where);
 }
 
@@ -676,7 +841,9 @@ extern "C" void attention_forward_flash_cuda(float *out, float *lse, const float
     if (!B || !T || !C || !fl_head_ok(C, NH, "attention_forward_flash_cuda")) return;
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-#define FL_FWD(n) fl_forward_launch<n>(out, lse, inp, B, T, C, NH, scale)
+    const bool tc = g_flash_tc && kc_gemm_math() != KC_FP32;
+#define FL_FWD(n) (tc ? fl_forward_launch<n, true>(out, lse, inp, B, T, C, NH, scale) \
+                      : fl_forward_launch<n, false>(out, lse, inp, B, T, C, NH, scale))
     FL_DISPATCH((hs + 15) / 16, FL_FWD)
 #undef FL_FWD
 }
@@ -689,7 +856,9 @@ static void flash_bwd(float *dinp, const float *dout, const float *inp, const fl
     const size_t rows = (size_t)B * T * NH;   /* one warp each, 8 to a block */
     k_flash_rowdot<<<blocks_for(rows, 8), 256>>>(scratch, dout, out, T, C, NH, rows);
     kc_check_launch(where);
-#define FL_BWD(n) fl_backward_launch<n>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where)
+    const bool tc = g_flash_tc && kc_gemm_math() != KC_FP32;
+#define FL_BWD(n) (tc ? fl_backward_launch<n, true>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where) \
+                      : fl_backward_launch<n, false>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where))
     FL_DISPATCH((hs + 15) / 16, FL_BWD)
 #undef FL_BWD
 }

@@ -321,15 +321,25 @@ static void cuda_matmul_backward_dweight(float *dw, float *db, const float *dout
 /* The attention: the flash-style kernels (att is then each softmax row's
  * log-sum-exp, B*NH*T floats a layer), or the kernels that store the T x T
  * probabilities as the CPU does (B*NH*T*T) under HPT_CUDA_ATTENTION=
- * materialise, and for head sizes past the flash kernels' limit. Read once
- * per process: the model's size table and its calls see the same answer. */
-static int attention_materialise(int C, int NH) {
+ * materialise, and for head sizes past the flash kernels' limit.
+ * HPT_CUDA_ATTENTION=flash-fp32 keeps the flash kernels on the CUDA cores
+ * under --precision tf32 and bf16 too (to measure what their tensor-core
+ * twins gain). Read once per process: the model's size table and its calls
+ * see the same answer. */
+enum { ATT_FLASH, ATT_FLASH_FP32, ATT_MATERIALISE };
+static int attention_env(void) {
     static int env = -1;
     if (env < 0) {
         const char *e = getenv("HPT_CUDA_ATTENTION");
-        env = e && (!strcmp(e, "materialise") || !strcmp(e, "materialize"));
+        env = !e ? ATT_FLASH
+              : !strcmp(e, "materialise") || !strcmp(e, "materialize") ? ATT_MATERIALISE
+              : !strcmp(e, "flash-fp32") ? ATT_FLASH_FP32 : ATT_FLASH;
     }
-    return env || C / NH > ATTENTION_FLASH_CUDA_MAX_HS;
+    return env;
+}
+
+static int attention_materialise(int C, int NH) {
+    return attention_env() == ATT_MATERIALISE || C / NH > ATTENTION_FLASH_CUDA_MAX_HS;
 }
 
 static size_t cuda_attention_state_floats(int B, int T, int C, int NH) {
@@ -373,7 +383,8 @@ static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
 
 /* fp32: cuBLAS's FFMA GEMMs (TF32 off, the CPU's arithmetic within
  * rounding); tf32 and bf16: its tensor cores, products of inputs rounded to
- * TF32 or bf16, fp32 sums (kernels_cuda.h's KC_*). Every mode keeps
+ * TF32 or bf16, fp32 sums (kernels_cuda.h's KC_*), and the flash
+ * attention's products on TF32 tensor cores in both. Every mode keeps
  * activations, weights, gradients and optimizer state in fp32: bf16 here is
  * the GEMM half of mixed precision, not bf16 activation storage, so its
  * memory is fp32's. */
@@ -385,6 +396,7 @@ static hpt_status cuda_set_precision(const char *name) {
         if (strcmp(want, modes[i].name)) continue;
         if (kernels_cuda_set_gemm_math(modes[i].mode) != 0)
             return hpt_fail(HPT_ERR_ARG, "--precision %s: %s", want, kernels_cuda_error());
+        attention_flash_cuda_tensor_cores(attention_env() != ATT_FLASH_FP32);
         return HPT_OK;
     }
     return hpt_fail(HPT_ERR_ARG, "--precision %s: the CUDA backend has fp32, tf32 and bf16", want);

@@ -107,6 +107,8 @@ extern "C" int kernels_cuda_set_gemm_math(int mode) {
     return g_failed ? -1 : 0;
 }
 
+int kc_gemm_math(void) { return g_gemm_math; }
+
 extern "C" int kernels_cuda_sync(void) {
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) kc_fail("kernels_cuda_sync", cudaGetErrorString(e));

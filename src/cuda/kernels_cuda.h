@@ -50,8 +50,9 @@ extern "C" {
  * success, -1 with kernels_cuda_error() saying why (no device, no driver). */
 int kernels_cuda_init(void);
 void kernels_cuda_shutdown(void);
-/* The GEMMs' arithmetic, for --precision; data in memory is fp32 in every
- * mode. KC_FP32 (the default): FFMA, the CPU's products within rounding.
+/* The GEMMs' arithmetic, for --precision, and the flash attention's (its
+ * q.k, p.v and backward products run on TF32 tensor cores in both
+ * tensor-core modes, below); data in memory is fp32 in every mode. KC_FP32 (the default): FFMA, the CPU's products within rounding.
  * KC_TF32: TF32 tensor cores (10-bit mantissas in the products, fp32 sums).
  * KC_BF16: bf16 tensor cores (inputs rounded to bf16 inside the GEMM, 7-bit
  * mantissas, fp32 sums and outputs). The tensor-core modes need compute
@@ -169,13 +170,24 @@ size_t attention_backward_cuda_scratch(int B, int T, int NH);
  * backward recomputes each probability as exp(score - lse) from q, k and
  * lse, and the softmax backward's row dot sum(datt * att) as
  * D = dout_h . out_h per row (so it takes the forward's out), into scratch.
- * fp32 throughout (no tensor cores); exp is the CPU's hpt_expf.
+ * Under KC_FP32 fp32 throughout (no tensor cores); exp is the CPU's
+ * hpt_expf. Under KC_TF32 and KC_BF16 (kernels_cuda_set_gemm_math) the
+ * kernels' tensor-core twins run instead: the same tiles, softmax and
+ * orders, with each tile's two products (scores, and p v, dpre k, p^T dout,
+ * dpre^T q) on TF32 tensor cores (wmma m16n16k8, inputs rounded to TF32,
+ * fp32 sums) through shared memory: within about 1e-3 of the CPU's, and
+ * deterministic as the fp32 kernels are (TF32 rather than bf16 under
+ * KC_BF16: the inputs are fp32 in shared memory either way, and TF32 keeps
+ * 3 more bits).
  *
  * Head sizes C/NH from 1 to ATTENTION_FLASH_CUDA_MAX_HS (128); a larger one
  * is refused through kernels_cuda_error. Any T (tiles past T are padded
  * with zeros). Shared memory per block, opted into past 48 KiB: forward
  * 66 KiB at hs 64 (114 KiB at 128), backward dq 82 KiB (146 KiB), dk/dv
- * 99 KiB (163 KiB: an A100's limit exactly; Hopper's is 227 KiB).
+ * 99 KiB (163 KiB: an A100's limit exactly; Hopper's is 227 KiB); the
+ * tensor-core twins, with the head padded to 16-channel groups and a
+ * product tile: forward 85 KiB (149 KiB at 128), dq and dk/dv 119 KiB
+ * (199 KiB: past an A100's, refused there through kernels_cuda_error).
  *
  * Determinism: no atomics. dq is owned by a block per query tile that walks
  * the key tiles in order; dk and dv by a block per key tile that walks the
@@ -184,6 +196,9 @@ size_t attention_backward_cuda_scratch(int B, int T, int NH);
  * one ascending chain over the channels (not dot16), the softmax is
  * rescaled tile by tile, D comes from out. */
 enum { ATTENTION_FLASH_CUDA_MAX_HS = 128 };
+/* 0: the fp32 kernels in every math mode (to measure the tensor-core
+ * twins against them); 1, the default: the twins under KC_TF32 and KC_BF16 */
+void attention_flash_cuda_tensor_cores(int on);
 /* out (B,T,C) as attention_forward_cuda's; lse (B,NH,T) written */
 void attention_forward_flash_cuda(float *out, float *lse, const float *inp, int B, int T, int C, int NH);
 /* dinp (B,T,3C) += the gradient of q, k, v (_first: written; dinp is not

@@ -30,6 +30,10 @@ void kc_check_blas(cublasStatus_t s, const char *where);
 /* 1 when kernels_cuda_init made the cuBLAS handle, else 0 and a failure */
 int kc_have_blas(const char *where);
 
+/* the math mode kernels_cuda_set_gemm_math set (KC_FP32, KC_TF32, KC_BF16):
+ * the flash attention's products follow it as the GEMMs do */
+int kc_gemm_math(void);
+
 /* Blocks for a grid-stride loop over n elements: enough to fill any GPU,
  * capped so that the count fits a grid's x dimension with room. */
 static inline unsigned blocks_for(size_t n, int threads) {

@@ -30,7 +30,11 @@
  *     sums in other orders: test_flash says which; expected near 1e-6). It
  *     runs at every shape above and at its own tails and head sizes (T 1,
  *     7, 65, 129, 100, 70, 200; hs 1, 32, 33, 48, 64, 80, 128; B2 T1024 at
- *     GPT-2 124M), and a head size past 128 must be refused.
+ *     GPT-2 124M), and a head size past 128 must be refused;
+ *   normwise 5e-3: the flash attention's tensor-core twins (the math mode
+ *     KC_TF32 or KC_BF16: TF32 inputs to its products), at the same shapes
+ *     but B2 T1024 (B1 T1024 instead), and out further from the CPU's than
+ *     fp32 rounding goes (they did run).
  * Every comparison prints its worst difference, so a GPU run's log is the
  * record of the headroom.
  *
@@ -622,12 +626,23 @@ static float *third(const float *x, size_t N, int C, int p) {
  * over the channels where the CPU adds 16 lanes (dot16), the softmax is
  * rescaled tile by tile, and the backward's row dot is dout . out where
  * the CPU sums datt att; each a few ulps per element, expected near 1e-6
- * (printed), with room for T 1024's longer sums. */
-static void test_flash(const char *name, int B, int T, int C, int NH) {
-    printf("%s: flash attention B%d T%d C%d NH%d (hs %d)\n", name, B, T, C, NH, C / NH);
+ * (printed), with room for T 1024's longer sums.
+ *
+ * tf32: the same kernels' tensor-core twins (the GEMM math mode KC_TF32,
+ * as under --precision tf32 or bf16): the products' inputs rounded to TF32
+ * (10-bit mantissas), so normwise 5e-3 as test_gemm_math's TF32 GEMM, and
+ * out must differ from the CPU's by more than fp32 rounding would (else the
+ * tensor cores did not run). */
+static void test_flash_mode(const char *name, int B, int T, int C, int NH, int tf32) {
+    printf("%s: flash attention%s B%d T%d C%d NH%d (hs %d)\n", name, tf32 ? ", TF32 tensor cores," : "", B, T, C,
+           NH, C / NH);
     const size_t BT = (size_t)B * T, BTC = BT * C, BT3C = 3 * BTC, ATT = (size_t)B * NH * T * T;
     const size_t NL = attention_flash_cuda_state(B, T, NH);
-    const double tol = 1e-4;
+    const double tol = tf32 ? 5e-3 : 1e-4;
+    if (kernels_cuda_set_gemm_math(tf32 ? KC_TF32 : KC_FP32) != 0) {
+        CHECK(0, "%s kernels_cuda_set_gemm_math: %s", name, kernels_cuda_error());
+        return;
+    }
     CHECK(NL == (size_t)B * NH * T, "attention_flash_cuda_state %zu, not B*NH*T", NL);
     float *qkv = hrand(BT3C, 1.0f), *out = hzeros(BTC), *att = hzeros(ATT), *lse = hzeros(NL);
     attention_forward(out, att, qkv, B, T, C, NH);
@@ -642,8 +657,14 @@ static void test_flash(const char *name, int B, int T, int C, int NH) {
         down(go[r], dout, BTC * sizeof(float));
         down(gl[r], dlse, NL * sizeof(float));
     }
-    cmp(name, "flash_forward out", go[0], out, BTC, tol);
+    const double rel = cmp(name, "flash_forward out", go[0], out, BTC, tol);
     cmp(name, "flash_forward lse", gl[0], lse, NL, tol);
+    if (tf32 && T > 1) {   /* at T 1 the one probability is 1 in every precision: out is v exactly */
+        printf("  %-4s flash_forward out: TF32's rounding shows (rel %.3g, more than 1e-5)\n", rel > 1e-5 ? "ok" : "FAIL",
+               rel);
+        CHECK(rel > 1e-5, "%s flash_forward under KC_TF32: within fp32's rounding of the CPU's: no tensor cores?",
+              name);
+    }
     same(name, "flash_forward out", go[0], go[1], BTC);
     same(name, "flash_forward lse", gl[0], gl[1], NL);
 
@@ -682,6 +703,13 @@ static void test_flash(const char *name, int B, int T, int C, int NH) {
     cudaFree(dqkv); cudaFree(dout); cudaFree(dlse); cudaFree(ddo); cudaFree(ddi); cudaFree(scratch);
     free(qkv); free(out); free(att); free(lse); free(d); free(g0);
     for (int r = 0; r < 2; r++) { free(go[r]); free(gl[r]); }
+    CHECK(kernels_cuda_set_gemm_math(KC_FP32) == 0, "back to fp32: %s", kernels_cuda_error());
+}
+
+/* both twins at one shape */
+static void test_flash(const char *name, int B, int T, int C, int NH) {
+    test_flash_mode(name, B, T, C, NH, 0);
+    test_flash_mode(name, B, T, C, NH, 1);
 }
 
 /* A head size past ATTENTION_FLASH_CUDA_MAX_HS is refused, through
@@ -746,8 +774,12 @@ int main(void) {
         {"flash-T100-hs128", 1, 100, 256, 2}, {"flash-T70-hs1", 1, 70, 3, 3},
         {"flash-T200-hs33", 1, 200, 66, 2}, {"flash-124M-B2-T1024", 2, 1024, 768, 12},
     };
-    for (size_t k = 0; k < sizeof flash / sizeof flash[0]; k++)
-        test_flash(flash[k].name, flash[k].B, flash[k].T, flash[k].C, flash[k].NH);
+    for (size_t k = 0; k < sizeof flash / sizeof flash[0]; k++) {
+        test_flash_mode(flash[k].name, flash[k].B, flash[k].T, flash[k].C, flash[k].NH, 0);
+        /* the TF32 twins at T 1024 once (124M-T1024 above): on the CPU's
+         * emulator each T 1024 run of them takes minutes */
+        if (flash[k].T < 1024) test_flash_mode(flash[k].name, flash[k].B, flash[k].T, flash[k].C, flash[k].NH, 1);
+    }
     test_flash_refusal();
     kernels_cuda_shutdown();
     return TEST_REPORT("test_cuda_kernels");

@@ -650,7 +650,9 @@ extern "C" void hpt_emu_run(const void *kernel, const char *name, hpt_emu_cfg_t 
     while (g_nfibers < nthreads) fiber_new();
     if (g_dyn_shm_cap < cfg.shm) {
         free(g_dyn_shm);
-        g_dyn_shm = malloc(cfg.shm);
+        /* 1024-byte aligned, as a GPU's shared memory window is: the wmma
+         * loads' 32-byte rule is then about the kernel's own offsets */
+        if (posix_memalign(&g_dyn_shm, 1024, cfg.shm)) { perror("cuda emulator: shared memory"); abort(); }
         g_dyn_shm_cap = cfg.shm;
     }
     g_nlaunch++;

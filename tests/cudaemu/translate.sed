@@ -6,7 +6,8 @@
 s/\([A-Za-z_][A-Za-z0-9_]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>()/hpt_emu_launch(\1, hpt_emu_cfg(\3))/g
 s/\([A-Za-z_][A-Za-z0-9_]*\(<[^<>]*>\)\{0,1\}\)<<<\(.*\)>>>(/hpt_emu_launch(\1, hpt_emu_cfg(\3), /g
 #   extern __shared__ T name[];  ->  T *name = (T *)hpt_emu_dynamic_shared();
-s/extern __shared__ \([A-Za-z_][A-Za-z0-9_ ]*[A-Za-z0-9_]\) \([A-Za-z_][A-Za-z0-9_]*\)\[\];/\1 *\2 = (\1 *)hpt_emu_dynamic_shared();/
+#   (an __align__(N) there is dropped: the emulator's shared memory is 1024-byte aligned)
+s/extern __shared__ \(__align__([0-9]*) \)\{0,1\}\([A-Za-z_][A-Za-z0-9_ ]*[A-Za-z0-9_]\) \([A-Za-z_][A-Za-z0-9_]*\)\[\];/\2 *\3 = (\2 *)hpt_emu_dynamic_shared();/
 #   __shared__ T name[dims];  ->  static T name[dims]; registered once, so that
 #   the scheduler can fill it with NaN at every block's start (shared memory
 #   starts as garbage on a GPU, and a kernel that reads a value left over
