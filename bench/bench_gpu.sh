@@ -21,12 +21,13 @@
 #     sh bench/bench_gpu.sh OUTDIR [DATA [VOCAB]]
 # DATA: a text file (default .gpu/data/tinyshakespeare.txt, carried);
 # VOCAB: GPT-2's encoder.json and vocab.bpe (default .gpu/vocab). Writes
-# OUTDIR/gpu_bench.json and OUTDIR/gpu_bench.md; about 3 minutes on an H100.
+# OUTDIR/gpu_bench.json and OUTDIR/gpu_bench.md; about 4 minutes on an H100.
 set -u
 out=${1:?usage: bench_gpu.sh OUTDIR [DATA [VOCAB]]}
 data=${2:-.gpu/data/tinyshakespeare.txt}
 vocab=${3:-.gpu/vocab}
 HPT=${HPT:-./hpt}
+BENCH_STEP=${BENCH_STEP:-build/bench_step}
 PY=${PYTHON:-python3}
 mkdir -p "$out/runs"
 # HPT_BENCH_DEADLINE (epoch seconds; gpu_session.sh sets it): each run's
@@ -62,6 +63,21 @@ echo "$shapes" | while IFS='|' read -r name flags B T V; do
     timeout "$(limit 600)" "$PY" bench/torch_gpu.py --layers "$L" --heads "$NH" --embd "$C" --vocab "$V" --batch "$B" --block "$T" \
         --json "$out/runs/torch-$name.json" < /dev/null > "$out/runs/torch-$name.log" 2>&1
     echo "torch $name: rc $? $(tail -n 1 "$out/runs/torch-$name.log")"
+done
+
+# Where hpt's step goes: build/bench_step --profile at GPT-2 124M, batch 16 x
+# 1024, on random tokens, every kernel call synchronised before and after
+# (so each row is its kernels' GPU time; the sum runs a little over the
+# unprofiled step), in each mode, and under tf32 with the T x T attention
+# (HPT_CUDA_ATTENTION=materialise: 9 GiB more, fits an H100) and with the
+# flash kernels kept off the tensor cores (flash-fp32: what the twins gain)
+for run in "fp32|" "tf32|" "bf16|" "tf32|materialise" "tf32|flash-fp32"; do
+    p=${run%%|*}; att=${run#*|}
+    tag="gpt2-124m-$p${att:+-$att}"
+    timeout "$(limit 120)" env ${att:+HPT_CUDA_ATTENTION=$att} "$BENCH_STEP" --device cuda --precision "$p" \
+        --batch 16 --seq 1024 --steps 3 --warmup 1 --profile --json "$out/runs/profile-$tag.json" \
+        < /dev/null > "$out/runs/profile-$tag.log" 2>&1
+    echo "profile $tag: rc $? $(grep 'median step' "$out/runs/profile-$tag.log")"
 done
 
 "$PY" - "$out" <<'EOF'
@@ -112,5 +128,29 @@ with open(out + "/gpu_bench.md", "w") as fh:
         fmt = lambda v, f: f % v if v is not None else "—"
         fh.write("| %s | %s | %s | %s | %s | %s | %s | %s |\n" % (name, who, mode, fmt(ms, "%.1f"), fmt(tps, "%.0f"),
                  fmt(mem / 2**30 if mem else None, "%.2f"), fmt(mfu * 100 if mfu else None, "%.1f%%"), note))
+    # the per-kernel profiles: ms/step of each kernel slot, one column a run
+    profs = []
+    for f in sorted(glob.glob(out + "/runs/profile-*.json")):
+        try:
+            profs.append((os.path.basename(f)[8:-5], json.load(open(f))))
+        except (OSError, ValueError):
+            pass
+    if profs:
+        fh.write("\nWhere hpt's step goes (build/bench_step --profile, GPT-2 124M, B16 x T1024, random tokens; "
+                 "every kernel call synchronised, so a row is its kernels' GPU time; ms/step):\n\n")
+        fh.write("| kernel | " + " | ".join(t for t, _ in profs) + " |\n|---|" + "---|" * len(profs) + "\n")
+        kernels = []
+        for _, p in profs:
+            for r in p.get("profile", []):
+                if r["kernel"] not in kernels:
+                    kernels.append(r["kernel"])
+        for k in kernels:
+            cells = []
+            for _, p in profs:
+                r = [x for x in p.get("profile", []) if x["kernel"] == k]
+                cells.append("%.2f" % r[0]["ms"] if r else "—")
+            fh.write("| %s | %s |\n" % (k, " | ".join(cells)))
+        fh.write("| unattributed | %s |\n" % " | ".join("%.2f" % p.get("profile_unattributed_ms", 0) for _, p in profs))
+        fh.write("| **step (profiled)** | %s |\n" % " | ".join("%.1f" % p["median_step_ms"] for _, p in profs))
 print(open(out + "/gpu_bench.md").read())
 EOF

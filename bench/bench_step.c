@@ -11,7 +11,7 @@
  *   build/bench_step [--n-layer N] [--n-head N] [--n-embd N] [--vocab V]
  *                    [--block-size N] [--batch B] [--seq T] [--steps N]
  *                    [--warmup N] [--threads N] [--seed N] [--json OUT]
- *                    [--profile] [--sgemm-probe]
+ *                    [--profile] [--sgemm-probe] [--device NAME] [--precision P]
  *
  * Reports the median ms/step, the step's FLOPs (hpt_model_train_flops), the
  * achieved GFLOP/s, the median of each phase (zero_grad, forward, backward,
@@ -28,6 +28,13 @@
  * cblas_sgemm call with OpenBLAS' threading, on separate buffers (run it as
  * its own process so the training run's peak RSS stays the model's), and
  * reports the best of each: the machine's sgemm rate at the step's shapes.
+ *
+ * --device cuda [--precision fp32|tf32|bf16] times the same step on a
+ * device row (the model's arenas and AdamW's moments in its memory): the
+ * forward, backward and optimizer phases each end with the device's sync,
+ * and under --profile every kernel call is synchronised before and after
+ * (prof.h's hpt_prof_sync), so each slot is its kernels' GPU time plus one
+ * synchronisation; the unprofiled median is the step to quote.
  */
 #include "hpt.h"
 #include "../src/base/base.h"
@@ -52,7 +59,7 @@ typedef struct opts {
     int n_layer, n_head, n_embd, vocab, block_size, batch, seq, steps, warmup, threads;
     int profile, probe;
     long seed;
-    const char *json;
+    const char *json, *device, *precision;
 } opts;
 
 static void usage(FILE *f) {
@@ -66,7 +73,9 @@ static void usage(FILE *f) {
 "  --threads N      [0]      OpenMP + OpenBLAS threads, 0 = all cores\n"
 "  --seed N         [1337]   --json OUT   write the results as JSON\n"
 "  --profile        per-kernel table (ms/step, %% of step, GFLOP/s)\n"
-"  --sgemm-probe    no training: time the step's GEMM shapes alone (sgemm rate)\n");
+"  --sgemm-probe    no training: time the step's GEMM shapes alone (sgemm rate)\n"
+"  --device NAME    [cpu]    the device row the step runs on (cuda where built and present)\n"
+"  --precision P    [fp32]   the device's matrix arithmetic (cuda: fp32, tf32, bf16)\n");
 }
 
 static long parse_int(const char *flag, const char *v, long lo, long hi) {
@@ -102,9 +111,12 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--profile")) o->profile = 1;
         else if (!strcmp(a, "--sgemm-probe")) o->probe = 1;
         else if (!strcmp(a, "--seed")) { o->seed = parse_int(a, v, 0, LONG_MAX); i++; }
-        else if (!strcmp(a, "--json")) {
-            if (!v) { fprintf(stderr, "bench_step: --json needs a path\n"); exit(2); }
-            o->json = v; i++;
+        else if (!strcmp(a, "--json") || !strcmp(a, "--device") || !strcmp(a, "--precision")) {
+            if (!v) { fprintf(stderr, "bench_step: %s needs a value\n", a); exit(2); }
+            if (!strcmp(a, "--json")) o->json = v;
+            else if (!strcmp(a, "--device")) o->device = v;
+            else o->precision = v;
+            i++;
         } else {
             fprintf(stderr, "bench_step: unknown option '%s'\n", a);
             usage(stderr);
@@ -327,6 +339,10 @@ static int run_probe(const opts *o) {
     return 0;
 }
 
+/* the device being timed, for prof.h's hpt_prof_sync */
+static const hpt_device *g_dev;
+static void dev_sync(void) { g_dev->sync(); }
+
 int main(int argc, char **argv) {
     hpt_blas_reexec(argv);
     opts o;
@@ -336,16 +352,26 @@ int main(int argc, char **argv) {
     const int B = o.batch, T = o.seq;
     hpt_gpt2_config cfg = {.vocab_size = o.vocab, .block_size = o.block_size, .n_layer = o.n_layer,
                            .n_head = o.n_head, .n_embd = o.n_embd};
+    const hpt_device *dev;
+    hpt_status st = hpt_device_usable(o.device, &dev);
+    if (st == HPT_OK && o.precision) st = dev->set_precision(o.precision);
+    if (st != HPT_OK) {
+        fprintf(stderr, "bench_step: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
+        return 1;
+    }
+    g_dev = dev;
+    if (!dev->host_memory) hpt_prof_sync = dev_sync;
     double ti0 = hpt_now();
     hpt_model *m;
-    hpt_status st = hpt_gpt2_init(&m, &cfg, B, T, (uint64_t)o.seed);
+    st = hpt_gpt2_init_on(&m, &cfg, B, T, (uint64_t)o.seed, dev);
     if (st != HPT_OK) {
         fprintf(stderr, "bench_step: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
         return 1;
     }
     double init_s = hpt_now() - ti0;
     const size_t n = m->nparams;
-    float *mom = hpt_arena_alloc(2 * n);
+    float *mom = dev->alloc(2 * n);   /* AdamW's m and v, zero */
+    if (mom) dev->fill(mom, 0.0f, 2 * n);
     int *x = malloc((size_t)B * T * sizeof(int)), *y = malloc((size_t)B * T * sizeof(int));
     const int total = o.warmup + o.steps;
     double *ph = malloc((size_t)5 * o.steps * sizeof(double));  /* zero, fwd, bwd, opt, step */
@@ -369,8 +395,9 @@ int main(int argc, char **argv) {
 #else
     const char *blas_cfg = "none (BLAS=0)", *blas_core = "none";
 #endif
-    fprintf(stderr, "bench_step: %s, B%d T%d, %zu params, %.2f GFLOP/step, %d threads, %s (%s)\n",
-            hpt_model_describe(m), B, T, n, flops * 1e-9, hpt_get_threads(), blas_cfg, blas_core);
+    fprintf(stderr, "bench_step: %s, B%d T%d, %zu params, %.2f GFLOP/step, device %s (%s), %d threads, %s (%s)\n",
+            hpt_model_describe(m), B, T, n, flops * 1e-9, dev->name, o.precision ? o.precision : "fp32",
+            hpt_get_threads(), blas_cfg, blas_core);
     fprintf(stderr, "memory: params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB; init %.2f s\n",
             pb / 1048576.0, gb / 1048576.0, 2.0 * n * sizeof(float) / 1048576.0, ab / 1048576.0, init_s);
 
@@ -397,8 +424,10 @@ int main(int argc, char **argv) {
         st = hpt_model_forward(m, &b, &loss);
         double t2 = hpt_now();
         if (st == HPT_OK) st = hpt_model_backward_fresh(m, 1.0f);
+        if (st == HPT_OK) st = dev->sync();   /* a device's kernels are asynchronous: each phase waits for its own */
         double t3 = hpt_now();
         if (st == HPT_OK) st = hpt_optim_step(m, mom, mom + n, &opt, s + 1, &norm);
+        if (st == HPT_OK) st = dev->sync();
         double t4 = hpt_now();
         if (st != HPT_OK) {
             fprintf(stderr, "bench_step: step %d: %s (%s)\n", s + 1, hpt_errmsg(), hpt_status_str(st));
@@ -431,6 +460,7 @@ int main(int argc, char **argv) {
     double steal_pct = dtot ? 100.0 * (double)dstl / (double)dtot : 0.0;
 
     printf("%-28s %s\n", "model", hpt_model_describe(m));
+    printf("%-28s %s, precision %s\n", "device", dev->name, o.precision ? o.precision : "fp32");
     printf("%-28s B%d x T%d, %d threads, %d timed steps after %d warmup\n", "shape", B, T, hpt_get_threads(), N, o.warmup);
     printf("%-28s %.1f ms (min %.1f, mean %.1f, max %.1f)\n", "median step", med, mn, mean, mx);
     printf("%-28s %.1f / %.1f / %.1f / %.1f ms (%.0f / %.0f / %.0f / %.0f %%)\n",
@@ -476,6 +506,10 @@ int main(int argc, char **argv) {
         fprintf(f, ",\n  \"openblas_coretype_env\": ");
         if (getenv("OPENBLAS_CORETYPE")) json_str(f, getenv("OPENBLAS_CORETYPE")); else fputs("null", f);
         fprintf(f, ",\n  \"openblas_core_reexec\": %s", getenv("HPT_BLAS_REEXEC") ? "true" : "false");
+        fprintf(f, ",\n  \"device\": ");
+        json_str(f, dev->name);
+        fprintf(f, ",\n  \"precision\": ");
+        json_str(f, o.precision ? o.precision : "fp32");
         fprintf(f, ",\n  \"model\": ");
         json_str(f, hpt_model_describe(m));
         fprintf(f, ",\n  \"config\": {\"n_layer\": %d, \"n_head\": %d, \"n_embd\": %d, \"vocab\": %d, "
@@ -524,7 +558,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "wrote %s\n", o.json);
     }
     free(ph); free(losses); free(x); free(y); free(kt);
-    hpt_arena_free(mom);
+    dev->free(mom);
     hpt_model_free(m);
     return 0;
 }

@@ -20,7 +20,7 @@
 # timeout_s 600):
 #     sh bench/gpu_session.sh
 # Every step has its own time limit (build 240 s, tests 300 s, memcheck
-# 90 + 120 s, the benchmark what is left), each cut to what is left of 570 s
+# 90 + 60 + 60 s, the benchmark what is left), each cut to what is left of 570 s
 # less a margin for the record, and a failed step does not stop
 # the ones after it; the record says what each gave. The exit status is
 # make test-cuda's (4 where it passed only by skipping with a GPU present:
@@ -53,7 +53,7 @@ log() { echo "$*" | tee -a "$out/session.log"; }
 started=$(date +%s)
 # The device tool's call ends at 600 s: every step's limit is its own or
 # what is left of 570 s less `reserve` (the record's margin: the
-# steps' own limits add up to 240 + 300 + 90 + 120 = 750 s, past the
+# steps' own limits add up to 240 + 300 + 90 + 60 + 60 = 750 s, past the
 # call's end, where the record would never be written).
 reserve=15
 budget() {  # budget LIMIT: LIMIT, or fewer seconds when fewer are left (at least 1: `timeout 0` is no limit)
@@ -126,10 +126,10 @@ log "blas: ${blas:-the Makefile's default}"
 # ---- build: the CUDA build (CUDA=1: fail loudly where nvcc is missing)
 j=$(nproc)
 t0=$(date +%s)
-timeout "$(budget 240)" make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas all > "$out/build.log" 2>&1
+timeout "$(budget 240)" make -j"$j" CUDA=1 DEPS_PREFIX="$deps" $blas all bench > "$out/build.log" 2>&1
 build_rc=$?
 nwarn=$(grep -c -i 'warning' "$out/build.log")
-log "build: make CUDA=1 DEPS_PREFIX=... all: rc $build_rc, $nwarn warning lines, $(($(date +%s) - t0)) s"
+log "build: make CUDA=1 DEPS_PREFIX=... all bench: rc $build_rc, $nwarn warning lines, $(($(date +%s) - t0)) s"
 ./hpt --version > "$out/hpt-version.txt" 2>&1
 
 # ---- make test-cuda: up to 300 s (the hybrid's and the Python binding's
@@ -167,20 +167,24 @@ if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/comp
         san_rc=$?
         log "memcheck test_device_cuda (n <= 100003): rc $san_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")), $(($(date +%s) - t0)) s (limit $lim s)"
     fi
-    # and the model's kernels: three training steps of a small GPT-2 on the GPU
-    lim=$(budget 120)
-    if [ "$lim" -ge 20 ]; then
-        t0=$(date +%s)
-        head -c 200000 .gpu/data/tinyshakespeare.txt > /tmp/hpt-memcheck.txt 2>/dev/null || echo "to be or not to be $(seq 1 5000)" > /tmp/hpt-memcheck.txt
-        rm -rf /tmp/hpt-memcheck-run
-        timeout "$lim" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 ./hpt train --data /tmp/hpt-memcheck.txt \
-            --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 4 --max-iters 3 --eval-iters 1 --device cuda \
-            --out /tmp/hpt-memcheck-run > "$out/memcheck-train.log" 2>&1
-        san_train_rc=$?
-        log "memcheck hpt train --device cuda (2x64, 3 steps): rc $san_train_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck-train.log")), $(($(date +%s) - t0)) s (limit $lim s)"
-    else
-        log "memcheck hpt train: skipped ($lim s left)"
-    fi
+    # and the model's kernels: three training steps of a small GPT-2 on the
+    # GPU, in fp32 (the flash kernels) and tf32 (their tensor-core twins)
+    head -c 200000 .gpu/data/tinyshakespeare.txt > /tmp/hpt-memcheck.txt 2>/dev/null || echo "to be or not to be $(seq 1 5000)" > /tmp/hpt-memcheck.txt
+    for p in fp32 tf32; do
+        lim=$(budget 60)
+        if [ "$lim" -ge 20 ]; then
+            t0=$(date +%s)
+            rm -rf /tmp/hpt-memcheck-run
+            timeout "$lim" "$cs" --tool memcheck --report-api-errors no --error-exitcode 3 ./hpt train --data /tmp/hpt-memcheck.txt \
+                --n-layer 2 --n-head 2 --n-embd 64 --block-size 32 --batch-size 4 --max-iters 3 --eval-iters 1 --device cuda \
+                --precision $p --out /tmp/hpt-memcheck-run > "$out/memcheck-train-$p.log" 2>&1
+            rc=$?
+            san_train_rc="${san_train_rc:+$san_train_rc, }$p $rc"
+            log "memcheck hpt train --device cuda --precision $p (2x64, 3 steps): rc $rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck-train-$p.log")), $(($(date +%s) - t0)) s (limit $lim s)"
+        else
+            log "memcheck hpt train --precision $p: skipped ($lim s left)"
+        fi
+    done
 fi
 
 # ---- the benchmark, in the time left (the device tool's call is 600 s at
@@ -206,7 +210,7 @@ fi
     echo "- machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(grep PRETTY_NAME /etc/os-release 2>/dev/null | cut -d'"' -f2)"
     echo "- toolkit: $(grep -m1 release "$out/nvcc.txt" 2>/dev/null | sed 's/.*release/release/')"
     echo "- commit: $commit"
-    echo "- build: \`make CUDA=1 DEPS_PREFIX=<$ndeb carried .debs> $blas all\`: rc $build_rc, $nwarn warning lines"
+    echo "- build: \`make CUDA=1 DEPS_PREFIX=<$ndeb carried .debs> $blas all bench\`: rc $build_rc, $nwarn warning lines"
     echo "- \`make test-cuda\`: rc $test_rc, ${summary:-no summary line}, $nskip skipped"
     echo "- compute-sanitizer memcheck, test_device_cuda at n <= 100003: rc $san_rc; hpt train --device cuda (3 steps): rc ${san_train_rc:-skipped}"
     echo "- bench/bench_gpu.sh: rc $bench_rc"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 int hpt_prof_on = 0;
+void (*hpt_prof_sync)(void);
 hpt_prof_slot hpt_prof_acc[HPT_PROF_NSLOTS];
 
 #define HPT_PROF_NAME_(id, name) name,

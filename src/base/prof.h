@@ -58,6 +58,12 @@ typedef struct hpt_prof_slot {
 } hpt_prof_slot;
 
 extern int hpt_prof_on;   /* read at every call site: keep it a plain int */
+/* Called before and after each profiled call when set: a device whose
+ * kernels run asynchronously (the CUDA row) waits for them there, so a
+ * slot's time is its kernels' and not their launches'. NULL (the CPU's
+ * kernels return when done) by default; whoever enables profiling on such
+ * a device sets it (bench_step --device). */
+extern void (*hpt_prof_sync)(void);
 extern hpt_prof_slot hpt_prof_acc[HPT_PROF_NSLOTS];
 
 void hpt_prof_enable(int on);
@@ -78,8 +84,10 @@ static inline void hpt_prof_add_(int slot, double t0, double flops) {
 #define HPT_PROF(slot, flops, call)                                      \
     do {                                                                \
         if (__builtin_expect(hpt_prof_on, 0)) {                         \
+            if (hpt_prof_sync) hpt_prof_sync();                         \
             double hpt_prof_t0_ = hpt_prof_clock();                     \
             call;                                                       \
+            if (hpt_prof_sync) hpt_prof_sync();                         \
             hpt_prof_add_((slot), hpt_prof_t0_, (double)(flops)); \
         } else {                                                        \
             call;                                                       \
