@@ -748,10 +748,14 @@ int main(void) {
         {"odd2", 3, 29, 60, 3, 50, 64, 1},
         {"124M-T1024", 1, 1024, 768, 12, 0, 0, 0},   /* attention at GPT-2's context */
     };
+    /* HPT_CUDA_TEST_ONLY=flash: the flash attention's tests alone (for
+     * tests/cudaemu/mutate.sh on attention_cuda.cu: minutes per mutant) */
+    const char *only = getenv("HPT_CUDA_TEST_ONLY");
+    const int flash_only = only && !strcmp(only, "flash");
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const shape *s = &shapes[k];
         printf("%s: B%d T%d C%d NH%d V%d Vp%d\n", s->name, s->B, s->T, s->C, s->NH, s->V, s->Vp);
-        if (s->full) {
+        if (s->full && !flash_only) {
             const int N = s->B * s->T, C = s->C;
             test_encoder(s);
             test_layernorm(s);
@@ -762,7 +766,7 @@ int main(void) {
             test_elementwise(s);
             test_xent(s);
         }
-        test_attention(s);
+        if (!flash_only) test_attention(s);
         test_flash(s->name, s->B, s->T, s->C, s->NH);
     }
     /* the flash attention's tails (T past a multiple of its 64-row tiles,
