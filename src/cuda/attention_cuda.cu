@@ -415,6 +415,34 @@ __device__ __forceinline__ void fl_add_product(float acc[4][NC], const float *pr
         for (int cc = 0; cc < NC; cc++) acc[i][cc] += prod[(4 * ty + i) * S + tx + 16 * cc];
 }
 
+/* acc (this thread's rows 4 ty + i, channels tx + 16 cc) += p . x over the
+ * tile's first nk keys: p v in the forward, dpre k in the dq kernel. p a
+ * score tile (rows FL_PS apart), x a head tile (rows S apart). fp32: keys
+ * ascending, one multiply-add per key (the same bits as ever); TC: through
+ * the tensor cores and the product tile (barriers inside: every thread
+ * calls it, after p is written). */
+template <int NC, bool TC>
+__device__ __forceinline__ void fl_apply_rows(float acc[4][NC], const float *p, const float *x, float *prod, int nk,
+                                              int hs, int S, int tx, int ty) {
+    if constexpr (TC) {
+        fl_tc_apply<NC, false>(prod, p, x, S);
+        __syncthreads();
+        fl_add_product<NC>(acc, prod, S, tx, ty);
+    } else {
+        for (int j = 0; j < nk; j++) {
+            float xj[NC];
+#pragma unroll
+            for (int cc = 0; cc < NC; cc++) xj[cc] = tx + 16 * cc < hs ? x[j * S + tx + 16 * cc] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float pv = p[(4 * ty + i) * FL_PS + j];
+#pragma unroll
+                for (int cc = 0; cc < NC; cc++) acc[i][cc] += pv * xj[cc];
+            }
+        }
+    }
+}
+
 /* this thread's 4 x 4 entries of a score tile (rows FL_PS apart) */
 __device__ __forceinline__ void fl_read_scores(float s[4][4], const float *tile, int tx, int ty) {
 #pragma unroll
@@ -497,23 +525,7 @@ k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *_
             for (int cc = 0; cc < NC; cc++) o[i][cc] *= corr;
         }
         __syncthreads();
-        if constexpr (TC) {
-            fl_tc_apply<NC, false>(sprod, sp, sv, S);
-            __syncthreads();
-            fl_add_product<NC>(o, sprod, S, tx, ty);
-        } else {
-            for (int j = 0; j < nk; j++) {
-                float vj[NC];
-#pragma unroll
-                for (int cc = 0; cc < NC; cc++) vj[cc] = tx + 16 * cc < hs ? sv[j * S + tx + 16 * cc] : 0.0f;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float p = sp[(4 * ty + i) * FL_PS + j];
-#pragma unroll
-                    for (int cc = 0; cc < NC; cc++) o[i][cc] += p * vj[cc];
-                }
-            }
-        }
+        fl_apply_rows<NC, TC>(o, sp, sv, sprod, nk, hs, S, tx, ty);
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -639,23 +651,7 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
 #pragma unroll
             for (int jj = 0; jj < 4; jj++) sds[(4 * ty + i) * FL_PS + tx + 16 * jj] = ds[i][jj];
         __syncthreads();
-        if constexpr (TC) {
-            fl_tc_apply<NC, false>(sprod, sds, sk, S);
-            __syncthreads();
-            fl_add_product<NC>(acc, sprod, S, tx, ty);
-        } else {
-            for (int j = 0; j < nk; j++) {
-                float kj[NC];
-#pragma unroll
-                for (int cc = 0; cc < NC; cc++) kj[cc] = tx + 16 * cc < hs ? sk[j * S + tx + 16 * cc] : 0.0f;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float d = sds[(4 * ty + i) * FL_PS + j];
-#pragma unroll
-                    for (int cc = 0; cc < NC; cc++) acc[i][cc] += d * kj[cc];
-                }
-            }
-        }
+        fl_apply_rows<NC, TC>(acc, sds, sk, sprod, nk, hs, S, tx, ty);
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {

@@ -1,9 +1,11 @@
 /*
  * kernels_cuda_internal.cuh — what src/cuda's kernel files share, and
  * nothing outside src/cuda includes: the first-failure record (kc_fail and
- * the checks after a launch or a cuBLAS call, kept in kernels_cuda.cu), a
- * grid size for grid-stride loops, and the device helpers every reduction
- * uses (warp and block sums in a fixed order, the CPU's exp). Device functions are static here: nvcc
+ * the checks after a launch or a cuBLAS call, kept in kernels_cuda.cu), the
+ * math mode --precision set, a grid size for grid-stride loops, and the
+ * device helpers every reduction uses (warp and block sums in a fixed
+ * order, the CPU's exp; dev_expf mirrors src/kernels/vmath.h's hpt_expf
+ * operation for operation, since device code cannot call the host's). Device functions are static here: nvcc
  * compiles each .cu file whole (no -rdc), so each file gets its own copy.
  */
 #ifndef HPT_KERNELS_CUDA_INTERNAL_CUH

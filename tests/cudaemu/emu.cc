@@ -579,9 +579,8 @@ static int run_warp(unsigned t0, unsigned t1) {
                   g_kernel_name, blockIdx.x, blockIdx.y, blockIdx.z, t0 / 32, shuffle, t1 - t0);
             return -1;
         }
-        uint64_t given[32];
+        uint64_t *given = g_given;   /* kept for hpt_emu_warp_gather's lanes */
         for (unsigned l = 0; l < 32; l++) given[l] = g_fibers[t0 + l].shfl_bits;
-        memcpy(g_given, given, sizeof given);
         for (unsigned l = 0; l < 32; l++) {
             Fiber *f = &g_fibers[t0 + l];
             f->shfl_bits = given[l ^ (unsigned)f->shfl_mask];
