@@ -16,6 +16,7 @@
 #define HPT_PROF_H
 
 #define HPT_PROF_SLOTS(X)                                   \
+    X(WEIGHT_CAST, "weights to bf16 (GEMM copies)")          \
     X(EMBED_FWD,   "embedding fwd")                         \
     X(LN_FWD,      "layernorm fwd")                         \
     X(QKV_FWD,     "gemm qkv fwd")                          \

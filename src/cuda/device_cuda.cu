@@ -290,32 +290,57 @@ static size_t cuda_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
     return max_of(s, encoder_backward_cuda_scratch(V));   /* ints, as many as floats */
 }
 
+/* Activations are floats in every mode (act_bytes 4): the wrappers name
+ * hpt_act pointers as the kernels' floats. */
+#define F(p) ((float *)(p))
+#define CF(p) ((const float *)(p))
+
+static size_t cuda_act_bytes(void) { return sizeof(float); }
+
 static void cuda_upload_ints(int *dst, const int *host, size_t n) {
     if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(int), cudaMemcpyHostToDevice));
 }
 
-static void cuda_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C,
-                                  int V, float *scratch) {
-    encoder_backward_cuda(dwte, dwpe, dout, tok, B, T, C, V, (int *)scratch);
+static void cuda_act_from_floats(hpt_act *dst, const float *src, size_t n) { cuda_copy(F(dst), src, n); }
+static void cuda_download_acts(float *host, const hpt_act *src, size_t n) { cuda_download(host, CF(src), n); }
+
+static void cuda_encoder_forward(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
+                                 int C) {
+    encoder_forward_cuda(F(out), tok, wte, wpe, B, T, C);
 }
 
-static void cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void cuda_encoder_backward(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
+                                  int C, int V, float *scratch) {
+    encoder_backward_cuda(dwte, dwpe, CF(dout), tok, B, T, C, V, (int *)scratch);
+}
+
+static void cuda_layernorm_forward(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+                                   const float *b, int N, int C) {
+    layernorm_forward_cuda(F(out), mean, rstd, CF(inp), w, b, N, C);
+}
+
+static void cuda_layernorm_backward(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
                                     const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                     float *scratch) {
-    if (first) layernorm_backward_first_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
-    else layernorm_backward_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
+    if (first) layernorm_backward_first_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
+    else layernorm_backward_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
 }
 
-static void cuda_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
-                                      float *wide) {
+static void cuda_matmul_forward(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+                                int OC) {
+    matmul_forward_cuda(F(out), CF(inp), CF(w), b, N, C, OC);
+}
+
+static void cuda_matmul_backward_dinp(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+                                      hpt_act *wide) {
     (void)wide;   /* cuBLAS needs no split of a long inner dimension */
-    matmul_backward_dinp_first_cuda(dinp, dout, w, N, C, OC);
+    matmul_backward_dinp_first_cuda(F(dinp), CF(dout), CF(w), N, C, OC);
 }
 
-static void cuda_matmul_backward_dweight(float *dw, float *db, const float *dout, const float *inp, int N, int C,
-                                         int OC, int first, float *scratch) {
-    if (first) matmul_backward_dweight_first_cuda(dw, db, dout, inp, N, C, OC, scratch);
-    else matmul_backward_dweight_cuda(dw, db, dout, inp, N, C, OC, scratch);
+static void cuda_matmul_backward_dweight(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
+                                         int C, int OC, int first, float *scratch) {
+    if (first) matmul_backward_dweight_first_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
+    else matmul_backward_dweight_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
 }
 
 /* The attention: the flash-style kernels (att is then each softmax row's
@@ -346,35 +371,57 @@ static size_t cuda_attention_state_floats(int B, int T, int C, int NH) {
     return attention_materialise(C, NH) ? (size_t)B * NH * T * T : attention_flash_cuda_state(B, T, NH);
 }
 
-static void cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    if (attention_materialise(C, NH)) attention_forward_cuda(out, att, qkv, B, T, C, NH);
-    else attention_forward_flash_cuda(out, att, qkv, B, T, C, NH);
+static void cuda_attention_forward(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
+    if (attention_materialise(C, NH)) attention_forward_cuda(F(out), att, CF(qkv), B, T, C, NH);
+    else attention_forward_flash_cuda(F(out), att, CF(qkv), B, T, C, NH);
 }
 
-static void cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+static void cuda_attention_backward(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
                                     const float *att, int B, int T, int C, int NH, float *scratch) {
-    if (attention_materialise(C, NH)) attention_backward_first_cuda(dqkv, dout, qkv, att, B, T, C, NH, scratch);
-    else attention_backward_flash_first_cuda(dqkv, dout, qkv, out, att, B, T, C, NH, scratch);
+    if (attention_materialise(C, NH))
+        attention_backward_first_cuda(F(dqkv), CF(dout), CF(qkv), att, B, T, C, NH, scratch);
+    else attention_backward_flash_first_cuda(F(dqkv), CF(dout), CF(qkv), CF(out), att, B, T, C, NH, scratch);
+}
+
+static void cuda_gelu_forward(hpt_act *out, const hpt_act *inp, size_t n) { gelu_forward_cuda(F(out), CF(inp), n); }
+
+static void cuda_gelu_backward(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
+    gelu_backward_first_cuda(F(dinp), CF(inp), CF(dout), n);
+}
+
+static void cuda_residual_forward(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
+    residual_forward_cuda(F(out), CF(a), CF(b), n);
+}
+
+static void cuda_xent_forward(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
+    softmax_xent_forward_cuda(losses, F(logits), targets, N, V, Vp);
+}
+
+static void cuda_xent_backward(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
+    softmax_xent_backward_cuda(F(probs), targets, dloss, N, V, Vp);
 }
 
 static const hpt_dev_nn cuda_nn = {
     cuda_scratch_floats,
     cuda_attention_state_floats,
+    cuda_act_bytes,
     cuda_upload_ints,
-    encoder_forward_cuda,
+    cuda_act_from_floats,
+    cuda_download_acts,
+    cuda_encoder_forward,
     cuda_encoder_backward,
-    layernorm_forward_cuda,
+    cuda_layernorm_forward,
     cuda_layernorm_backward,
-    matmul_forward_cuda,
+    cuda_matmul_forward,
     cuda_matmul_backward_dinp,
     cuda_matmul_backward_dweight,
     cuda_attention_forward,
     cuda_attention_backward,
-    gelu_forward_cuda,
-    gelu_backward_first_cuda,
-    residual_forward_cuda,
-    softmax_xent_forward_cuda,
-    softmax_xent_backward_cuda,
+    cuda_gelu_forward,
+    cuda_gelu_backward,
+    cuda_residual_forward,
+    cuda_xent_forward,
+    cuda_xent_backward,
 };
 
 static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {

@@ -40,6 +40,14 @@ typedef struct hpt_dev_sf {
     int t;
 } hpt_dev_sf;
 
+/* An activation element in a row's memory: a float on every row, except
+ * the CUDA row under --precision bf16, where it is a bf16 (2 bytes: fp32's
+ * top half, rounded to nearest even). An incomplete type, so that code above
+ * the rows cannot read one or index it as a float by mistake: the model
+ * addresses activations in bytes (act_bytes) and hands them to the row's
+ * kernels, which know the type. */
+typedef struct hpt_act hpt_act;
+
 /* The GPT-2 family's kernels on one row's memory: each is the kernel of the
  * same name in src/kernels/kernels.h (read its contract there). `first`:
  * the gradient is written as if onto zeros instead of accumulated; the
@@ -50,6 +58,15 @@ typedef struct hpt_dev_sf {
  * the CPU row splits the vocabulary-long inner dimension into
  * (matmul_backward_dinp_first_kblocks), NULL for every other GEMM.
  * Token ids are ints in this row's memory (upload_ints puts them there).
+ *
+ * Types: activations, their gradients, the logits and the GEMMs' weight
+ * operands are hpt_act (act_bytes each); parameters, their gradients, the
+ * layernorms' mean and rstd, the losses, the attention state and scratch
+ * are floats on every row. So under bf16 storage the GEMMs read their
+ * weights from a copy in the activation type: act_from_floats writes it
+ * (the model does, once per forward, where act_bytes < 4; where act_bytes
+ * is 4 the model passes the parameters themselves), and the parameter and
+ * optimizer arithmetic stays fp32 (master weights).
  *
  * Attention: `att` is the row's attention state, what its attention_forward
  * keeps for its attention_backward: attention_state_floats(B, T, C, NH)
@@ -63,28 +80,35 @@ typedef struct hpt_dev_sf {
 typedef struct hpt_dev_nn {
     size_t (*scratch_floats)(int B, int T, int C, int NH, int V, int Vp);
     size_t (*attention_state_floats)(int B, int T, int C, int NH);
+    /* bytes of one hpt_act under the precision set now (4, or 2) */
+    size_t (*act_bytes)(void);
     void (*upload_ints)(int *dst, const int *host, size_t n);
-    void (*encoder_forward)(float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C);
-    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C, int V,
-                             float *scratch);
-    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+    /* dst (n activations) = src (n floats of this row's memory), rounded */
+    void (*act_from_floats)(hpt_act *dst, const float *src, size_t n);
+    /* host (n floats) = src (n activations of this row's memory) */
+    void (*download_acts)(float *host, const hpt_act *src, size_t n);
+    void (*encoder_forward)(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C);
+    void (*encoder_backward)(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T, int C,
+                             int V, float *scratch);
+    void (*layernorm_forward)(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
                               const float *b, int N, int C);
-    void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+    void (*layernorm_backward)(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
                                const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                float *scratch);
-    void (*matmul_forward)(float *out, const float *inp, const float *w, const float *b, int N, int C, int OC);
-    void (*matmul_backward_dinp)(float *dinp, const float *dout, const float *w, int N, int C, int OC,
-                                 float *wide);
-    void (*matmul_backward_dweight)(float *dw, float *db, const float *dout, const float *inp, int N, int C,
+    void (*matmul_forward)(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+                           int OC);
+    void (*matmul_backward_dinp)(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+                                 hpt_act *wide);
+    void (*matmul_backward_dweight)(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N, int C,
                                     int OC, int first, float *scratch);
-    void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+    void (*attention_forward)(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
                                const float *att, int B, int T, int C, int NH, float *scratch);
-    void (*gelu_forward)(float *out, const float *inp, size_t n);
-    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-    void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
-    void (*xent_forward)(float *losses, float *logits, const int *targets, int N, int V, int Vp);
-    void (*xent_backward)(float *probs, const int *targets, float dloss, int N, int V, int Vp);
+    void (*gelu_forward)(hpt_act *out, const hpt_act *inp, size_t n);
+    void (*gelu_backward)(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n);
+    void (*residual_forward)(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n);
+    void (*xent_forward)(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp);
+    void (*xent_backward)(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp);
 } hpt_dev_nn;
 
 typedef struct hpt_device {
@@ -170,35 +194,39 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out);
 #define HPT_DEV_NN_OPS(V, R)                                                                            \
     R(size_t, scratch_floats, (int B, int T, int C, int NH, int V, int Vp), (B, T, C, NH, V, Vp))       \
     R(size_t, attention_state_floats, (int B, int T, int C, int NH), (B, T, C, NH))                     \
+    R(size_t, act_bytes, (void), ())                                                                    \
     V(upload_ints, (int *dst, const int *host, size_t n), (dst, host, n))                               \
-    V(encoder_forward, (float *out, const int *tok, const float *wte, const float *wpe, int B, int T,    \
+    V(act_from_floats, (hpt_act *dst, const float *src, size_t n), (dst, src, n))                       \
+    V(download_acts, (float *host, const hpt_act *src, size_t n), (host, src, n))                       \
+    V(encoder_forward, (hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,  \
                         int C), (out, tok, wte, wpe, B, T, C))                                          \
-    V(encoder_backward, (float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T,      \
+    V(encoder_backward, (float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,    \
                          int C, int V, float *scratch), (dwte, dwpe, dout, tok, B, T, C, V, scratch))   \
-    V(layernorm_forward, (float *out, float *mean, float *rstd, const float *inp, const float *w,        \
+    V(layernorm_forward, (hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,    \
                           const float *b, int N, int C), (out, mean, rstd, inp, w, b, N, C))            \
-    V(layernorm_backward, (float *dinp, float *dw, float *db, const float *dout, const float *inp,       \
-                           const float *w, const float *mean, const float *rstd, int N, int C,           \
-                           int first, float *scratch),                                                  \
+    V(layernorm_backward, (hpt_act *dinp, float *dw, float *db, const hpt_act *dout,                    \
+                           const hpt_act *inp, const float *w, const float *mean, const float *rstd,     \
+                           int N, int C, int first, float *scratch),                                    \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, scratch))                                   \
-    V(matmul_forward, (float *out, const float *inp, const float *w, const float *b, int N, int C,       \
-                       int OC), (out, inp, w, b, N, C, OC))                                             \
-    V(matmul_backward_dinp, (float *dinp, const float *dout, const float *w, int N, int C, int OC,       \
-                             float *wide), (dinp, dout, w, N, C, OC, wide))                             \
-    V(matmul_backward_dweight, (float *dw, float *db, const float *dout, const float *inp, int N,        \
+    V(matmul_forward, (hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N,        \
+                       int C, int OC), (out, inp, w, b, N, C, OC))                                      \
+    V(matmul_backward_dinp, (hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C,         \
+                             int OC, hpt_act *wide), (dinp, dout, w, N, C, OC, wide))                   \
+    V(matmul_backward_dweight, (float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,    \
                                 int C, int OC, int first, float *scratch),                              \
       (dw, db, dout, inp, N, C, OC, first, scratch))                                                    \
-    V(attention_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),       \
+    V(attention_forward, (hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH),   \
       (out, att, qkv, B, T, C, NH))                                                                     \
-    V(attention_backward, (float *dqkv, const float *dout, const float *qkv, const float *out,          \
+    V(attention_backward, (hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,  \
                            const float *att, int B, int T, int C, int NH, float *scratch),              \
       (dqkv, dout, qkv, out, att, B, T, C, NH, scratch))                                                \
-    V(gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))                            \
-    V(gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n)) \
-    V(residual_forward, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))         \
-    V(xent_forward, (float *losses, float *logits, const int *targets, int N, int V, int Vp),           \
+    V(gelu_forward, (hpt_act *out, const hpt_act *inp, size_t n), (out, inp, n))                        \
+    V(gelu_backward, (hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n),                \
+      (dinp, inp, dout, n))                                                                             \
+    V(residual_forward, (hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n), (out, a, b, n))   \
+    V(xent_forward, (float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp),         \
       (losses, logits, targets, N, V, Vp))                                                              \
-    V(xent_backward, (float *probs, const int *targets, float dloss, int N, int V, int Vp),             \
+    V(xent_backward, (hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp),           \
       (probs, targets, dloss, N, V, Vp))
 
 /* hpt_device_get, then the row must run models (its nn kernels): the one

@@ -27,7 +27,12 @@ static void cpu_sf_adamw(float *y, const float *g, float *z, float *x, float *v,
                            a->t);
 }
 
-/* ---- the GPT-2 family's kernels: kernels.h's, scratch unused */
+/* ---- the GPT-2 family's kernels: kernels.h's, scratch unused. An hpt_act
+ * is a float here (act_bytes 4): the wrappers below only name the pointers
+ * as the kernels' floats. */
+
+#define F(p) ((float *)(p))
+#define CF(p) ((const float *)(p))
 
 static size_t cpu_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
     (void)B; (void)T; (void)C; (void)NH; (void)V; (void)Vp;
@@ -40,61 +45,106 @@ static size_t cpu_attention_state_floats(int B, int T, int C, int NH) {
     return (size_t)B * NH * T * T;
 }
 
+static size_t cpu_act_bytes(void) { return sizeof(float); }
+
 static void cpu_upload_ints(int *dst, const int *host, size_t n) {
     if (n) memcpy(dst, host, n * sizeof(int));
 }
 
-static void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C,
-                                 int V, float *scratch) {
-    (void)V; (void)scratch;
-    encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+static void cpu_act_from_floats(hpt_act *dst, const float *src, size_t n) { cpu_copy(F(dst), src, n); }
+static void cpu_download_acts(float *host, const hpt_act *src, size_t n) { cpu_copy(host, CF(src), n); }
+
+static void cpu_encoder_forward(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
+                                int C) {
+    encoder_forward(F(out), tok, wte, wpe, B, T, C);
 }
 
-static void cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void cpu_encoder_backward(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
+                                 int C, int V, float *scratch) {
+    (void)V; (void)scratch;
+    encoder_backward(dwte, dwpe, CF(dout), tok, B, T, C);
+}
+
+static void cpu_layernorm_forward(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+                                  const float *b, int N, int C) {
+    layernorm_forward(F(out), mean, rstd, CF(inp), w, b, N, C);
+}
+
+static void cpu_layernorm_backward(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
                                    const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                    float *scratch) {
     (void)scratch;
-    if (first) layernorm_backward_first(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
-    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    if (first) layernorm_backward_first(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C);
+    else layernorm_backward(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C);
 }
 
-static void cpu_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
-                                     float *wide) {
-    if (wide) matmul_backward_dinp_first_kblocks(dinp, dout, w, N, C, OC, wide);
-    else matmul_backward_dinp_first(dinp, dout, w, N, C, OC);
+static void cpu_matmul_forward(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+                               int OC) {
+    matmul_forward(F(out), CF(inp), CF(w), b, N, C, OC);
 }
 
-static void cpu_matmul_backward_dweight(float *dw, float *db, const float *dout, const float *inp, int N, int C,
-                                        int OC, int first, float *scratch) {
+static void cpu_matmul_backward_dinp(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+                                     hpt_act *wide) {
+    if (wide) matmul_backward_dinp_first_kblocks(F(dinp), CF(dout), CF(w), N, C, OC, F(wide));
+    else matmul_backward_dinp_first(F(dinp), CF(dout), CF(w), N, C, OC);
+}
+
+static void cpu_matmul_backward_dweight(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
+                                        int C, int OC, int first, float *scratch) {
     (void)scratch;
-    if (first) matmul_backward_dweight_first(dw, db, dout, inp, N, C, OC);
-    else matmul_backward_dweight(dw, db, dout, inp, N, C, OC);
+    if (first) matmul_backward_dweight_first(dw, db, CF(dout), CF(inp), N, C, OC);
+    else matmul_backward_dweight(dw, db, CF(dout), CF(inp), N, C, OC);
 }
 
-static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+static void cpu_attention_forward(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
+    attention_forward(F(out), att, CF(qkv), B, T, C, NH);
+}
+
+static void cpu_attention_backward(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
                                    const float *att, int B, int T, int C, int NH, float *scratch) {
     (void)out; (void)scratch;   /* the probabilities are in att */
-    attention_backward_first(dqkv, dout, qkv, att, B, T, C, NH);
+    attention_backward_first(F(dqkv), CF(dout), CF(qkv), att, B, T, C, NH);
+}
+
+static void cpu_gelu_forward(hpt_act *out, const hpt_act *inp, size_t n) { gelu_forward(F(out), CF(inp), n); }
+
+static void cpu_gelu_backward(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
+    gelu_backward_first(F(dinp), CF(inp), CF(dout), n);
+}
+
+static void cpu_residual_forward(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
+    residual_forward(F(out), CF(a), CF(b), n);
+}
+
+static void cpu_xent_forward(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
+    softmax_xent_forward(losses, F(logits), targets, N, V, Vp);
+}
+
+static void cpu_xent_backward(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
+    softmax_xent_backward(F(probs), targets, dloss, N, V, Vp);
 }
 
 static const hpt_dev_nn cpu_nn = {
     .scratch_floats = cpu_scratch_floats,
     .attention_state_floats = cpu_attention_state_floats,
+    .act_bytes = cpu_act_bytes,
     .upload_ints = cpu_upload_ints,
-    .encoder_forward = encoder_forward,
+    .act_from_floats = cpu_act_from_floats,
+    .download_acts = cpu_download_acts,
+    .encoder_forward = cpu_encoder_forward,
     .encoder_backward = cpu_encoder_backward,
-    .layernorm_forward = layernorm_forward,
+    .layernorm_forward = cpu_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
-    .matmul_forward = matmul_forward,
+    .matmul_forward = cpu_matmul_forward,
     .matmul_backward_dinp = cpu_matmul_backward_dinp,
     .matmul_backward_dweight = cpu_matmul_backward_dweight,
-    .attention_forward = attention_forward,
+    .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
-    .gelu_forward = gelu_forward,
-    .gelu_backward = gelu_backward_first,
-    .residual_forward = residual_forward,
-    .xent_forward = softmax_xent_forward,
-    .xent_backward = softmax_xent_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .residual_forward = cpu_residual_forward,
+    .xent_forward = cpu_xent_forward,
+    .xent_backward = cpu_xent_backward,
 };
 
 static hpt_status cpu_sync(void) { return HPT_OK; }

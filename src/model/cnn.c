@@ -29,25 +29,25 @@ enum { KS = 3, PAD = 1 };  /* 3x3 kernels, "same" padding */
 /* Activation arena, one X-macro line per buffer. Sizes use B (reserved), C0
  * (input channels), S0 = H0*W0, S1 = H1*W1, F = c2*H2*W2 (flattened), c1, c2,
  * HD (hidden), K (classes). */
-#define CNN_ACTS(X)                                                             \
-    X(cols1,   (size_t)B * C0 * KS * KS * S0)  /* (B, C0*9, S0) im2col of x */  \
-    X(a1,      (size_t)B * c1 * S0)            /* (B,c1,H0,W0) relu(conv1) */   \
-    X(p1,      (size_t)B * c1 * S1)            /* (B,c1,H1,W1) pooled */        \
-    X(idx1,    (size_t)B * c1 * S1)            /* int: argmax in a1 plane */    \
-    X(cols2,   (size_t)B * c1 * KS * KS * S1)  /* (B, c1*9, S1) im2col of p1 */ \
-    X(a2,      (size_t)B * c2 * S1)            /* (B,c2,H1,W1) relu(conv2) */   \
-    X(p2,      (size_t)B * F)                  /* (B,c2,H2,W2) = (B,F) */       \
-    X(idx2,    (size_t)B * F)                  /* int */                        \
-    X(h,       (size_t)B * HD)                 /* (B,HD) relu(fc1) */           \
-    X(logits,  (size_t)B * K)                  /* (B,K) -> probs -> dlogits */  \
-    X(losses,  (size_t)B)                                                       \
-    X(targets, (size_t)B)                      /* int: copy of the targets */   \
-    /* backward */                                                              \
-    X(dh,      (size_t)B * HD)                                                  \
-    X(dp2,     (size_t)B * F)                                                   \
-    X(da2,     (size_t)B * c2 * S1)                                             \
-    X(dp1,     (size_t)B * c1 * S1)                                             \
-    X(da1,     (size_t)B * c1 * S0)
+#define CNN_ACTS(X)                                                                  \
+    X(cols1,   (size_t)B * C0 * KS * KS * S0, F32)  /* (B, C0*9, S0) im2col of x */  \
+    X(a1,      (size_t)B * c1 * S0, F32)            /* (B,c1,H0,W0) relu(conv1) */   \
+    X(p1,      (size_t)B * c1 * S1, F32)            /* (B,c1,H1,W1) pooled */        \
+    X(idx1,    (size_t)B * c1 * S1, F32)            /* int: argmax in a1 plane */    \
+    X(cols2,   (size_t)B * c1 * KS * KS * S1, F32)  /* (B, c1*9, S1) im2col of p1 */ \
+    X(a2,      (size_t)B * c2 * S1, F32)            /* (B,c2,H1,W1) relu(conv2) */   \
+    X(p2,      (size_t)B * F, F32)                  /* (B,c2,H2,W2) = (B,F) */       \
+    X(idx2,    (size_t)B * F, F32)                  /* int */                        \
+    X(h,       (size_t)B * HD, F32)                 /* (B,HD) relu(fc1) */           \
+    X(logits,  (size_t)B * K, F32)                  /* (B,K) -> probs -> dlogits */  \
+    X(losses,  (size_t)B, F32)                                                       \
+    X(targets, (size_t)B, F32)                      /* int: copy of the targets */   \
+    /* backward */                                                                   \
+    X(dh,      (size_t)B * HD, F32)                                                  \
+    X(dp2,     (size_t)B * F, F32)                                                   \
+    X(da2,     (size_t)B * c2 * S1, F32)                                             \
+    X(dp1,     (size_t)B * c1 * S1, F32)                                             \
+    X(da1,     (size_t)B * c1 * S0, F32)
 
 typedef struct cnn_acts { CNN_ACTS(HPT_ACT_FIELD) } cnn_acts;
 
@@ -225,7 +225,7 @@ size_t hpt_cnn_act_floats(const hpt_cnn_config *cfg, int B) {
     const size_t H1 = (size_t)cfg->in_h / 2, W1 = (size_t)cfg->in_w / 2;
     const size_t S0 = (size_t)cfg->in_h * cfg->in_w, S1 = H1 * W1, F = c2 * (H1 / 2) * (W1 / 2);
     size_t total = 0;
-#define X(name, size) total += ((size) + 15) / 16 * 16;
+#define X(name, size, kind) total += ((size) + 15) / 16 * 16;   /* every kind F32 here */
     CNN_ACTS(X)
 #undef X
     return total;

@@ -38,28 +38,50 @@ static inline void *hpt_family_new(hpt_model **m, size_t impl_size, const hpt_mo
 /* ---------------------------------------------------- activation arena */
 
 /* A family lists its activation buffers once, as an X-macro of
- * X(name, size) lines, e.g.
- *     #define MY_ACTS(X)  X(h, (size_t)B * H)  X(logits, (size_t)B * K)
+ * X(name, size, kind) lines, e.g.
+ *     #define MY_ACTS(X)  X(h, (size_t)B * H, ACT)  X(losses, (size_t)B, F32)
  * declares the struct of pointers with
  *     typedef struct my_acts { MY_ACTS(HPT_ACT_FIELD) } my_acts;
  * and carves the arena at init with
  *     HPT_CARVE_ACTS(m, g->act_arena, my_acts, &g->a, MY_ACTS);
  * which sets every pointer of g->a, in table order, the arena (NULL when
- * out of memory; from m->dev's allocator, freed by its free) and m->act_bytes. The sizes are evaluated there, so they
- * name the init's locals (B, T, C, ...). The struct, the size table and the
- * pointer list cannot drift apart. */
-#define HPT_ACT_FIELD(name, size) float *name;
-#define HPT_ACT_SIZE_(name, size) (size),
-#define HPT_ACT_PTR_(name, size) &hpt_acts_->name,
+ * out of memory; from m->dev's allocator, freed by its free) and
+ * m->act_bytes. size counts elements of the kind: F32 a float (also an
+ * int's slot), ACT the device's activation element (hpt_act, act_bytes of
+ * m->dev's kernels: a float, or 2 bytes under bf16 storage on the GPU), for
+ * the buffers handed to hpt_dev_nn's kernels as activations. The sizes are
+ * evaluated there, so they name the init's locals (B, T, C, ...). The
+ * struct, the size table and the pointer list cannot drift apart. */
+#define HPT_KIND_F32 float
+#define HPT_KIND_ACT hpt_act
+#define HPT_ACT_FIELD(name, size, kind) HPT_KIND_##kind *name;
+/* an element count as whole floats of the arena (the slices stay float-aligned) */
+#define HPT_KIND_FLOATS_F32(n, act_bytes) (n)
+#define HPT_KIND_FLOATS_ACT(n, act_bytes) (((n) * (act_bytes) + sizeof(float) - 1) / sizeof(float))
+#define HPT_ACT_FLOATS(name, size, kind) HPT_KIND_FLOATS_##kind((size), hpt_act_elem_),
+#define HPT_ACT_SET_(name, size, kind) hpt_acts_->name = (HPT_KIND_##kind *)hpt_slots_[hpt_i_++];
 #define HPT_CARVE_ACTS(m, arena, acts_type, acts, ACTS) do {                       \
     acts_type *hpt_acts_ = (acts);                                                 \
-    const size_t hpt_sizes_[] = {ACTS(HPT_ACT_SIZE_)};                             \
-    float **hpt_ptrs_[] = {ACTS(HPT_ACT_PTR_)};                                    \
+    const size_t hpt_act_elem_ = hpt_family_act_elem(m);                           \
+    (void)hpt_act_elem_;   /* unused by a table of F32 buffers alone */            \
+    const size_t hpt_sizes_[] = {ACTS(HPT_ACT_FLOATS)};                            \
+    enum { hpt_n_ = sizeof hpt_sizes_ / sizeof hpt_sizes_[0] };                    \
+    float *hpt_slots_[hpt_n_], **hpt_ptrs_[hpt_n_];                                \
+    for (int hpt_k_ = 0; hpt_k_ < hpt_n_; hpt_k_++) hpt_ptrs_[hpt_k_] = &hpt_slots_[hpt_k_]; \
     size_t hpt_total_ = 0;                                                         \
-    (arena) = hpt_arena_carve_with(hpt_sizes_, (int)(sizeof hpt_sizes_ / sizeof hpt_sizes_[0]), \
-                                   hpt_ptrs_, &hpt_total_, (m)->dev->alloc);       \
+    (arena) = hpt_arena_carve_with(hpt_sizes_, hpt_n_, hpt_ptrs_, &hpt_total_, (m)->dev->alloc); \
     (m)->act_bytes = hpt_total_ * sizeof(float);                                   \
+    if (arena) {                                                                   \
+        int hpt_i_ = 0;                                                            \
+        ACTS(HPT_ACT_SET_)                                                         \
+    }                                                                              \
 } while (0)
+
+/* bytes of one ACT element on m's device (a float where the device runs no
+ * GPT-2 kernels) */
+static inline size_t hpt_family_act_elem(const hpt_model *m) {
+    return m->dev->nn ? m->dev->nn->act_bytes() : sizeof(float);
+}
 
 /* ------------------------------------------------------------- losses */
 

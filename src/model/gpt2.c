@@ -22,46 +22,56 @@
 enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B,
        FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NUM_PARAM_TENSORS };
 
-/* Activation arena, one X-macro line per buffer (family.h). Sizes use L, B,
- * T, C, NH, Vp, S (the kernels' scratch) and A (the attention state of one
- * layer: hpt_dev_nn's attention_state_floats, (B,NH,T,T) softmax rows on the
- * CPU, (B,NH,T) log-sum-exps on the CUDA row's flash attention). */
-#define GPT2_ACTS(X)                                                    \
-    X(encoded,   (size_t)B * T * C)           /* (B,T,C) */             \
-    X(ln1,       (size_t)L * B * T * C)       /* (L,B,T,C) */           \
-    X(ln1_mean,  (size_t)L * B * T)           /* (L,B,T) */             \
-    X(ln1_rstd,  (size_t)L * B * T)                                     \
-    X(qkv,       (size_t)L * B * T * 3 * C)   /* (L,B,T,3C) */          \
-    X(atty,      (size_t)L * B * T * C)       /* (L,B,T,C) */           \
-    X(att,       (size_t)L * A)               /* (L, A) */              \
-    X(residual2, (size_t)L * B * T * C)                                 \
-    X(ln2,       (size_t)L * B * T * C)                                 \
-    X(ln2_mean,  (size_t)L * B * T)                                     \
-    X(ln2_rstd,  (size_t)L * B * T)                                     \
-    X(fch,       (size_t)L * B * T * 4 * C)   /* (L,B,T,4C) */          \
-    X(fch_gelu,  (size_t)L * B * T * 4 * C)                             \
-    X(residual3, (size_t)L * B * T * C)                                 \
-    X(lnf,       (size_t)B * T * C)                                     \
-    X(lnf_mean,  (size_t)B * T)                                         \
-    X(lnf_rstd,  (size_t)B * T)                                         \
-    X(logits,    (size_t)B * T * Vp)          /* (B,T,Vp) -> probs -> dlogits */ \
-    X(losses,    (size_t)B * T)                                         \
-    X(proj,      (size_t)B * T * C)           /* forward scratch */     \
-    /* backward scratch, reused by every layer */                       \
-    X(dresid,    (size_t)B * T * C)                                     \
-    X(dln,       (size_t)B * T * C)                                     \
-    X(datty,     (size_t)B * T * C)                                     \
-    X(dqkv,      (size_t)B * T * 3 * C)                                 \
-    X(dfch,      (size_t)B * T * 4 * C)                                 \
-    X(dfch_gelu, (size_t)B * T * 4 * C)                                 \
-    /* the batch's token ids and targets (ints) in the device's memory */ \
-    X(tok,       (size_t)B * T)                                         \
-    X(tgt,       (size_t)B * T)                                         \
-    X(scratch,   S)                   /* the device's kernels' (hpt_dev_nn) */
+/* Activation arena, one X-macro line per buffer (family.h): name, size in
+ * elements, kind (ACT: the device's activation element, hpt_act: a float,
+ * or a bf16 on the GPU under --precision bf16; F32: a float everywhere).
+ * Sizes use L, B, T, C, NH, Vp, S (the kernels' scratch), A (the attention
+ * state of one layer: hpt_dev_nn's attention_state_floats, (B,NH,T,T)
+ * softmax rows on the CPU, (B,NH,T) log-sum-exps on the CUDA row's flash
+ * attention) and W (the GEMMs' weight copy: 0 where activations are floats,
+ * since the GEMMs then read the parameters themselves). */
+#define GPT2_ACTS(X)                                                               \
+    X(encoded,   (size_t)B * T * C, ACT)         /* (B,T,C) */                     \
+    X(ln1,       (size_t)L * B * T * C, ACT)     /* (L,B,T,C) */                   \
+    X(ln1_mean,  (size_t)L * B * T, F32)         /* (L,B,T) */                     \
+    X(ln1_rstd,  (size_t)L * B * T, F32)                                           \
+    X(qkv,       (size_t)L * B * T * 3 * C, ACT) /* (L,B,T,3C) */                  \
+    X(atty,      (size_t)L * B * T * C, ACT)     /* (L,B,T,C) */                   \
+    X(att,       (size_t)L * A, F32)             /* (L, A) */                      \
+    X(residual2, (size_t)L * B * T * C, ACT)                                       \
+    X(ln2,       (size_t)L * B * T * C, ACT)                                       \
+    X(ln2_mean,  (size_t)L * B * T, F32)                                           \
+    X(ln2_rstd,  (size_t)L * B * T, F32)                                           \
+    X(fch,       (size_t)L * B * T * 4 * C, ACT) /* (L,B,T,4C) */                  \
+    X(fch_gelu,  (size_t)L * B * T * 4 * C, ACT)                                   \
+    X(residual3, (size_t)L * B * T * C, ACT)                                       \
+    X(lnf,       (size_t)B * T * C, ACT)                                           \
+    X(lnf_mean,  (size_t)B * T, F32)                                               \
+    X(lnf_rstd,  (size_t)B * T, F32)                                               \
+    X(logits,    (size_t)B * T * Vp, ACT)  /* (B,T,Vp) -> probs -> dlogits */      \
+    X(losses,    (size_t)B * T, F32)                                               \
+    X(proj,      (size_t)B * T * C, ACT)         /* forward scratch */             \
+    /* backward scratch, reused by every layer */                                  \
+    X(dresid,    (size_t)B * T * C, ACT)                                           \
+    X(dln,       (size_t)B * T * C, ACT)                                           \
+    X(datty,     (size_t)B * T * C, ACT)                                           \
+    X(dqkv,      (size_t)B * T * 3 * C, ACT)                                       \
+    X(dfch,      (size_t)B * T * 4 * C, ACT)                                       \
+    X(dfch_gelu, (size_t)B * T * 4 * C, ACT)                                       \
+    /* the batch's token ids and targets (ints) in the device's memory */          \
+    X(tok,       (size_t)B * T, F32)                                               \
+    X(tgt,       (size_t)B * T, F32)                                               \
+    X(scratch,   S, F32)                  /* the device's kernels' (hpt_dev_nn) */ \
+    X(wcopy,     W, ACT)                  /* the GEMMs' weights, gemm_weights order */
 
 typedef struct gpt2_acts { GPT2_ACTS(HPT_ACT_FIELD) } gpt2_acts;
 
 _Static_assert(sizeof(int) == sizeof(float), "token ids share the float arena's slices");
+
+/* The weight matrices the GEMMs read, in the order of their copy (wcopy):
+ * the tied embedding (the LM head) and each block's four. */
+static const int gemm_weights[] = {WTE, QKVW, ATTPROJW, FCW, FCPROJW};
+enum { N_GEMM_WEIGHTS = sizeof gemm_weights / sizeof gemm_weights[0] };
 
 typedef struct gpt2 {
     hpt_gpt2_config cfg;
@@ -70,10 +80,46 @@ typedef struct gpt2 {
     int cur_B, cur_T;     /* last forward */
     const hpt_device *dev;
     const hpt_dev_nn *nn; /* dev's kernels */
+    size_t act_elem;      /* bytes of one hpt_act, fixed at init (nn->act_bytes then) */
     float *act_arena;     /* the device's memory */
     gpt2_acts a;
+    size_t wcopy_at[NUM_PARAM_TENSORS];   /* each GEMM weight's offset in wcopy (elements) */
     float *host_losses;   /* (B,T): the last forward's losses, downloaded for their mean */
 } gpt2;
+
+/* elements of the GEMMs' weight copy: every GEMM weight matrix, where the
+ * activations are narrower than the parameters (0 where they are floats) */
+static size_t wcopy_elems(int Vp, int L, int C, size_t act_elem) {
+    return act_elem < sizeof(float) ? (size_t)Vp * C + (size_t)12 * L * C * C : 0;
+}
+
+/* activation p advanced by i elements */
+static hpt_act *act_at(const gpt2 *g, const hpt_act *p, size_t i) {
+    return (hpt_act *)((char *)p + i * g->act_elem);
+}
+
+/* Layer l's matrix of weight tensor t as the GEMMs read it: the parameters
+ * themselves where activations are floats, else its copy in wcopy (written
+ * by the forward, refresh_weight_copy). */
+static const hpt_act *gemm_weight(const gpt2 *g, const hpt_model *m, int t, int l) {
+    const size_t per_layer = t == WTE ? 0 : m->tensors[t].numel / (size_t)g->cfg.n_layer;
+    if (g->a.wcopy && g->act_elem < sizeof(float))
+        return act_at(g, g->a.wcopy, g->wcopy_at[t] + (size_t)l * per_layer);
+    return (const hpt_act *)(hpt_tensor_ptr(m->params, m, t) + (size_t)l * per_layer);
+}
+
+/* Under narrow activations, the GEMMs' weights rounded into wcopy: once per
+ * forward (the parameters change only between a backward and the next
+ * forward), a sweep of the weights that costs about what reading them does. */
+static void refresh_weight_copy(const gpt2 *g, const hpt_model *m) {
+    if (g->act_elem == sizeof(float)) return;
+    for (int i = 0; i < N_GEMM_WEIGHTS; i++) {
+        const int t = gemm_weights[i];
+        HPT_PROF(HPT_PROF_WEIGHT_CAST, 0,
+                 g->nn->act_from_floats(act_at(g, g->a.wcopy, g->wcopy_at[t]), hpt_tensor_ptr(m->params, m, t),
+                                        m->tensors[t].numel));
+    }
+}
 
 /* a.tok and a.tgt as the ints they hold */
 static int *tok_ids(const gpt2 *g) { return (int *)g->a.tok; }
@@ -117,29 +163,59 @@ static double gemm_flops(int N, int C, int OC) { return 2.0 * N * C * OC; }
  * dout.v, which is not counted. */
 static double attn_fwd_flops(int B, int T, int C) { return 2.0 * B * C * (double)T * (T + 1); }
 
-static void linear_forward(const gpt2 *g, int slot, float *out, const float *inp, const float *w, const float *b,
-                           int N, int C, int OC) {
+static void linear_forward(const gpt2 *g, int slot, hpt_act *out, const hpt_act *inp, const hpt_act *w,
+                           const float *b, int N, int C, int OC) {
     HPT_PROF(slot, gemm_flops(N, C, OC), g->nn->matmul_forward(out, inp, w, b, N, C, OC));
 }
 
 /* = matmul_backward (dinp half, then dweight half), each half in its own
  * slot. dinp is always a scratch buffer written here first (no zeroing
  * sweep before it); dw and db are written (first) or accumulated onto. */
-static void linear_backward(const gpt2 *g, int slot_dx, int slot_dw, float *dinp, float *dw, float *db,
-                            const float *dout, const float *inp, const float *w, int N, int C, int OC, int first) {
+static void linear_backward(const gpt2 *g, int slot_dx, int slot_dw, hpt_act *dinp, float *dw, float *db,
+                            const hpt_act *dout, const hpt_act *inp, const hpt_act *w, int N, int C, int OC,
+                            int first) {
     HPT_PROF(slot_dx, gemm_flops(N, C, OC), g->nn->matmul_backward_dinp(dinp, dout, w, N, C, OC, NULL));
     HPT_PROF(slot_dw, gemm_flops(N, C, OC),
              g->nn->matmul_backward_dweight(dw, db, dout, inp, N, C, OC, first, g->a.scratch));
 }
 
-static void ln_backward(const gpt2 *g, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, const float *mean, const float *rstd, int N, int C, int first) {
+static void ln_backward(const gpt2 *g, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,
+                        const hpt_act *inp, const float *w, const float *mean, const float *rstd, int N, int C,
+                        int first) {
     HPT_PROF(HPT_PROF_LN_BWD, (double)HPT_FLOPS_LN_BWD * N * C,
              g->nn->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, g->a.scratch));
 }
 
-static void zero_scratch(const gpt2 *g, float *p, size_t n) {
-    HPT_PROF(HPT_PROF_BWD_MEMSET, 0, g->dev->fill(p, 0.0f, n));
+static void zero_scratch(const gpt2 *g, hpt_act *p, size_t n) {
+    /* all-zero bits are a zero in every activation type */
+    HPT_PROF(HPT_PROF_BWD_MEMSET, 0, g->dev->fill((float *)p, 0.0f, (n * g->act_elem + 3) / sizeof(float)));
+}
+
+/* One layer's slices of the per-layer activations, which are (L, B, T, ...)
+ * with the batch's B and T, so smaller batches pack densely at the front.
+ * resid is the block's input (the embeddings, or the previous block's). */
+typedef struct layer_acts {
+    hpt_act *resid, *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *att;
+} layer_acts;
+
+static layer_acts layer_slices(const gpt2 *g, int l, int B, int T, size_t A) {
+    const gpt2_acts *a = &g->a;
+    const size_t BT = (size_t)B * T, BTC = BT * g->cfg.n_embd;
+    layer_acts s;
+    s.resid = l == 0 ? a->encoded : act_at(g, a->residual3, (size_t)(l - 1) * BTC);
+    s.ln1 = act_at(g, a->ln1, l * BTC);
+    s.qkv = act_at(g, a->qkv, l * BTC * 3);
+    s.atty = act_at(g, a->atty, l * BTC);
+    s.res2 = act_at(g, a->residual2, l * BTC);
+    s.ln2 = act_at(g, a->ln2, l * BTC);
+    s.fch = act_at(g, a->fch, l * BTC * 4);
+    s.fch_gelu = act_at(g, a->fch_gelu, l * BTC * 4);
+    s.res3 = act_at(g, a->residual3, l * BTC);
+    s.ln1_mean = a->ln1_mean + l * BT; s.ln1_rstd = a->ln1_rstd + l * BT;
+    s.ln2_mean = a->ln2_mean + l * BT; s.ln2_rstd = a->ln2_rstd + l * BT;
+    s.att = a->att + l * A;
+    return s;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -156,6 +232,9 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         if (batch->targets && (batch->targets[i] < 0 || batch->targets[i] >= V))
             return hpt_fail(HPT_ERR_ARG, "gpt2: target %d out of range [0,%d)", batch->targets[i], V);
     }
+    if (g->nn->act_bytes() != g->act_elem)   /* the arena was carved for another precision */
+        return hpt_fail(HPT_ERR_ARG, "gpt2: the device's precision changed since the model was made (activations "
+                        "of %zu bytes, now %zu)", g->act_elem, g->nn->act_bytes());
     g->cur_B = B; g->cur_T = T;
     gpt2_acts *a = &g->a;
     const hpt_dev_nn *nn = g->nn;
@@ -164,42 +243,36 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
     if (batch->targets) nn->upload_ints(tgt_ids(g), batch->targets, (size_t)B * T);
     float *P[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) P[i] = hpt_tensor_ptr(m->params, m, i);
+    refresh_weight_copy(g, m);
 
     HPT_PROF(HPT_PROF_EMBED_FWD, 0, nn->encoder_forward(a->encoded, tok_ids(g), P[WTE], P[WPE], B, T, C));
     for (int l = 0; l < L; l++) {
-        const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
-        /* this layer's slices: per-layer activations are (L, B, T, ...) with the
-         * actual B, T, so smaller batches pack densely at the front */
-        float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * B * T;
-        float *ln1_rstd = a->ln1_rstd + (size_t)l * B * T, *qkv = a->qkv + l * BTC * 3;
-        float *atty = a->atty + l * BTC, *att = a->att + l * A;
-        float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
-        float *ln2_mean = a->ln2_mean + (size_t)l * B * T, *ln2_rstd = a->ln2_rstd + (size_t)l * B * T;
-        float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
-        float *res3 = a->residual3 + l * BTC;
-
+        const layer_acts s = layer_slices(g, l, B, T, A);
         HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-                 nn->layernorm_forward(ln1, ln1_mean, ln1_rstd, resid, P[LN1W] + l * C, P[LN1B] + l * C, B * T, C));
-        linear_forward(g, HPT_PROF_QKV_FWD, qkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, P[QKVB] + l * 3 * C,
+                 nn->layernorm_forward(s.ln1, s.ln1_mean, s.ln1_rstd, s.resid, P[LN1W] + l * C, P[LN1B] + l * C,
+                                       B * T, C));
+        linear_forward(g, HPT_PROF_QKV_FWD, s.qkv, s.ln1, gemm_weight(g, m, QKVW, l), P[QKVB] + l * 3 * C,
                        B * T, C, 3 * C);
-        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(atty, att, qkv, B, T, C, NH));
-        linear_forward(g, HPT_PROF_ATTPROJ_FWD, a->proj, atty, P[ATTPROJW] + (size_t)l * C * C, P[ATTPROJB] + l * C,
+        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(s.atty, s.att, s.qkv, B, T, C, NH));
+        linear_forward(g, HPT_PROF_ATTPROJ_FWD, a->proj, s.atty, gemm_weight(g, m, ATTPROJW, l), P[ATTPROJB] + l * C,
                        B * T, C, C);
-        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(res2, resid, a->proj, BTC));
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(s.res2, s.resid, a->proj, BTC));
         HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-                 nn->layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, P[LN2W] + l * C, P[LN2B] + l * C, B * T, C));
-        linear_forward(g, HPT_PROF_FC_FWD, fch, ln2, P[FCW] + (size_t)l * 4 * C * C, P[FCB] + l * 4 * C,
+                 nn->layernorm_forward(s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, P[LN2W] + l * C, P[LN2B] + l * C,
+                                       B * T, C));
+        linear_forward(g, HPT_PROF_FC_FWD, s.fch, s.ln2, gemm_weight(g, m, FCW, l), P[FCB] + l * 4 * C,
                        B * T, C, 4 * C);
-        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(fch_gelu, fch, BTC * 4));
-        linear_forward(g, HPT_PROF_FCPROJ_FWD, a->proj, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C,
+        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(s.fch_gelu, s.fch, BTC * 4));
+        linear_forward(g, HPT_PROF_FCPROJ_FWD, a->proj, s.fch_gelu, gemm_weight(g, m, FCPROJW, l),
                        P[FCPROJB] + l * C, B * T, 4 * C, C);
-        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(res3, res2, a->proj, BTC));
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(s.res3, s.res2, a->proj, BTC));
     }
     HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-             nn->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (L - 1) * BTC, P[LNFW], P[LNFB], B * T, C));
-    linear_forward(g, HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, P[WTE], NULL, B * T, C, Vp);
+             nn->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, act_at(g, a->residual3, (L - 1) * BTC), P[LNFW],
+                                   P[LNFB], B * T, C));
+    linear_forward(g, HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, gemm_weight(g, m, WTE, 0), NULL, B * T, C, Vp);
 
-    m->logits = a->logits; m->n_out = V; m->out_row = Vp;
+    m->logits = (const float *)a->logits; m->logit_bytes = g->act_elem; m->n_out = V; m->out_row = Vp;
     if (batch->targets) {
         HPT_PROF(HPT_PROF_XENT_FWD, (double)HPT_FLOPS_XENT_FWD * B * T * V,
                  nn->xent_forward(a->losses, a->logits, tgt_ids(g), B * T, V, Vp));
@@ -236,43 +309,38 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     /* the LM head: dx from Vp-long rows, its inner dimension split into
      * blocks (dfch, free until the first layer, holds 3 of their products) */
     HPT_PROF(HPT_PROF_LMHEAD_DX, gemm_flops(B * T, C, Vp),
-             nn->matmul_backward_dinp(a->dln, a->logits, P[WTE], B * T, C, Vp, a->dfch));
+             nn->matmul_backward_dinp(a->dln, a->logits, gemm_weight(g, m, WTE, 0), B * T, C, Vp, a->dfch));
     HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
              nn->matmul_backward_dweight(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp, first, a->scratch));
     zero_scratch(g, a->dresid, BTC);
-    ln_backward(g, a->dresid, G[LNFW], G[LNFB], a->dln, a->residual3 + (L - 1) * BTC, P[LNFW], a->lnf_mean, a->lnf_rstd,
-                B * T, C, first);
+    ln_backward(g, a->dresid, G[LNFW], G[LNFB], a->dln, act_at(g, a->residual3, (L - 1) * BTC), P[LNFW], a->lnf_mean,
+                a->lnf_rstd, B * T, C, first);
 
     /* dresid holds d(residual stream) between blocks; each block adds its
      * branch's contribution to it, walking the layers backwards. */
     for (int l = L - 1; l >= 0; l--) {
-        const float *resid = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
-        const float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * B * T;
-        const float *ln1_rstd = a->ln1_rstd + (size_t)l * B * T, *qkv = a->qkv + l * BTC * 3;
-        const float *atty = a->atty + l * BTC, *att = a->att + l * A;
-        const float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
-        const float *ln2_mean = a->ln2_mean + (size_t)l * B * T, *ln2_rstd = a->ln2_rstd + (size_t)l * B * T;
-        const float *fch = a->fch + l * BTC * 4, *fch_gelu = a->fch_gelu + l * BTC * 4;
+        const layer_acts s = layer_slices(g, l, B, T, A);
 
         /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
         linear_backward(g, HPT_PROF_FCPROJ_DX, HPT_PROF_FCPROJ_DW, a->dfch_gelu, G[FCPROJW] + (size_t)l * 4 * C * C,
-                        G[FCPROJB] + l * C, a->dresid, fch_gelu, P[FCPROJW] + (size_t)l * 4 * C * C, B * T, 4 * C, C,
+                        G[FCPROJB] + l * C, a->dresid, s.fch_gelu, gemm_weight(g, m, FCPROJW, l), B * T, 4 * C, C,
                         first);
-        HPT_PROF(HPT_PROF_GELU_BWD, (double)HPT_FLOPS_GELU_BWD * BTC * 4, nn->gelu_backward(a->dfch, fch, a->dfch_gelu, BTC * 4));
+        HPT_PROF(HPT_PROF_GELU_BWD, (double)HPT_FLOPS_GELU_BWD * BTC * 4,
+                 nn->gelu_backward(a->dfch, s.fch, a->dfch_gelu, BTC * 4));
         linear_backward(g, HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
-                        a->dfch, ln2, P[FCW] + (size_t)l * 4 * C * C, B * T, C, 4 * C, first);
-        ln_backward(g, a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, res2, P[LN2W] + l * C, ln2_mean, ln2_rstd,
-                    B * T, C, first);
+                        a->dfch, s.ln2, gemm_weight(g, m, FCW, l), B * T, C, 4 * C, first);
+        ln_backward(g, a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, s.res2, P[LN2W] + l * C, s.ln2_mean,
+                    s.ln2_rstd, B * T, C, first);
 
         /* attention branch: res2 = resid + attproj(attn(qkv(ln1(resid)))) */
         linear_backward(g, HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
-                        G[ATTPROJB] + l * C, a->dresid, atty, P[ATTPROJW] + (size_t)l * C * C, B * T, C, C, first);
+                        G[ATTPROJB] + l * C, a->dresid, s.atty, gemm_weight(g, m, ATTPROJW, l), B * T, C, C, first);
         HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
-                 nn->attention_backward(a->dqkv, a->datty, qkv, atty, att, B, T, C, NH, a->scratch));
+                 nn->attention_backward(a->dqkv, a->datty, s.qkv, s.atty, s.att, B, T, C, NH, a->scratch));
         linear_backward(g, HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
-                        G[QKVB] + l * 3 * C, a->dqkv, ln1, P[QKVW] + (size_t)l * 3 * C * C, B * T, C, 3 * C, first);
-        ln_backward(g, a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, resid, P[LN1W] + l * C, ln1_mean, ln1_rstd,
-                    B * T, C, first);
+                        G[QKVB] + l * 3 * C, a->dqkv, s.ln1, gemm_weight(g, m, QKVW, l), B * T, C, 3 * C, first);
+        ln_backward(g, a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, s.resid, P[LN1W] + l * C, s.ln1_mean,
+                    s.ln1_rstd, B * T, C, first);
     }
     if (first) HPT_PROF(HPT_PROF_ZERO_GRAD, 0, g->dev->fill(G[WPE], 0.0f, m->tensors[WPE].numel));
     HPT_PROF(HPT_PROF_EMBED_BWD, 0, nn->encoder_backward(G[WTE], G[WPE], a->dresid, tok_ids(g), B, T, C, V, a->scratch));
@@ -340,6 +408,14 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
 
     const size_t S = g->nn->scratch_floats(B, T, C, NH, V, Vp);
     const size_t A = g->nn->attention_state_floats(B, T, C, NH);
+    g->act_elem = g->nn->act_bytes();
+    const size_t W = wcopy_elems(Vp, L, C, g->act_elem);
+    size_t at = 0;
+    for (int i = 0; i < N_GEMM_WEIGHTS; i++) {
+        g->wcopy_at[gemm_weights[i]] = at;
+        at += m->tensors[gemm_weights[i]].numel;
+    }
+    HPT_ASSERT(!W || at == W);   /* wcopy_elems counts the same matrices */
     HPT_CARVE_ACTS(m, g->act_arena, gpt2_acts, &g->a, GPT2_ACTS);
     g->host_losses = malloc((size_t)B * T * sizeof(float));
     if (!g->act_arena || !g->host_losses) {
@@ -399,8 +475,10 @@ size_t hpt_gpt2_act_floats_on(const hpt_gpt2_config *cfg, int B, int T, const hp
     const size_t Vp = (size_t)hpt_gpt2_padded_vocab(cfg->vocab_size);
     const size_t S = dev->nn->scratch_floats(B, T, (int)C, (int)NH, cfg->vocab_size, (int)Vp);
     const size_t A = dev->nn->attention_state_floats(B, T, (int)C, (int)NH);
+    const size_t elem = dev->nn->act_bytes();
+    const size_t W = wcopy_elems((int)Vp, (int)L, (int)C, elem);
     size_t total = 0;
-#define X(name, size) total += ((size) + 15) / 16 * 16;
+#define X(name, size, kind) total += (HPT_KIND_FLOATS_##kind((size), elem) + 15) / 16 * 16;
     GPT2_ACTS(X)
 #undef X
     return total;

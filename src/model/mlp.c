@@ -21,14 +21,14 @@ _Static_assert(sizeof(int) == sizeof(float), "int buffers are carved from the fl
 
 /* Activation arena, one X-macro line per buffer; sizes use B (reserved), NI
  * (inputs), SH (sum of hidden widths), MH (widest hidden layer), K (classes). */
-#define MLP_ACTS(X)                                                          \
-    X(x,       (size_t)B * NI)     /* (B,NI) copy of the input */            \
-    X(h,       (size_t)B * SH)     /* layer l: (B,hidden[l]) at B*hoff[l], after ReLU */ \
-    X(logits,  (size_t)B * K)      /* (B,K) -> probs -> dlogits */           \
-    X(losses,  (size_t)B)                                                    \
-    X(targets, (size_t)B)          /* int: copy of the targets */            \
-    X(d0,      (size_t)B * MH)     /* backward ping-pong */                  \
-    X(d1,      (size_t)B * MH)
+#define MLP_ACTS(X)                                                                           \
+    X(x,       (size_t)B * NI, F32)     /* (B,NI) copy of the input */                        \
+    X(h,       (size_t)B * SH, F32)     /* layer l: (B,hidden[l]) at B*hoff[l], after ReLU */ \
+    X(logits,  (size_t)B * K, F32)      /* (B,K) -> probs -> dlogits */                       \
+    X(losses,  (size_t)B, F32)                                                                \
+    X(targets, (size_t)B, F32)          /* int: copy of the targets */                        \
+    X(d0,      (size_t)B * MH, F32)     /* backward ping-pong */                              \
+    X(d1,      (size_t)B * MH, F32)
 
 typedef struct mlp_acts { MLP_ACTS(HPT_ACT_FIELD) } mlp_acts;
 
@@ -199,7 +199,7 @@ size_t hpt_mlp_act_floats(const hpt_mlp_config *cfg, int B) {
         SH += (size_t)cfg->hidden[l];
         if ((size_t)cfg->hidden[l] > MH) MH = (size_t)cfg->hidden[l];
     }
-#define X(name, size) total += ((size) + 15) / 16 * 16;
+#define X(name, size, kind) total += ((size) + 15) / 16 * 16;   /* every kind F32 here */
     MLP_ACTS(X)
 #undef X
     return total;

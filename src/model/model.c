@@ -125,7 +125,12 @@ hpt_status hpt_model_logits_copy(const hpt_model *m, int r, float *out) {
     if (!m->logits) return hpt_fail(HPT_ERR_ARG, "logits: no forward pass yet");
     if (r < 0 || r >= m->last_rows)
         return hpt_fail(HPT_ERR_ARG, "logits: row %d out of range [0,%d)", r, m->last_rows);
-    m->dev->download(out, m->logits + (size_t)r * m->out_row, (size_t)m->n_out);
+    const size_t row = (size_t)r * m->out_row;
+    if (m->logit_bytes)
+        m->dev->nn->download_acts(out, (const hpt_act *)((const char *)m->logits + row * m->logit_bytes),
+                                  (size_t)m->n_out);
+    else
+        m->dev->download(out, m->logits + row, (size_t)m->n_out);
     return HPT_OK;
 }
 

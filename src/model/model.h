@@ -58,6 +58,9 @@ struct hpt_model {
     /* last forward: outputs for sampling/evaluation */
     const float *logits;             /* (B, T, out_row): logits, or probabilities
                                         after a forward with targets (same argmax) */
+    size_t logit_bytes;              /* 0: floats; else hpt_act elements of this size
+                                        (the device's activation type, read with its
+                                        download_acts) */
     int n_out, out_row;
     int last_rows;                   /* rows of logits the last forward wrote (B, or B x T) */
     int have_targets;                /* backward is legal only after a forward with targets */
