@@ -109,7 +109,7 @@ for name in ("gpt2-124m", "nanogpt-small"):
         res["hpt"]["%s/%s" % (name, p)] = {"ms_per_step": ms, "tokens_per_s": s["tokens_per_s"], "peak_mem_bytes": peak,
                                            "flops_per_step": flops, "final_val_loss": s["final_val_loss"]}
         rows.append((name, "hpt", p, ms, s["tokens_per_s"], peak, flops / (ms / 1e3) / peaks[p],
-                     "bf16 GEMMs, fp32 storage" if p == "bf16" else ""))
+                     "bf16 activations, fp32 master weights" if p == "bf16" else ""))
     t = res["torch"].get(name, {}).get("modes", {})
     for mode, r in t.items():
         if "error" in r:
@@ -121,8 +121,8 @@ res["gpu"] = gpu
 json.dump(res, open(out + "/gpu_bench.json", "w"), indent=1)
 with open(out + "/gpu_bench.md", "w") as fh:
     fh.write("GPU: %s. hpt's peak memory is the driver's, PyTorch's its allocator's (bench/bench_gpu.sh). "
-             "hpt's bf16 is bf16 tensor cores in the GEMMs with activations kept in fp32; PyTorch's is autocast "
-             "(bf16 activations too).\n\n" % gpu)
+             "hpt's bf16 keeps activations in bf16 and parameters, gradients and AdamW's state in fp32, as "
+             "PyTorch's autocast (bf16 GEMMs and activations, fp32 weights) does.\n\n" % gpu)
     fh.write("| shape | who | mode | ms/step | tokens/s | peak memory (GiB) | MFU | note |\n|---|---|---|---|---|---|---|---|\n")
     for name, who, mode, ms, tps, mem, mfu, note in rows:
         fmt = lambda v, f: f % v if v is not None else "—"

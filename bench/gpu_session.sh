@@ -168,9 +168,10 @@ if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/comp
         log "memcheck test_device_cuda (n <= 100003): rc $san_rc ($(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")), $(($(date +%s) - t0)) s (limit $lim s)"
     fi
     # and the model's kernels: three training steps of a small GPT-2 on the
-    # GPU, in fp32 (the flash kernels) and tf32 (their tensor-core twins)
+    # GPU, in fp32 (the flash kernels) and bf16 (bf16 activations and the
+    # flash kernels' tensor-core twins)
     head -c 200000 .gpu/data/tinyshakespeare.txt > /tmp/hpt-memcheck.txt 2>/dev/null || echo "to be or not to be $(seq 1 5000)" > /tmp/hpt-memcheck.txt
-    for p in fp32 tf32; do
+    for p in fp32 bf16; do
         lim=$(budget 60)
         if [ "$lim" -ge 20 ]; then
             t0=$(date +%s)

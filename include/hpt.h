@@ -376,9 +376,11 @@ typedef struct hpt_train_config {
      * table (src/device: "cpu"; "cuda" where built). Not stored in
      * checkpoints: a run may resume on another device. */
     const char *device;
-    /* the arithmetic of the device's GEMMs: "fp32" (the default; TF32 off),
-     * "tf32" (a GPU's TF32 tensor cores, fp32 storage). Stored: a resume
-     * keeps it (a tf32 run continues on a device that has tf32). */
+    /* the device's arithmetic: "fp32" (the default; TF32 off), "tf32" (a
+     * GPU's TF32 tensor cores, fp32 storage), "bf16" (a GPU's bf16 tensor
+     * cores and bf16 activations; parameters, gradients and optimizer state
+     * fp32). Stored: a resume keeps it (a tf32 run continues on a device
+     * that has tf32). */
     const char *precision;
     const char *out_dir;    /* metrics.jsonl, summary.json, model.bin */
     /* checkpoints (both modes): DIR/checkpoints/ckpt-<step, 8 digits>.bin */

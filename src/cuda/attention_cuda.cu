@@ -279,11 +279,12 @@ enum { FL_TILE = 64, FL_THREADS = 256, FL_PS = FL_TILE + 4, FL_MAX_NC = ATTENTIO
  * rows `stride` apart) into a tile with rows S apart, W channels of each
  * (the hs of the head, then zeros up to W); rows at or past T as zeros.
  * Consecutive threads read consecutive channels. */
-__device__ __forceinline__ void fl_load(float *tile, const float *src, size_t stride, int r0, int T, int hs, int S,
+template <typename A>
+__device__ __forceinline__ void fl_load(float *tile, const A *src, size_t stride, int r0, int T, int hs, int S,
                                         int W) {
     for (int e = threadIdx.x; e < FL_TILE * W; e += blockDim.x) {
         const int j = e / W, i = e - j * W;
-        tile[j * S + i] = r0 + j < T && i < hs ? src[(size_t)(r0 + j) * stride + i] : 0.0f;
+        tile[j * S + i] = r0 + j < T && i < hs ? ldf(src[(size_t)(r0 + j) * stride + i]) : 0.0f;
     }
 }
 
@@ -464,17 +465,17 @@ __host__ __device__ __forceinline__ int fl_width(bool tc, int nc, int hs) { retu
  * shared memory, out += p v. Then out /= l and lse = m + log l. Shared:
  * q, k, v tiles (64 (hs + 1) each) and p (64 x 68): 66 KiB at hs 64, 114 KiB
  * at hs 128. exp is dev_expf (the CPU's hpt_expf). */
-template <int NC, bool TC>
+template <int NC, bool TC, typename A>
 __global__ void __launch_bounds__(FL_THREADS)
-k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *__restrict__ inp, int T, int C,
-                int NH, float scale) {
+k_flash_forward(A *__restrict__ out, float *__restrict__ lse, const A *__restrict__ inp, int T, int C, int NH,
+                float scale) {
     extern __shared__ __align__(128) float sm[];
     const int hs = C / NH, S = fl_stride(TC, NC, hs), W = fl_width(TC, NC, hs);
     const int b = blockIdx.x / NH, h = blockIdx.x - b * NH;
     const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * FL_TILE;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const size_t C3 = 3 * (size_t)C;
-    const float *base = inp + (size_t)b * T * C3 + (size_t)h * hs;   /* q; k at + C, v at + 2C */
+    const A *base = inp + (size_t)b * T * C3 + (size_t)h * hs;   /* q; k at + C, v at + 2C */
     float *sq = sm, *sk = sq + FL_TILE * S, *sv = sk + FL_TILE * S, *sp = sv + FL_TILE * S;
     float *sprod = sp + FL_TILE * FL_PS;   /* TC: p v of the tile */
     fl_load(sq, base, C3, q0, T, hs, S, W);
@@ -531,10 +532,10 @@ k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *_
     for (int i = 0; i < 4; i++) {
         const int t = q0 + 4 * ty + i;
         if (t >= T) continue;
-        float *orow = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+        A *orow = out + ((size_t)b * T + t) * C + (size_t)h * hs;
 #pragma unroll
         for (int cc = 0; cc < NC; cc++)
-            if (tx + 16 * cc < hs) orow[tx + 16 * cc] = o[i][cc] / l[i];
+            if (tx + 16 * cc < hs) orow[tx + 16 * cc] = act_of<A>(o[i][cc] / l[i]);
         if (tx == 0) lse[((size_t)b * NH + h) * T + t] = m[i] + logf(l[i]);
     }
 }
@@ -543,16 +544,17 @@ k_flash_forward(float *__restrict__ out, float *__restrict__ lse, const float *_
  * (= sum over keys of att datt, the softmax backward's row dot, without
  * att). One warp per (position, head): lanes stride the channels, then the
  * warp's butterfly. */
-__global__ void k_flash_rowdot(float *__restrict__ D, const float *__restrict__ dout, const float *__restrict__ out,
-                               int T, int C, int NH, size_t total) {
+template <typename A>
+__global__ void k_flash_rowdot(float *__restrict__ D, const A *__restrict__ dout, const A *__restrict__ out, int T,
+                               int C, int NH, size_t total) {
     const int lane = threadIdx.x & 31, hs = C / NH;
     const size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
     for (size_t w = (size_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); w < total; w += warps) {
         const size_t n = w / NH;   /* position b T + t */
         const int h = (int)(w - n * NH);
-        const float *a = dout + n * C + (size_t)h * hs, *o = out + n * C + (size_t)h * hs;
+        const A *a = dout + n * C + (size_t)h * hs, *o = out + n * C + (size_t)h * hs;
         float s = 0.0f;
-        for (int c = lane; c < hs; c += 32) s += a[c] * o[c];
+        for (int c = lane; c < hs; c += 32) s += ldf(a[c]) * ldf(o[c]);
         s = warp_sum(s);
         const size_t b = n / T, t = n - b * T;
         if (lane == 0) D[(b * NH + h) * T + t] = s;
@@ -609,9 +611,9 @@ __device__ __forceinline__ void fl_row_stats(float lse_r[4], float d_r[4], const
  * For each key tile up to the diagonal: p and dpre recomputed, dpre through
  * shared memory, dq (+)= sum over keys ascending of dpre k. Shared: q, dout,
  * k, v tiles and dpre (64 x 68): 82 KiB at hs 64, 146 KiB at hs 128. */
-template <int NC, bool TC>
+template <int NC, bool TC, typename A>
 __global__ void __launch_bounds__(FL_THREADS)
-k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, const float *__restrict__ inp,
+k_flash_backward_dq(A *__restrict__ dinp, const A *__restrict__ dout, const A *__restrict__ inp,
                     const float *__restrict__ lse, const float *__restrict__ D, int T, int C, int NH, float scale,
                     int first) {
     extern __shared__ __align__(128) float sm[];
@@ -620,8 +622,8 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
     const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * FL_TILE;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const size_t C3 = 3 * (size_t)C, head = (size_t)b * NH + h;
-    const float *base = inp + (size_t)b * T * C3 + (size_t)h * hs;
-    const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+    const A *base = inp + (size_t)b * T * C3 + (size_t)h * hs;
+    const A *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     float *sq = sm, *sdo = sq + FL_TILE * S, *sk = sdo + FL_TILE * S, *sv = sk + FL_TILE * S;
     float *sds = sv + FL_TILE * S;
     float *sp = sds + FL_TILE * FL_PS, *sprod = sp + FL_TILE * FL_PS;   /* TC: the scores, dpre k */
@@ -633,10 +635,10 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int t = q0 + 4 * ty + i;
-        const float *dq = dinp + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+        const A *dq = dinp + ((size_t)b * T + t) * C3 + (size_t)h * hs;
 #pragma unroll
         for (int cc = 0; cc < NC; cc++)
-            acc[i][cc] = first || t >= T || tx + 16 * cc >= hs ? 0.0f : dq[tx + 16 * cc];
+            acc[i][cc] = first || t >= T || tx + 16 * cc >= hs ? 0.0f : ldf(dq[tx + 16 * cc]);
     }
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FL_TILE, nk = T - k0 < FL_TILE ? T - k0 : FL_TILE;
@@ -657,10 +659,10 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
     for (int i = 0; i < 4; i++) {
         const int t = q0 + 4 * ty + i;
         if (t >= T) continue;
-        float *dq = dinp + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+        A *dq = dinp + ((size_t)b * T + t) * C3 + (size_t)h * hs;
 #pragma unroll
         for (int cc = 0; cc < NC; cc++)
-            if (tx + 16 * cc < hs) dq[tx + 16 * cc] = acc[i][cc];
+            if (tx + 16 * cc < hs) dq[tx + 16 * cc] = act_of<A>(acc[i][cc]);
     }
 }
 
@@ -672,9 +674,9 @@ k_flash_backward_dq(float *__restrict__ dinp, const float *__restrict__ dout, co
  * ride in registers. Shared: k, v, q, dout tiles and p, dpre (64 x 68
  * each): 99 KiB at hs 64, 163 KiB at hs 128 (Hopper's limit is 227 KiB,
  * the A100's 163 KiB). */
-template <int NC, bool TC>
+template <int NC, bool TC, typename A>
 __global__ void __launch_bounds__(FL_THREADS)
-k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, const float *__restrict__ inp,
+k_flash_backward_dkv(A *__restrict__ dinp, const A *__restrict__ dout, const A *__restrict__ inp,
                      const float *__restrict__ lse, const float *__restrict__ D, int T, int C, int NH, float scale,
                      int first) {
     extern __shared__ __align__(128) float sm[];
@@ -683,8 +685,8 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
     const int kt = blockIdx.y, k0 = kt * FL_TILE, ntile = gridDim.y;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const size_t C3 = 3 * (size_t)C, head = (size_t)b * NH + h;
-    const float *base = inp + (size_t)b * T * C3 + (size_t)h * hs;
-    const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+    const A *base = inp + (size_t)b * T * C3 + (size_t)h * hs;
+    const A *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     float *sk = sm, *sv = sk + FL_TILE * S, *sq = sv + FL_TILE * S, *sdo = sq + FL_TILE * S;
     float *sp = sdo + FL_TILE * S, *sds = sp + FL_TILE * FL_PS;
     float *sprod = sds + FL_TILE * FL_PS;   /* TC: p^T dout, then dpre^T q */
@@ -694,12 +696,12 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int t2 = k0 + 4 * ty + i;
-        const float *dk = dinp + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs, *dv = dk + C;
+        const A *dk = dinp + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs, *dv = dk + C;
 #pragma unroll
         for (int cc = 0; cc < NC; cc++) {
             const int skip = first || t2 >= T || tx + 16 * cc >= hs;
-            ak[i][cc] = skip ? 0.0f : dk[tx + 16 * cc];
-            av[i][cc] = skip ? 0.0f : dv[tx + 16 * cc];
+            ak[i][cc] = skip ? 0.0f : ldf(dk[tx + 16 * cc]);
+            av[i][cc] = skip ? 0.0f : ldf(dv[tx + 16 * cc]);
         }
     }
     for (int qt = kt; qt < ntile; qt++) {
@@ -753,12 +755,12 @@ k_flash_backward_dkv(float *__restrict__ dinp, const float *__restrict__ dout, c
     for (int i = 0; i < 4; i++) {
         const int t2 = k0 + 4 * ty + i;
         if (t2 >= T) continue;
-        float *dk = dinp + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs, *dv = dk + C;
+        A *dk = dinp + ((size_t)b * T + t2) * C3 + C + (size_t)h * hs, *dv = dk + C;
 #pragma unroll
         for (int cc = 0; cc < NC; cc++)
             if (tx + 16 * cc < hs) {
-                dk[tx + 16 * cc] = ak[i][cc];
-                dv[tx + 16 * cc] = av[i][cc];
+                dk[tx + 16 * cc] = act_of<A>(ak[i][cc]);
+                dv[tx + 16 * cc] = act_of<A>(av[i][cc]);
             }
     }
 }
@@ -794,28 +796,29 @@ static int fl_head_ok(int C, int NH, const char *where) {
     return 0;
 }
 
-template <int NC, bool TC>
-static void fl_forward_launch(float *out, float *lse, const float *inp, int B, int T, int C, int NH, float scale) {
+template <int NC, bool TC, typename A>
+static void fl_forward_launch(A *out, float *lse, const A *inp, int B, int T, int C, int NH, float scale,
+                              const char *where) {
     const size_t smem = fl_smem_forward(TC, NC, C / NH);
-    if (!attention_smem((const void *)k_flash_forward<NC, TC>, smem, "attention_forward_flash_cuda")) return;
-    k_flash_forward<NC, TC><<<dim3((unsigned)(B * NH), (unsigned)fl_tiles(T)), FL_THREADS, smem>>>(out, lse, inp, T,
-                                                                                                 C, NH, scale);
-    kc_check_launch("attention_forward_flash_cuda");
+    if (!attention_smem((const void *)k_flash_forward<NC, TC, A>, smem, where)) return;
+    k_flash_forward<NC, TC, A><<<dim3((unsigned)(B * NH), (unsigned)fl_tiles(T)), FL_THREADS, smem>>>(out, lse, inp,
+                                                                                                    T, C, NH, scale);
+    kc_check_launch(where);
 }
 
-template <int NC, bool TC>
-static void fl_backward_launch(float *dinp, const float *dout, const float *inp, const float *lse, const float *D,
-                               int B, int T, int C, int NH, float scale, int first, const char *where) {
+template <int NC, bool TC, typename A>
+static void fl_backward_launch(A *dinp, const A *dout, const A *inp, const float *lse, const float *D, int B, int T,
+                               int C, int NH, float scale, int first, const char *where) {
     const int hs = C / NH;
     const size_t smem_dq = fl_smem_dq(TC, NC, hs), smem_dkv = fl_smem_dkv(TC, NC, hs);
-    if (!attention_smem((const void *)k_flash_backward_dq<NC, TC>, smem_dq, where) ||
-        !attention_smem((const void *)k_flash_backward_dkv<NC, TC>, smem_dkv, where))
+    if (!attention_smem((const void *)k_flash_backward_dq<NC, TC, A>, smem_dq, where) ||
+        !attention_smem((const void *)k_flash_backward_dkv<NC, TC, A>, smem_dkv, where))
         return;
     const dim3 grid((unsigned)(B * NH), (unsigned)fl_tiles(T));
     /* dq, and dk with dv: disjoint thirds of dinp, both read only inp, dout, lse, D */
-    k_flash_backward_dq<NC, TC><<<grid, FL_THREADS, smem_dq>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
+    k_flash_backward_dq<NC, TC, A><<<grid, FL_THREADS, smem_dq>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
     kc_check_launch(where);
-    k_flash_backward_dkv<NC, TC><<<grid, FL_THREADS, smem_dkv>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
+    k_flash_backward_dkv<NC, TC, A><<<grid, FL_THREADS, smem_dkv>>>(dinp, dout, inp, lse, D, T, C, NH, scale, first);
     kc_check_launch(where);
 }
 
@@ -833,28 +836,39 @@ static void fl_backward_launch(float *dinp, const float *dout, const float *inp,
     }
 static_assert(FL_MAX_NC == 8, "FL_DISPATCH's cases are 1 to 8");
 
-extern "C" void attention_forward_flash_cuda(float *out, float *lse, const float *inp, int B, int T, int C, int NH) {
-    if (!B || !T || !C || !fl_head_ok(C, NH, "attention_forward_flash_cuda")) return;
+template <typename A>
+static void flash_fwd(A *out, float *lse, const A *inp, int B, int T, int C, int NH, const char *where) {
+    if (!B || !T || !C || !fl_head_ok(C, NH, where)) return;
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const bool tc = g_flash_tc && kc_gemm_math() != KC_FP32;
-#define FL_FWD(n) (tc ? fl_forward_launch<n, true>(out, lse, inp, B, T, C, NH, scale) \
-                      : fl_forward_launch<n, false>(out, lse, inp, B, T, C, NH, scale))
+#define FL_FWD(n) (tc ? fl_forward_launch<n, true, A>(out, lse, inp, B, T, C, NH, scale, where) \
+                      : fl_forward_launch<n, false, A>(out, lse, inp, B, T, C, NH, scale, where))
     FL_DISPATCH((hs + 15) / 16, FL_FWD)
 #undef FL_FWD
 }
 
-static void flash_bwd(float *dinp, const float *dout, const float *inp, const float *out, const float *lse, int B,
-                      int T, int C, int NH, float *scratch, int first, const char *where) {
+extern "C" void attention_forward_flash_cuda(float *out, float *lse, const float *inp, int B, int T, int C, int NH) {
+    flash_fwd(out, lse, inp, B, T, C, NH, "attention_forward_flash_cuda");
+}
+
+extern "C" void attention_forward_flash_bf16_cuda(kc_bf16 *out, float *lse, const kc_bf16 *inp, int B, int T, int C,
+                                                  int NH) {
+    flash_fwd(as_bf16(out), lse, as_bf16(inp), B, T, C, NH, "attention_forward_flash_bf16_cuda");
+}
+
+template <typename A>
+static void flash_bwd(A *dinp, const A *dout, const A *inp, const A *out, const float *lse, int B, int T, int C,
+                      int NH, float *scratch, int first, const char *where) {
     if (!B || !T || !C || !fl_head_ok(C, NH, where)) return;
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t rows = (size_t)B * T * NH;   /* one warp each, 8 to a block */
-    k_flash_rowdot<<<blocks_for(rows, 8), 256>>>(scratch, dout, out, T, C, NH, rows);
+    k_flash_rowdot<A><<<blocks_for(rows, 8), 256>>>(scratch, dout, out, T, C, NH, rows);
     kc_check_launch(where);
     const bool tc = g_flash_tc && kc_gemm_math() != KC_FP32;
-#define FL_BWD(n) (tc ? fl_backward_launch<n, true>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where) \
-                      : fl_backward_launch<n, false>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where))
+#define FL_BWD(n) (tc ? fl_backward_launch<n, true, A>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where) \
+                      : fl_backward_launch<n, false, A>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where))
     FL_DISPATCH((hs + 15) / 16, FL_BWD)
 #undef FL_BWD
 }
@@ -870,3 +884,9 @@ extern "C" void attention_backward_flash_first_cuda(float *dinp, const float *do
     flash_bwd(dinp, dout, inp, out, lse, B, T, C, NH, scratch, 1, "attention_backward_flash_first_cuda");
 }
 
+extern "C" void attention_backward_flash_first_bf16_cuda(kc_bf16 *dinp, const kc_bf16 *dout, const kc_bf16 *inp,
+                                                         const kc_bf16 *out, const float *lse, int B, int T, int C,
+                                                         int NH, float *scratch) {
+    flash_bwd(as_bf16(dinp), as_bf16(dout), as_bf16(inp), as_bf16(out), lse, B, T, C, NH, scratch, 1,
+              "attention_backward_flash_first_bf16_cuda");
+}

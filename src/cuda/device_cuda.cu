@@ -27,7 +27,7 @@
 extern "C" {
 #include "../device/device.h"
 }
-#include "kernels_cuda.h"
+#include "kernels_cuda_internal.cuh"   /* kc_fail: a refusal said at the next sync */
 #include "cuda_check.h"
 
 #include <math.h>
@@ -290,56 +290,85 @@ static size_t cuda_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
     return max_of(s, encoder_backward_cuda_scratch(V));   /* ints, as many as floats */
 }
 
-/* Activations are floats in every mode (act_bytes 4): the wrappers name
- * hpt_act pointers as the kernels' floats. */
+/* Activations are floats under fp32 and tf32, and bf16 under bf16
+ * (act_bf16, set with the precision): each wrapper below names the hpt_act
+ * pointers as the kernels' floats or kc_bf16s and calls that twin. */
+static int act_bf16;
+
 #define F(p) ((float *)(p))
 #define CF(p) ((const float *)(p))
+#define H(p) ((kc_bf16 *)(p))
+#define CH(p) ((const kc_bf16 *)(p))
 
-static size_t cuda_act_bytes(void) { return sizeof(float); }
+static size_t cuda_act_bytes(void) { return act_bf16 ? sizeof(kc_bf16) : sizeof(float); }
 
 static void cuda_upload_ints(int *dst, const int *host, size_t n) {
     if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(int), cudaMemcpyHostToDevice));
 }
 
-static void cuda_act_from_floats(hpt_act *dst, const float *src, size_t n) { cuda_copy(F(dst), src, n); }
-static void cuda_download_acts(float *host, const hpt_act *src, size_t n) { cuda_download(host, CF(src), n); }
+static void cuda_act_from_floats(hpt_act *dst, const float *src, size_t n) {
+    if (act_bf16) floats_to_bf16_cuda(H(dst), src, n);
+    else cuda_copy(F(dst), src, n);
+}
+
+/* bf16 to the host as it is, then widened there (exact): half the bytes
+ * across PCIe, no device buffer */
+static void cuda_download_acts(float *host, const hpt_act *src, size_t n) {
+    if (!act_bf16) { cuda_download(host, CF(src), n); return; }
+    if (!n) return;
+    kc_bf16 *tmp = (kc_bf16 *)malloc(n * sizeof *tmp);
+    HPT_ASSERT(tmp);
+    HPT_CUDA_CHECK(cudaMemcpy(tmp, src, n * sizeof *tmp, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) host[i] = kc_bf16_float(tmp[i]);
+    free(tmp);
+}
 
 static void cuda_encoder_forward(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
                                  int C) {
-    encoder_forward_cuda(F(out), tok, wte, wpe, B, T, C);
+    if (act_bf16) encoder_forward_bf16_cuda(H(out), tok, wte, wpe, B, T, C);
+    else encoder_forward_cuda(F(out), tok, wte, wpe, B, T, C);
 }
 
 static void cuda_encoder_backward(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
                                   int C, int V, float *scratch) {
-    encoder_backward_cuda(dwte, dwpe, CF(dout), tok, B, T, C, V, (int *)scratch);
+    if (act_bf16) encoder_backward_bf16_cuda(dwte, dwpe, CH(dout), tok, B, T, C, V, (int *)scratch);
+    else encoder_backward_cuda(dwte, dwpe, CF(dout), tok, B, T, C, V, (int *)scratch);
 }
 
 static void cuda_layernorm_forward(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
                                    const float *b, int N, int C) {
-    layernorm_forward_cuda(F(out), mean, rstd, CF(inp), w, b, N, C);
+    if (act_bf16) layernorm_forward_bf16_cuda(H(out), mean, rstd, CH(inp), w, b, N, C);
+    else layernorm_forward_cuda(F(out), mean, rstd, CF(inp), w, b, N, C);
 }
 
 static void cuda_layernorm_backward(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
                                     const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                     float *scratch) {
-    if (first) layernorm_backward_first_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
+    if (act_bf16 && first)
+        layernorm_backward_first_bf16_cuda(H(dinp), dw, db, CH(dout), CH(inp), w, mean, rstd, N, C, scratch);
+    else if (act_bf16) layernorm_backward_bf16_cuda(H(dinp), dw, db, CH(dout), CH(inp), w, mean, rstd, N, C, scratch);
+    else if (first) layernorm_backward_first_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
     else layernorm_backward_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
 }
 
 static void cuda_matmul_forward(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
                                 int OC) {
-    matmul_forward_cuda(F(out), CF(inp), CF(w), b, N, C, OC);
+    if (act_bf16) matmul_forward_bf16_cuda(H(out), CH(inp), CH(w), b, N, C, OC);
+    else matmul_forward_cuda(F(out), CF(inp), CF(w), b, N, C, OC);
 }
 
 static void cuda_matmul_backward_dinp(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
                                       hpt_act *wide) {
     (void)wide;   /* cuBLAS needs no split of a long inner dimension */
-    matmul_backward_dinp_first_cuda(F(dinp), CF(dout), CF(w), N, C, OC);
+    if (act_bf16) matmul_backward_dinp_first_bf16_cuda(H(dinp), CH(dout), CH(w), N, C, OC);
+    else matmul_backward_dinp_first_cuda(F(dinp), CF(dout), CF(w), N, C, OC);
 }
 
 static void cuda_matmul_backward_dweight(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
                                          int C, int OC, int first, float *scratch) {
-    if (first) matmul_backward_dweight_first_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
+    if (act_bf16 && first) matmul_backward_dweight_first_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
+    else if (act_bf16) matmul_backward_dweight_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
+    else if (first) matmul_backward_dweight_first_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
     else matmul_backward_dweight_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
 }
 
@@ -371,34 +400,58 @@ static size_t cuda_attention_state_floats(int B, int T, int C, int NH) {
     return attention_materialise(C, NH) ? (size_t)B * NH * T * T : attention_flash_cuda_state(B, T, NH);
 }
 
+/* the T x T kernels have no bf16 twin: under bf16 storage they are refused
+ * with the reason (at the model's next sync) instead of run on bf16 bits */
+static int materialise_refused(int C, int NH, const char *where) {
+    if (!act_bf16 || !attention_materialise(C, NH)) return 0;
+    char why[200];
+    snprintf(why, sizeof why, "--precision bf16 needs the flash attention (head size %d, at most %d; "
+             "HPT_CUDA_ATTENTION=materialise keeps fp32 activations: --precision tf32)", C / NH,
+             ATTENTION_FLASH_CUDA_MAX_HS);
+    kc_fail(where, why);
+    return 1;
+}
+
 static void cuda_attention_forward(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
+    if (materialise_refused(C, NH, "attention forward")) return;
     if (attention_materialise(C, NH)) attention_forward_cuda(F(out), att, CF(qkv), B, T, C, NH);
+    else if (act_bf16) attention_forward_flash_bf16_cuda(H(out), att, CH(qkv), B, T, C, NH);
     else attention_forward_flash_cuda(F(out), att, CF(qkv), B, T, C, NH);
 }
 
 static void cuda_attention_backward(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
                                     const float *att, int B, int T, int C, int NH, float *scratch) {
+    if (materialise_refused(C, NH, "attention backward")) return;
     if (attention_materialise(C, NH))
         attention_backward_first_cuda(F(dqkv), CF(dout), CF(qkv), att, B, T, C, NH, scratch);
+    else if (act_bf16)
+        attention_backward_flash_first_bf16_cuda(H(dqkv), CH(dout), CH(qkv), CH(out), att, B, T, C, NH, scratch);
     else attention_backward_flash_first_cuda(F(dqkv), CF(dout), CF(qkv), CF(out), att, B, T, C, NH, scratch);
 }
 
-static void cuda_gelu_forward(hpt_act *out, const hpt_act *inp, size_t n) { gelu_forward_cuda(F(out), CF(inp), n); }
+static void cuda_gelu_forward(hpt_act *out, const hpt_act *inp, size_t n) {
+    if (act_bf16) gelu_forward_bf16_cuda(H(out), CH(inp), n);
+    else gelu_forward_cuda(F(out), CF(inp), n);
+}
 
 static void cuda_gelu_backward(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
-    gelu_backward_first_cuda(F(dinp), CF(inp), CF(dout), n);
+    if (act_bf16) gelu_backward_first_bf16_cuda(H(dinp), CH(inp), CH(dout), n);
+    else gelu_backward_first_cuda(F(dinp), CF(inp), CF(dout), n);
 }
 
 static void cuda_residual_forward(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
-    residual_forward_cuda(F(out), CF(a), CF(b), n);
+    if (act_bf16) residual_forward_bf16_cuda(H(out), CH(a), CH(b), n);
+    else residual_forward_cuda(F(out), CF(a), CF(b), n);
 }
 
 static void cuda_xent_forward(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
-    softmax_xent_forward_cuda(losses, F(logits), targets, N, V, Vp);
+    if (act_bf16) softmax_xent_forward_bf16_cuda(losses, H(logits), targets, N, V, Vp);
+    else softmax_xent_forward_cuda(losses, F(logits), targets, N, V, Vp);
 }
 
 static void cuda_xent_backward(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
-    softmax_xent_backward_cuda(F(probs), targets, dloss, N, V, Vp);
+    if (act_bf16) softmax_xent_backward_bf16_cuda(H(probs), targets, dloss, N, V, Vp);
+    else softmax_xent_backward_cuda(F(probs), targets, dloss, N, V, Vp);
 }
 
 static const hpt_dev_nn cuda_nn = {
@@ -429,12 +482,15 @@ static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
 }
 
 /* fp32: cuBLAS's FFMA GEMMs (TF32 off, the CPU's arithmetic within
- * rounding); tf32 and bf16: its tensor cores, products of inputs rounded to
- * TF32 or bf16, fp32 sums (kernels_cuda.h's KC_*), and the flash
- * attention's products on TF32 tensor cores in both. Every mode keeps
- * activations, weights, gradients and optimizer state in fp32: bf16 here is
- * the GEMM half of mixed precision, not bf16 activation storage, so its
- * memory is fp32's. */
+ * rounding); tf32: its TF32 tensor cores (products of inputs rounded to
+ * TF32, fp32 sums) and the flash attention's products on them too; both keep
+ * every buffer fp32. bf16: mixed precision as llm.c and PyTorch's autocast
+ * do it: activations (and the GEMMs' copy of the weights) bf16 in memory,
+ * the GEMMs on bf16 tensor cores with fp32 sums, the flash attention's
+ * products on TF32 tensor cores (its tiles are fp32 in shared memory);
+ * parameters, gradients, optimizer state, layernorm statistics and losses
+ * fp32. The precision is fixed before a model is made: its arena is carved
+ * for the element size (act_bytes). */
 static hpt_status cuda_set_precision(const char *name) {
     static const struct { const char *name; int mode; } modes[] = {
         {"fp32", KC_FP32}, {"tf32", KC_TF32}, {"bf16", KC_BF16}};
@@ -444,6 +500,7 @@ static hpt_status cuda_set_precision(const char *name) {
         if (kernels_cuda_set_gemm_math(modes[i].mode) != 0)
             return hpt_fail(HPT_ERR_ARG, "--precision %s: %s", want, kernels_cuda_error());
         attention_flash_cuda_tensor_cores(attention_env() != ATT_FLASH_FP32);
+        act_bf16 = modes[i].mode == KC_BF16;
         return HPT_OK;
     }
     return hpt_fail(HPT_ERR_ARG, "--precision %s: the CUDA backend has fp32, tf32 and bf16", want);

@@ -123,22 +123,33 @@ static int chunks_of(int N) { return (N + CHUNK_ROWS - 1) / CHUNK_ROWS; }
 
 /* ------------------------------------------------------------ embeddings */
 
-__global__ void k_encoder_forward(float *__restrict__ out, const int *__restrict__ inp,
-                                  const float *__restrict__ wte, const float *__restrict__ wpe,
-                                  int T, int C, size_t total) {
+template <typename A>
+__global__ void k_encoder_forward(A *__restrict__ out, const int *__restrict__ inp, const float *__restrict__ wte,
+                                  const float *__restrict__ wpe, int T, int C, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const size_t n = i / C;
         const int c = (int)(i % C), t = (int)(n % T);
-        out[i] = wte[(size_t)inp[n] * C + c] + wpe[(size_t)t * C + c];
+        out[i] = act_of<A>(wte[(size_t)inp[n] * C + c] + wpe[(size_t)t * C + c]);
     }
+}
+
+template <typename A>
+static void encoder_fwd(A *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C,
+                        const char *where) {
+    const size_t total = (size_t)B * T * C;
+    if (!total) return;
+    k_encoder_forward<A><<<blocks_for(total, EW_THREADS), EW_THREADS>>>(out, inp, wte, wpe, T, C, total);
+    kc_check_launch(where);
 }
 
 extern "C" void encoder_forward_cuda(float *out, const int *inp, const float *wte, const float *wpe,
                                      int B, int T, int C) {
-    const size_t total = (size_t)B * T * C;
-    if (!total) return;
-    k_encoder_forward<<<blocks_for(total, EW_THREADS), EW_THREADS>>>(out, inp, wte, wpe, T, C, total);
-    kc_check_launch("encoder_forward_cuda");
+    encoder_fwd(out, inp, wte, wpe, B, T, C, "encoder_forward_cuda");
+}
+
+extern "C" void encoder_forward_bf16_cuda(kc_bf16 *out, const int *inp, const float *wte, const float *wpe,
+                                          int B, int T, int C) {
+    encoder_fwd(as_bf16(out), inp, wte, wpe, B, T, C, "encoder_forward_bf16_cuda");
 }
 
 /* owner[tok] = the first position holding tok. Integer atomicMin: its
@@ -153,7 +164,8 @@ __global__ void k_encoder_owner(int *__restrict__ owner, const int *__restrict__
  * ascending position order onto it: the CPU's order (nn.c walks (b,t) in
  * order), so the CPU's bits. The other blocks leave at once. A token that
  * fills the whole batch costs one block B*T rows: correct, serial. */
-__global__ void k_encoder_backward_wte(float *__restrict__ dwte, const float *__restrict__ dout,
+template <typename A>
+__global__ void k_encoder_backward_wte(float *__restrict__ dwte, const A *__restrict__ dout,
                                        const int *__restrict__ inp, const int *__restrict__ owner, int BT, int C) {
     const int p = blockIdx.x, tok = inp[p];
     if (owner[tok] != p) return;
@@ -161,25 +173,27 @@ __global__ void k_encoder_backward_wte(float *__restrict__ dwte, const float *__
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = row[c];
         for (int q = p; q < BT; q++)
-            if (inp[q] == tok) acc += dout[(size_t)q * C + c];
+            if (inp[q] == tok) acc += ldf(dout[(size_t)q * C + c]);
         row[c] = acc;
     }
 }
 
 /* dwpe[t][c] += dout[b][t][c] for b ascending: one thread per (t, c). */
-__global__ void k_encoder_backward_wpe(float *__restrict__ dwpe, const float *__restrict__ dout, int B, int T, int C) {
+template <typename A>
+__global__ void k_encoder_backward_wpe(float *__restrict__ dwpe, const A *__restrict__ dout, int B, int T, int C) {
     const size_t TC = (size_t)T * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < TC; i += (size_t)gridDim.x * blockDim.x) {
         float acc = dwpe[i];
-        for (int b = 0; b < B; b++) acc += dout[(size_t)b * TC + i];
+        for (int b = 0; b < B; b++) acc += ldf(dout[(size_t)b * TC + i]);
         dwpe[i] = acc;
     }
 }
 
 extern "C" size_t encoder_backward_cuda_scratch(int V) { return (size_t)V; }
 
-extern "C" void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp,
-                                      int B, int T, int C, int V, int *scratch) {
+template <typename A>
+static void encoder_bwd(float *dwte, float *dwpe, const A *dout, const int *inp, int B, int T, int C, int V,
+                        int *scratch) {
     const int BT = B * T;
     if (!BT || !C) return;
     /* 0x7f7f7f7f: above any position, so atomicMin takes the first */
@@ -191,10 +205,20 @@ extern "C" void encoder_backward_cuda(float *dwte, float *dwpe, const float *dou
     }
     k_encoder_owner<<<blocks_for((size_t)BT, EW_THREADS), EW_THREADS>>>(scratch, inp, BT);
     kc_check_launch("encoder_backward_cuda (owner)");
-    k_encoder_backward_wte<<<BT, C < 256 ? 32 * ((C + 31) / 32) : 256>>>(dwte, dout, inp, scratch, BT, C);
+    k_encoder_backward_wte<A><<<BT, C < 256 ? 32 * ((C + 31) / 32) : 256>>>(dwte, dout, inp, scratch, BT, C);
     kc_check_launch("encoder_backward_cuda (wte)");
-    k_encoder_backward_wpe<<<blocks_for((size_t)T * C, EW_THREADS), EW_THREADS>>>(dwpe, dout, B, T, C);
+    k_encoder_backward_wpe<A><<<blocks_for((size_t)T * C, EW_THREADS), EW_THREADS>>>(dwpe, dout, B, T, C);
     kc_check_launch("encoder_backward_cuda (wpe)");
+}
+
+extern "C" void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp,
+                                      int B, int T, int C, int V, int *scratch) {
+    encoder_bwd(dwte, dwpe, dout, inp, B, T, C, V, scratch);
+}
+
+extern "C" void encoder_backward_bf16_cuda(float *dwte, float *dwpe, const kc_bf16 *dout, const int *inp,
+                                           int B, int T, int C, int V, int *scratch) {
+    encoder_bwd(dwte, dwpe, as_bf16(dout), inp, B, T, C, V, scratch);
 }
 
 /* ------------------------------------------------------------ column sums in two passes */
@@ -215,13 +239,14 @@ __global__ void k_chunks_finish(float *__restrict__ out, const float *__restrict
  * 64 rows of chunk k (blockIdx.y). Block (32, 8): 32 consecutive columns
  * (coalesced rows), 8 row lanes each taking every 8th row, then the 8 lane
  * sums added in lane order. */
-__global__ void k_bias_partial(float *__restrict__ part, const float *__restrict__ dout, int N, int OC) {
+template <typename A>
+__global__ void k_bias_partial(float *__restrict__ part, const A *__restrict__ dout, int N, int OC) {
     __shared__ float s[8][32];
     const int o = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y;
     const int r0 = k * CHUNK_ROWS, r1 = r0 + CHUNK_ROWS < N ? r0 + CHUNK_ROWS : N;
     float acc = 0.0f;
     if (o < OC)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += dout[(size_t)r * OC + o];
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += ldf(dout[(size_t)r * OC + o]);
     s[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && o < OC) {
@@ -235,9 +260,12 @@ __global__ void k_bias_partial(float *__restrict__ part, const float *__restrict
 
 extern "C" size_t matmul_backward_cuda_scratch(int N, int OC) { return (size_t)chunks_of(N) * OC; }
 
-__global__ void k_bias_rows(float *__restrict__ out, const float *__restrict__ bias, int OC, size_t total) {
+/* out's rows seeded with the bias (rounded to A: the bias a bf16 GEMM adds
+ * is a bf16, as under PyTorch's autocast) */
+template <typename A>
+__global__ void k_bias_rows(A *__restrict__ out, const float *__restrict__ bias, int OC, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = bias[i % OC];
+        out[i] = act_of<A>(bias[i % OC]);
 }
 
 int kc_have_blas(const char *where) {
@@ -246,18 +274,23 @@ int kc_have_blas(const char *where) {
     return 0;
 }
 
-/* C = A op B + beta C in cuBLAS's column-major terms, alpha 1, fp32 data.
- * Under KC_BF16 cuBLAS rounds A and B to bf16 inside the GEMM and multiplies
- * them on tensor cores, summing in fp32 (CUBLAS_COMPUTE_32F_FAST_16BF): the
- * GEMM half of bf16 mixed precision; activations, weights and optimizer
- * state stay fp32 in memory. */
-static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *A, int lda,
-                           const float *B, int ldb, float beta, float *Cm, int ldc) {
+/* C = A op B + beta C in cuBLAS's column-major terms, alpha 1; A and B of
+ * type ab, C of type ct. fp32 data (ab and ct CUDA_R_32F): cublasSgemm under
+ * the math mode (FFMA, or TF32 tensor cores), or under KC_BF16 cublasGemmEx
+ * with CUBLAS_COMPUTE_32F_FAST_16BF (cuBLAS rounds A and B to bf16 inside
+ * the GEMM: the GEMM half of mixed precision on fp32 storage). bf16 data
+ * (ab CUDA_R_16BF, C bf16 or fp32): cublasGemmEx with CUBLAS_COMPUTE_32F,
+ * bf16 tensor cores with fp32 sums, C rounded to its type at the end. */
+static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *A,
+                           cudaDataType ab, int lda, const void *B, int ldb, float beta, void *Cm, cudaDataType ct,
+                           int ldc) {
     const float one = 1.0f;
-    if (g_gemm_math == KC_BF16)
-        return cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, &beta, Cm,
-                            CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
-    return cublasSgemm(g_blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, Cm, ldc);
+    if (ab == CUDA_R_32F && ct == CUDA_R_32F && g_gemm_math != KC_BF16)
+        return cublasSgemm(g_blas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
+                           (float *)Cm, ldc);
+    const cublasComputeType_t compute = ab == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    return cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, ab, lda, B, ab, ldb, &beta, Cm, ct, ldc, compute,
+                        CUBLAS_GEMM_DEFAULT);
 }
 
 /* cuBLAS is column-major: a row-major (R, K) matrix is, to it, the (K, R)
@@ -265,26 +298,38 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
  * out as OC x N = (weight as C x OC)^T . (inp as C x N): sgemm(T, N) with
  * m = OC, n = N, k = C. Bias: rows seeded with it and beta 1, as the CPU
  * seeds its rows before its sgemm. */
-extern "C" void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias,
-                                    int N, int C, int OC) {
-    if (!N || !OC || !kc_have_blas("matmul_forward_cuda")) return;
+template <typename A>
+static void matmul_fwd(A *out, const A *inp, const A *weight, const float *bias, int N, int C, int OC,
+                       const char *where) {
+    if (!N || !OC || !kc_have_blas(where)) return;
     const float beta = bias ? 1.0f : 0.0f;
     if (bias) {
         const size_t total = (size_t)N * OC;
-        k_bias_rows<<<blocks_for(total, EW_THREADS), EW_THREADS>>>(out, bias, OC, total);
-        kc_check_launch("matmul_forward_cuda (bias)");
+        k_bias_rows<A><<<blocks_for(total, EW_THREADS), EW_THREADS>>>(out, bias, OC, total);
+        kc_check_launch(where);
     }
-    kc_check_blas(gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, beta, out, OC),
-               "matmul_forward_cuda: cuBLAS GEMM");
+    kc_check_blas(gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, act_dt<A>::value, C, inp, C, beta, out,
+                       act_dt<A>::value, OC), where);
+}
+
+extern "C" void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias,
+                                    int N, int C, int OC) {
+    matmul_fwd(out, inp, weight, bias, N, C, OC, "matmul_forward_cuda: cuBLAS GEMM");
+}
+
+extern "C" void matmul_forward_bf16_cuda(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *weight, const float *bias,
+                                         int N, int C, int OC) {
+    matmul_fwd(as_bf16(out), as_bf16(inp), as_bf16(weight), bias, N, C, OC, "matmul_forward_bf16_cuda: cuBLAS GEMM");
 }
 
 /* dinp (N,C) = dout (N,OC) . weight (OC,C): dinp^T (C,N) = (weight as
  * C x OC) . (dout as OC x N), sgemm(N, N) with m = C, n = N, k = OC.
  * beta 0 for _first: cuBLAS does not read C then. */
-static void dinp_gemm(float *dinp, const float *dout, const float *weight, int N, int C, int OC, float beta,
-                      const char *where) {
+template <typename A>
+static void dinp_gemm(A *dinp, const A *dout, const A *weight, int N, int C, int OC, float beta, const char *where) {
     if (!N || !C || !kc_have_blas(where)) return;
-    kc_check_blas(gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, beta, dinp, C), where);
+    kc_check_blas(gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, act_dt<A>::value, C, dout, OC, beta, dinp,
+                       act_dt<A>::value, C), where);
 }
 
 extern "C" void matmul_backward_dinp_cuda(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
@@ -296,16 +341,25 @@ extern "C" void matmul_backward_dinp_first_cuda(float *dinp, const float *dout, 
     dinp_gemm(dinp, dout, weight, N, C, OC, 0.0f, "matmul_backward_dinp_first_cuda: cuBLAS GEMM");
 }
 
+extern "C" void matmul_backward_dinp_first_bf16_cuda(kc_bf16 *dinp, const kc_bf16 *dout, const kc_bf16 *weight,
+                                                     int N, int C, int OC) {
+    dinp_gemm(as_bf16(dinp), as_bf16(dout), as_bf16(weight), N, C, OC, 0.0f,
+              "matmul_backward_dinp_first_bf16_cuda: cuBLAS GEMM");
+}
+
 /* dweight (OC,C) = dout^T . inp: dweight^T (C,OC) = (inp as C x N) .
- * (dout as OC x N)^T, sgemm(N, T) with m = C, n = OC, k = N. */
-static void dweight_gemm(float *dweight, float *dbias, const float *dout, const float *inp, int N, int C, int OC,
+ * (dout as OC x N)^T, sgemm(N, T) with m = C, n = OC, k = N. dweight and
+ * dbias are fp32 whatever A is (the parameters' gradients). */
+template <typename A>
+static void dweight_gemm(float *dweight, float *dbias, const A *dout, const A *inp, int N, int C, int OC,
                          float *scratch, int first, const char *where) {
     if (!C || !OC || !kc_have_blas(where)) return;
-    kc_check_blas(gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, first ? 0.0f : 1.0f, dweight, C), where);
+    kc_check_blas(gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, act_dt<A>::value, C, dout, OC, first ? 0.0f : 1.0f,
+                       dweight, CUDA_R_32F, C), where);
     if (!dbias) return;
     const int nchunk = chunks_of(N);
     if (nchunk) {
-        k_bias_partial<<<dim3((OC + 31) / 32, nchunk), dim3(32, 8)>>>(scratch, dout, N, OC);
+        k_bias_partial<A><<<dim3((OC + 31) / 32, nchunk), dim3(32, 8)>>>(scratch, dout, N, OC);
         kc_check_launch(where);
     }
     k_chunks_finish<<<(OC + 255) / 256, 256>>>(dbias, scratch, (size_t)OC, nchunk, OC, first);
@@ -322,6 +376,17 @@ extern "C" void matmul_backward_dweight_first_cuda(float *dweight, float *dbias,
     dweight_gemm(dweight, dbias, dout, inp, N, C, OC, scratch, 1, "matmul_backward_dweight_first_cuda");
 }
 
+extern "C" void matmul_backward_dweight_bf16_cuda(float *dweight, float *dbias, const kc_bf16 *dout,
+                                                  const kc_bf16 *inp, int N, int C, int OC, float *scratch) {
+    dweight_gemm(dweight, dbias, as_bf16(dout), as_bf16(inp), N, C, OC, scratch, 0, "matmul_backward_dweight_bf16_cuda");
+}
+
+extern "C" void matmul_backward_dweight_first_bf16_cuda(float *dweight, float *dbias, const kc_bf16 *dout,
+                                                        const kc_bf16 *inp, int N, int C, int OC, float *scratch) {
+    dweight_gemm(dweight, dbias, as_bf16(dout), as_bf16(inp), N, C, OC, scratch, 1,
+                 "matmul_backward_dweight_first_bf16_cuda");
+}
+
 extern "C" void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout,
                                      const float *inp, const float *weight, int N, int C, int OC, float *scratch) {
     if (dinp) matmul_backward_dinp_cuda(dinp, dout, weight, N, C, OC);
@@ -332,60 +397,74 @@ extern "C" void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, 
 
 /* One block per row: mean, then the variance about it (two passes, as the
  * CPU: stable for large means), each a block_reduce. */
-__global__ void k_layernorm_forward(float *__restrict__ out, float *__restrict__ mean, float *__restrict__ rstd,
-                                    const float *__restrict__ inp, const float *__restrict__ weight,
+template <typename A>
+__global__ void k_layernorm_forward(A *__restrict__ out, float *__restrict__ mean, float *__restrict__ rstd,
+                                    const A *__restrict__ inp, const float *__restrict__ weight,
                                     const float *__restrict__ bias, int C) {
     __shared__ float shm[32];
     const float eps = 1e-5f;
     const size_t n = blockIdx.x;
-    const float *x = inp + n * C;
-    float *o = out + n * C;
+    const A *x = inp + n * C;
+    A *o = out + n * C;
     float s = 0.0f;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) s += x[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) s += ldf(x[c]);
     const float m = block_reduce(s, shm, 0) / C;
     float v = 0.0f;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) { const float d = x[c] - m; v += d * d; }
+    for (int c = threadIdx.x; c < C; c += blockDim.x) { const float d = ldf(x[c]) - m; v += d * d; }
     const float var = block_reduce(v, shm, 0) / C;
     const float r = 1.0f / sqrtf(var + eps);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = act_of<A>((ldf(x[c]) - m) * r * weight[c] + bias[c]);
     if (threadIdx.x == 0) { mean[n] = m; rstd[n] = r; }
+}
+
+template <typename A>
+static void layernorm_fwd(A *out, float *mean, float *rstd, const A *inp, const float *weight, const float *bias,
+                          int N, int C, const char *where) {
+    if (!N) return;
+    k_layernorm_forward<A><<<N, LN_THREADS>>>(out, mean, rstd, inp, weight, bias, C);
+    kc_check_launch(where);
 }
 
 extern "C" void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
                                        const float *weight, const float *bias, int N, int C) {
-    if (!N) return;
-    k_layernorm_forward<<<N, LN_THREADS>>>(out, mean, rstd, inp, weight, bias, C);
-    kc_check_launch("layernorm_forward_cuda");
+    layernorm_fwd(out, mean, rstd, inp, weight, bias, N, C, "layernorm_forward_cuda");
+}
+
+extern "C" void layernorm_forward_bf16_cuda(kc_bf16 *out, float *mean, float *rstd, const kc_bf16 *inp,
+                                            const float *weight, const float *bias, int N, int C) {
+    layernorm_fwd(as_bf16(out), mean, rstd, as_bf16(inp), weight, bias, N, C, "layernorm_forward_bf16_cuda");
 }
 
 /* dinp, one block per row: the two row sums, then each element, in the
  * CPU's expression order. */
-__global__ void k_layernorm_backward_dinp(float *__restrict__ dinp, const float *__restrict__ dout,
-                                          const float *__restrict__ inp, const float *__restrict__ weight,
+template <typename A>
+__global__ void k_layernorm_backward_dinp(A *__restrict__ dinp, const A *__restrict__ dout,
+                                          const A *__restrict__ inp, const float *__restrict__ weight,
                                           const float *__restrict__ mean, const float *__restrict__ rstd, int C) {
     __shared__ float shm[32];
     const size_t n = blockIdx.x;
-    const float *x = inp + n * C, *d = dout + n * C;
-    float *dx = dinp + n * C;
+    const A *x = inp + n * C, *d = dout + n * C;
+    A *dx = dinp + n * C;
     const float m = mean[n], s = rstd[n];
     float a = 0.0f, b = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        const float dn = d[c] * weight[c];
+        const float dn = ldf(d[c]) * weight[c];
         a += dn;
-        b += dn * (x[c] - m) * s;
+        b += dn * (ldf(x[c]) - m) * s;
     }
     const float dmean = block_reduce(a, shm, 0) / C;
     const float dnm = block_reduce(b, shm, 0) / C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        const float norm = (x[c] - m) * s;
-        dx[c] += (d[c] * weight[c] - dmean - norm * dnm) * s;
+        const float norm = (ldf(x[c]) - m) * s;
+        dx[c] = act_of<A>(ldf(dx[c]) + (ldf(d[c]) * weight[c] - dmean - norm * dnm) * s);
     }
 }
 
 /* First pass of dweight/dbias: part[k][c] and part[k][C + c], the sums over
  * the 64 rows of chunk k, laid out as k_bias_partial's. */
-__global__ void k_layernorm_backward_partial(float *__restrict__ part, const float *__restrict__ dout,
-                                             const float *__restrict__ inp, const float *__restrict__ mean,
+template <typename A>
+__global__ void k_layernorm_backward_partial(float *__restrict__ part, const A *__restrict__ dout,
+                                             const A *__restrict__ inp, const float *__restrict__ mean,
                                              const float *__restrict__ rstd, int N, int C) {
     __shared__ float sw[8][32], sb[8][32];
     const int c = blockIdx.x * 32 + threadIdx.x, k = blockIdx.y;
@@ -393,8 +472,8 @@ __global__ void k_layernorm_backward_partial(float *__restrict__ part, const flo
     float dw = 0.0f, db = 0.0f;
     if (c < C)
         for (int r = r0 + threadIdx.y; r < r1; r += 8) {
-            const float d = dout[(size_t)r * C + c];
-            dw += d * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+            const float d = ldf(dout[(size_t)r * C + c]);
+            dw += d * (ldf(inp[(size_t)r * C + c]) - mean[r]) * rstd[r];
             db += d;
         }
     sw[threadIdx.y][threadIdx.x] = dw;
@@ -410,15 +489,17 @@ __global__ void k_layernorm_backward_partial(float *__restrict__ part, const flo
 
 extern "C" size_t layernorm_backward_cuda_scratch(int N, int C) { return (size_t)chunks_of(N) * 2 * C; }
 
-static void layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                          const float *weight, const float *mean, const float *rstd, int N, int C, float *scratch,
-                          int first, const char *where) {
+template <typename A>
+static void layernorm_bwd(A *dinp, float *dweight, float *dbias, const A *dout, const A *inp, const float *weight,
+                          const float *mean, const float *rstd, int N, int C, float *scratch, int first,
+                          const char *where) {
     if (!C) return;
     const int nchunk = chunks_of(N);
     if (N) {
-        k_layernorm_backward_dinp<<<N, LN_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C);
+        k_layernorm_backward_dinp<A><<<N, LN_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C);
         kc_check_launch(where);
-        k_layernorm_backward_partial<<<dim3((C + 31) / 32, nchunk), dim3(32, 8)>>>(scratch, dout, inp, mean, rstd, N, C);
+        k_layernorm_backward_partial<A><<<dim3((C + 31) / 32, nchunk), dim3(32, 8)>>>(scratch, dout, inp, mean, rstd,
+                                                                                      N, C);
         kc_check_launch(where);
     }
     k_chunks_finish<<<(C + 255) / 256, 256>>>(dweight, scratch, (size_t)2 * C, nchunk, C, first);
@@ -440,6 +521,20 @@ extern "C" void layernorm_backward_first_cuda(float *dinp, float *dweight, float
                   "layernorm_backward_first_cuda");
 }
 
+extern "C" void layernorm_backward_bf16_cuda(kc_bf16 *dinp, float *dweight, float *dbias, const kc_bf16 *dout,
+                                             const kc_bf16 *inp, const float *weight, const float *mean,
+                                             const float *rstd, int N, int C, float *scratch) {
+    layernorm_bwd(as_bf16(dinp), dweight, dbias, as_bf16(dout), as_bf16(inp), weight, mean, rstd, N, C, scratch, 0,
+                  "layernorm_backward_bf16_cuda");
+}
+
+extern "C" void layernorm_backward_first_bf16_cuda(kc_bf16 *dinp, float *dweight, float *dbias, const kc_bf16 *dout,
+                                                   const kc_bf16 *inp, const float *weight, const float *mean,
+                                                   const float *rstd, int N, int C, float *scratch) {
+    layernorm_bwd(as_bf16(dinp), dweight, dbias, as_bf16(dout), as_bf16(inp), weight, mean, rstd, N, C, scratch, 1,
+                  "layernorm_backward_first_bf16_cuda");
+}
+
 /* ------------------------------------------------------------ GELU, residual */
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
@@ -451,42 +546,58 @@ __device__ __forceinline__ float gelu_grad(float x) {
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-__global__ void k_gelu_forward(float *__restrict__ out, const float *__restrict__ inp, size_t n) {
+template <typename A>
+__global__ void k_gelu_forward(A *__restrict__ out, const A *__restrict__ inp, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + dev_tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+        const float x = ldf(inp[i]);
+        out[i] = act_of<A>(0.5f * x * (1.0f + dev_tanhf(GELU_K * (x + 0.044715f * x * x * x))));
     }
 }
 
 /* first: 0 + the product, the bits of accumulating onto a zeroed dinp */
-__global__ void k_gelu_backward(float *__restrict__ dinp, const float *__restrict__ inp,
-                                const float *__restrict__ dout, size_t n, int first) {
+template <typename A>
+__global__ void k_gelu_backward(A *__restrict__ dinp, const A *__restrict__ inp, const A *__restrict__ dout,
+                                size_t n, int first) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dinp[i] = (first ? 0.0f : dinp[i]) + gelu_grad(inp[i]) * dout[i];
+        dinp[i] = act_of<A>((first ? 0.0f : ldf(dinp[i])) + gelu_grad(ldf(inp[i])) * ldf(dout[i]));
 }
 
-extern "C" void gelu_forward_cuda(float *out, const float *inp, size_t n) {
+template <typename A>
+static void gelu_fwd(A *out, const A *inp, size_t n, const char *where) {
     if (!n) return;
-    k_gelu_forward<<<blocks_for(n, EW_THREADS), EW_THREADS>>>(out, inp, n);
-    kc_check_launch("gelu_forward_cuda");
+    k_gelu_forward<A><<<blocks_for(n, EW_THREADS), EW_THREADS>>>(out, inp, n);
+    kc_check_launch(where);
+}
+
+template <typename A>
+static void gelu_bwd(A *dinp, const A *inp, const A *dout, size_t n, int first, const char *where) {
+    if (!n) return;
+    k_gelu_backward<A><<<blocks_for(n, EW_THREADS), EW_THREADS>>>(dinp, inp, dout, n, first);
+    kc_check_launch(where);
+}
+
+extern "C" void gelu_forward_cuda(float *out, const float *inp, size_t n) { gelu_fwd(out, inp, n, "gelu_forward_cuda"); }
+
+extern "C" void gelu_forward_bf16_cuda(kc_bf16 *out, const kc_bf16 *inp, size_t n) {
+    gelu_fwd(as_bf16(out), as_bf16(inp), n, "gelu_forward_bf16_cuda");
 }
 
 extern "C" void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n) {
-    if (!n) return;
-    k_gelu_backward<<<blocks_for(n, EW_THREADS), EW_THREADS>>>(dinp, inp, dout, n, 0);
-    kc_check_launch("gelu_backward_cuda");
+    gelu_bwd(dinp, inp, dout, n, 0, "gelu_backward_cuda");
 }
 
 extern "C" void gelu_backward_first_cuda(float *dinp, const float *inp, const float *dout, size_t n) {
-    if (!n) return;
-    k_gelu_backward<<<blocks_for(n, EW_THREADS), EW_THREADS>>>(dinp, inp, dout, n, 1);
-    kc_check_launch("gelu_backward_first_cuda");
+    gelu_bwd(dinp, inp, dout, n, 1, "gelu_backward_first_cuda");
 }
 
-__global__ void k_residual_forward(float *__restrict__ out, const float *__restrict__ a,
-                                   const float *__restrict__ b, size_t n) {
+extern "C" void gelu_backward_first_bf16_cuda(kc_bf16 *dinp, const kc_bf16 *inp, const kc_bf16 *dout, size_t n) {
+    gelu_bwd(as_bf16(dinp), as_bf16(inp), as_bf16(dout), n, 1, "gelu_backward_first_bf16_cuda");
+}
+
+template <typename A>
+__global__ void k_residual_forward(A *__restrict__ out, const A *__restrict__ a, const A *__restrict__ b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = a[i] + b[i];
+        out[i] = act_of<A>(ldf(a[i]) + ldf(b[i]));
 }
 
 __global__ void k_residual_backward(float *__restrict__ da, float *__restrict__ db,
@@ -497,10 +608,19 @@ __global__ void k_residual_backward(float *__restrict__ da, float *__restrict__ 
     }
 }
 
-extern "C" void residual_forward_cuda(float *out, const float *a, const float *b, size_t n) {
+template <typename A>
+static void residual_fwd(A *out, const A *a, const A *b, size_t n, const char *where) {
     if (!n) return;
-    k_residual_forward<<<blocks_for(n, EW_THREADS), EW_THREADS>>>(out, a, b, n);
-    kc_check_launch("residual_forward_cuda");
+    k_residual_forward<A><<<blocks_for(n, EW_THREADS), EW_THREADS>>>(out, a, b, n);
+    kc_check_launch(where);
+}
+
+extern "C" void residual_forward_cuda(float *out, const float *a, const float *b, size_t n) {
+    residual_fwd(out, a, b, n, "residual_forward_cuda");
+}
+
+extern "C" void residual_forward_bf16_cuda(kc_bf16 *out, const kc_bf16 *a, const kc_bf16 *b, size_t n) {
+    residual_fwd(as_bf16(out), as_bf16(a), as_bf16(b), n, "residual_forward_bf16_cuda");
 }
 
 extern "C" void residual_backward_cuda(float *da, float *db, const float *dout, size_t n) {
@@ -514,53 +634,91 @@ extern "C" void residual_backward_cuda(float *da, float *db, const float *dout, 
 /* One block per row: the max of the V real logits, the loss from the
  * max-shifted target logit (read before the exps overwrite it: the barrier
  * below), exps and their block sum, then the scaling and zero padding.
- * Each thread rewrites only the entries it read. */
-__global__ void k_softmax_xent_forward(float *__restrict__ losses, float *__restrict__ logits,
+ * Each thread rewrites only the entries it read. Under bf16, z keeps each
+ * exp rounded to bf16 between the passes (the sum adds the unrounded ones),
+ * so a probability is rounded twice: within 2^-8 relative. */
+template <typename A>
+__global__ void k_softmax_xent_forward(float *__restrict__ losses, A *__restrict__ logits,
                                        const int *__restrict__ targets, int V, int Vp) {
     __shared__ float shm[32];
     const size_t n = blockIdx.x;
-    float *z = logits + n * Vp;
+    A *z = logits + n * Vp;
     float mx = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i]);
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, ldf(z[i]));
     mx = block_reduce(mx, shm, 1);
-    const float zt = z[targets[n]] - mx;
+    const float zt = ldf(z[targets[n]]) - mx;
     __syncthreads();
     float s = 0.0f;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        const float e = dev_expf(z[i] - mx);
-        z[i] = e;
+        const float e = dev_expf(ldf(z[i]) - mx);
+        z[i] = act_of<A>(e);
         s += e;
     }
     const float sum = block_reduce(s, shm, 0);
     if (threadIdx.x == 0) losses[n] = logf(sum) - zt;
     const float inv = 1.0f / sum;
-    for (int i = threadIdx.x; i < Vp; i += blockDim.x) z[i] = i < V ? z[i] * inv : 0.0f;
+    for (int i = threadIdx.x; i < Vp; i += blockDim.x) z[i] = act_of<A>(i < V ? ldf(z[i]) * inv : 0.0f);
+}
+
+template <typename A>
+static void xent_fwd(float *losses, A *logits, const int *targets, int N, int V, int Vp, const char *where) {
+    if (!N) return;
+    k_softmax_xent_forward<A><<<N, XENT_THREADS>>>(losses, logits, targets, V, Vp);
+    kc_check_launch(where);
 }
 
 extern "C" void softmax_xent_forward_cuda(float *losses, float *logits, const int *targets, int N, int V, int Vp) {
-    if (!N) return;
-    k_softmax_xent_forward<<<N, XENT_THREADS>>>(losses, logits, targets, V, Vp);
-    kc_check_launch("softmax_xent_forward_cuda");
+    xent_fwd(losses, logits, targets, N, V, Vp, "softmax_xent_forward_cuda");
+}
+
+extern "C" void softmax_xent_forward_bf16_cuda(float *losses, kc_bf16 *logits, const int *targets, int N, int V,
+                                               int Vp) {
+    xent_fwd(losses, as_bf16(logits), targets, N, V, Vp, "softmax_xent_forward_bf16_cuda");
 }
 
 /* p * dloss, then at the target that minus dloss: the CPU's two roundings. */
-__global__ void k_softmax_xent_backward(float *__restrict__ probs, const int *__restrict__ targets, float dloss,
-                                        int V, int Vp, size_t total) {
+template <typename A>
+__global__ void k_softmax_xent_backward(A *__restrict__ probs, const int *__restrict__ targets, float dloss, int V,
+                                        int Vp, size_t total) {
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < total; j += (size_t)gridDim.x * blockDim.x) {
         const size_t n = j / Vp;
         const int i = (int)(j % Vp);
         float p = 0.0f;
         if (i < V) {
-            p = probs[j] * dloss;
+            p = ldf(probs[j]) * dloss;
             if (i == targets[n]) p -= dloss;
         }
-        probs[j] = p;
+        probs[j] = act_of<A>(p);
     }
 }
 
-extern "C" void softmax_xent_backward_cuda(float *probs, const int *targets, float dloss, int N, int V, int Vp) {
+template <typename A>
+static void xent_bwd(A *probs, const int *targets, float dloss, int N, int V, int Vp, const char *where) {
     const size_t total = (size_t)N * Vp;
     if (!total) return;
-    k_softmax_xent_backward<<<blocks_for(total, EW_THREADS), EW_THREADS>>>(probs, targets, dloss, V, Vp, total);
-    kc_check_launch("softmax_xent_backward_cuda");
+    k_softmax_xent_backward<A><<<blocks_for(total, EW_THREADS), EW_THREADS>>>(probs, targets, dloss, V, Vp, total);
+    kc_check_launch(where);
+}
+
+extern "C" void softmax_xent_backward_cuda(float *probs, const int *targets, float dloss, int N, int V, int Vp) {
+    xent_bwd(probs, targets, dloss, N, V, Vp, "softmax_xent_backward_cuda");
+}
+
+extern "C" void softmax_xent_backward_bf16_cuda(kc_bf16 *probs, const int *targets, float dloss, int N, int V,
+                                                int Vp) {
+    xent_bwd(as_bf16(probs), targets, dloss, N, V, Vp, "softmax_xent_backward_bf16_cuda");
+}
+
+/* ------------------------------------------------------------ conversions */
+
+template <typename A>
+__global__ void k_acts_of_floats(A *__restrict__ dst, const float *__restrict__ src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = act_of<A>(src[i]);
+}
+
+extern "C" void floats_to_bf16_cuda(kc_bf16 *dst, const float *src, size_t n) {
+    if (!n) return;
+    k_acts_of_floats<bf16><<<blocks_for(n, EW_THREADS), EW_THREADS>>>(as_bf16(dst), src, n);
+    kc_check_launch("floats_to_bf16_cuda");
 }

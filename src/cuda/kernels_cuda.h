@@ -1,5 +1,6 @@
 /*
- * kernels_cuda.h — the GPT-2 training kernels on an NVIDIA GPU, fp32: each
+ * kernels_cuda.h — the GPT-2 training kernels on an NVIDIA GPU, fp32 (and
+ * bf16 twins of those that touch activations, below): each
  * mirrors the CPU kernel of the same name in src/kernels/kernels.h (read its
  * contract there: shapes, "backward accumulates", the *_first twins that
  * write what they would have accumulated onto zeros).
@@ -42,6 +43,36 @@
 extern "C" {
 #endif
 
+/* ---- bf16 activations
+ *
+ * Under --precision bf16 the activations are bf16 in memory (fp32's top 16
+ * bits: the same exponent range, 8 bits of mantissa), and the kernels that
+ * read or write them have _bf16_ twins below: the same contract and
+ * arithmetic (fp32 inside: an element is widened exactly on load, rounded
+ * to nearest even on store), with the activation arguments of this type.
+ * Parameters, their gradients, mean/rstd, losses, lse and scratch stay
+ * fp32 in every twin: what llm.c and PyTorch's autocast keep in fp32 too
+ * (master weights, optimizer state). kc_bf16_of and kc_bf16_float convert
+ * on the host, with the device's rounding (NaN stays NaN). */
+typedef struct kc_bf16 {
+    unsigned short bits;
+} kc_bf16;
+
+static inline kc_bf16 kc_bf16_of(float x) {
+    union { float f; unsigned int u; } v;
+    v.f = x;
+    kc_bf16 h;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) h.bits = 0x7fff;   /* NaN: the device's canonical one */
+    else h.bits = (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+    return h;
+}
+
+static inline float kc_bf16_float(kc_bf16 h) {
+    union { float f; unsigned int u; } v;
+    v.u = (unsigned int)h.bits << 16;
+    return v.f;
+}
+
 /* ---- setup and errors */
 
 /* Creates the cuBLAS handle on the current device: math mode
@@ -52,7 +83,9 @@ int kernels_cuda_init(void);
 void kernels_cuda_shutdown(void);
 /* The GEMMs' arithmetic, for --precision, and the flash attention's (its
  * q.k, p.v and backward products run on TF32 tensor cores in both
- * tensor-core modes, below); data in memory is fp32 in every mode. KC_FP32 (the default): FFMA, the CPU's products within rounding.
+ * tensor-core modes, below). The fp32 kernels' data is fp32 in every mode
+ * (the bf16 twins' GEMMs take bf16 data: bf16 tensor cores whatever the
+ * mode). KC_FP32 (the default): FFMA, the CPU's products within rounding.
  * KC_TF32: TF32 tensor cores (10-bit mantissas in the products, fp32 sums).
  * KC_BF16: bf16 tensor cores (inputs rounded to bf16 inside the GEMM, 7-bit
  * mantissas, fp32 sums and outputs). The tensor-core modes need compute
@@ -89,6 +122,21 @@ void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float
 /* floats of scratch matmul_backward_dweight*_cuda need for a bias */
 size_t matmul_backward_cuda_scratch(int N, int OC);
 
+/* bf16 twins: out, inp, weight bf16 (the weight a bf16 copy of the fp32
+ * parameters, floats_to_bf16_cuda), bias fp32 (rounded to bf16 as it seeds
+ * out, as autocast does); dweight and dbias fp32. cuBLAS: bf16 tensor cores
+ * with fp32 sums (CUBLAS_COMPUTE_32F), C rounded to its type at the end. */
+void matmul_forward_bf16_cuda(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *weight, const float *bias,
+                              int N, int C, int OC);
+void matmul_backward_dinp_first_bf16_cuda(kc_bf16 *dinp, const kc_bf16 *dout, const kc_bf16 *weight,
+                                          int N, int C, int OC);
+void matmul_backward_dweight_bf16_cuda(float *dweight, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
+                                       int N, int C, int OC, float *scratch);
+void matmul_backward_dweight_first_bf16_cuda(float *dweight, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
+                                             int N, int C, int OC, float *scratch);
+/* dst (n) = src (n floats) rounded to bf16: the GEMMs' weight copies */
+void floats_to_bf16_cuda(kc_bf16 *dst, const float *src, size_t n);
+
 /* ---- embeddings */
 
 /* out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) token ids in [0, V) */
@@ -100,6 +148,10 @@ void encoder_forward_cuda(float *out, const int *inp, const float *wte, const fl
  * (whose result does not depend on timing) into scratch, V ints. */
 void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp,
                            int B, int T, int C, int V, int *scratch);
+void encoder_forward_bf16_cuda(kc_bf16 *out, const int *inp, const float *wte, const float *wpe, int B, int T,
+                               int C);
+void encoder_backward_bf16_cuda(float *dwte, float *dwpe, const kc_bf16 *dout, const int *inp, int B, int T, int C,
+                                int V, int *scratch);
 /* ints of scratch encoder_backward_cuda needs */
 size_t encoder_backward_cuda_scratch(int V);
 
@@ -118,6 +170,14 @@ void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const fl
 void layernorm_backward_first_cuda(float *dinp, float *dweight, float *dbias, const float *dout,
                                    const float *inp, const float *weight, const float *mean,
                                    const float *rstd, int N, int C, float *scratch);
+void layernorm_forward_bf16_cuda(kc_bf16 *out, float *mean, float *rstd, const kc_bf16 *inp, const float *weight,
+                                 const float *bias, int N, int C);
+void layernorm_backward_bf16_cuda(kc_bf16 *dinp, float *dweight, float *dbias, const kc_bf16 *dout,
+                                  const kc_bf16 *inp, const float *weight, const float *mean, const float *rstd,
+                                  int N, int C, float *scratch);
+void layernorm_backward_first_bf16_cuda(kc_bf16 *dinp, float *dweight, float *dbias, const kc_bf16 *dout,
+                                        const kc_bf16 *inp, const float *weight, const float *mean,
+                                        const float *rstd, int N, int C, float *scratch);
 /* floats of scratch layernorm_backward*_cuda need */
 size_t layernorm_backward_cuda_scratch(int N, int C);
 
@@ -131,6 +191,9 @@ void gelu_backward_first_cuda(float *dinp, const float *inp, const float *dout, 
 /* out = a + b; backward: da += dout, db += dout. */
 void residual_forward_cuda(float *out, const float *a, const float *b, size_t n);
 void residual_backward_cuda(float *da, float *db, const float *dout, size_t n);
+void gelu_forward_bf16_cuda(kc_bf16 *out, const kc_bf16 *inp, size_t n);
+void gelu_backward_first_bf16_cuda(kc_bf16 *dinp, const kc_bf16 *inp, const kc_bf16 *dout, size_t n);
+void residual_forward_bf16_cuda(kc_bf16 *out, const kc_bf16 *a, const kc_bf16 *b, size_t n);
 
 /* ---- attention */
 
@@ -209,6 +272,14 @@ void attention_backward_flash_cuda(float *dinp, const float *dout, const float *
 void attention_backward_flash_first_cuda(float *dinp, const float *dout, const float *inp, const float *out,
                                          const float *lse, int B, int T, int C, int NH, float *scratch);
 /* floats of lse, and of scratch attention_backward_flash*_cuda need */
+/* bf16 twins: inp (qkv), out, dout and dinp bf16; lse and scratch fp32. The
+ * tiles are widened to fp32 in shared memory, so the arithmetic is the fp32
+ * kernels' (or their tensor-core twins') on bf16-exact inputs. The T x T
+ * kernels above have no bf16 twin. */
+void attention_forward_flash_bf16_cuda(kc_bf16 *out, float *lse, const kc_bf16 *inp, int B, int T, int C, int NH);
+void attention_backward_flash_first_bf16_cuda(kc_bf16 *dinp, const kc_bf16 *dout, const kc_bf16 *inp,
+                                              const kc_bf16 *out, const float *lse, int B, int T, int C, int NH,
+                                              float *scratch);
 size_t attention_flash_cuda_state(int B, int T, int NH);
 size_t attention_flash_cuda_scratch(int B, int T, int NH);
 
@@ -220,6 +291,11 @@ size_t attention_flash_cuda_scratch(int B, int T, int NH);
 void softmax_xent_forward_cuda(float *losses, float *logits, const int *targets, int N, int V, int Vp);
 /* In place: probs become (p - onehot(target)) * dloss (padding 0). */
 void softmax_xent_backward_cuda(float *probs, const int *targets, float dloss, int N, int V, int Vp);
+/* bf16 twins: logits in bf16, losses fp32 (computed in fp32 from the bf16
+ * logits); each probability rounded twice (the exp, then the exp / sum),
+ * each dlogit once more */
+void softmax_xent_forward_bf16_cuda(float *losses, kc_bf16 *logits, const int *targets, int N, int V, int Vp);
+void softmax_xent_backward_bf16_cuda(kc_bf16 *probs, const int *targets, float dloss, int N, int V, int Vp);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include "kernels_cuda.h"
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -43,6 +44,32 @@ static inline unsigned blocks_for(size_t n, int threads) {
     return b > 65536u * 8u ? 65536u * 8u : (unsigned)b;
 }
 
+/* ---- activation types
+ *
+ * The kernels that read or write activations are templates over their
+ * element type A: float, or bf16 under --precision bf16 (kernels_cuda.h's
+ * kc_bf16, the same two bytes). Arithmetic is fp32 either way: an element
+ * is widened on load (ldf: exact) and rounded to nearest even on store
+ * (act_of), so the float instantiation is the fp32 kernel, operation for
+ * operation. act_dt is the element's cuBLAS data type. */
+typedef __nv_bfloat16 bf16;
+static_assert(sizeof(bf16) == sizeof(kc_bf16), "kc_bf16 names a bf16's two bytes");
+
+static __device__ __forceinline__ float ldf(float x) { return x; }
+static __device__ __forceinline__ float ldf(bf16 x) { return __bfloat162float(x); }
+
+template <typename A> static __device__ __forceinline__ A act_of(float x);
+template <> __device__ __forceinline__ float act_of<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 act_of<bf16>(float x) { return __float2bfloat16(x); }
+
+template <typename A> struct act_dt;
+template <> struct act_dt<float> { static constexpr cudaDataType value = CUDA_R_32F; };
+template <> struct act_dt<bf16> { static constexpr cudaDataType value = CUDA_R_16BF; };
+
+/* a kc_bf16 pointer of the C interface as the device type */
+static inline bf16 *as_bf16(kc_bf16 *p) { return reinterpret_cast<bf16 *>(p); }
+static inline const bf16 *as_bf16(const kc_bf16 *p) { return reinterpret_cast<const bf16 *>(p); }
+
 /* ---- device helpers */
 
 /* Warp sums and maxima by xor butterfly: lane i adds lane i^o's value to its
@@ -64,7 +91,7 @@ static __device__ __forceinline__ float warp_max(float v) {
  * warps' partials itself (the same operations on the same values), so no
  * broadcast is needed. The leading barrier lets callers use it back to back
  * with the same shm (32 floats). */
-static __device__ float block_reduce(float v, float *shm, int is_max) {
+static __device__ inline float block_reduce(float v, float *shm, int is_max) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     v = is_max ? warp_max(v) : warp_sum(v);
     __syncthreads();

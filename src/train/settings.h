@@ -127,8 +127,8 @@
       "--sync-interval: the outer Nesterov momentum")                                                            \
     X(precision, "precision", NAME, 0, 0, SINCE(7), "fp32", "fp32", "fp32",                                    \
       CHOICES("fp32", "tf32", "bf16"),                                                                         \
-      "the device's matrix arithmetic: fp32 (IEEE single, TF32 off), tf32 or bf16 (a GPU's TF32 or bf16 "     \
-      "tensor cores in the GEMMs, fp32 sums; fp32 storage) [fp32]")
+      "the device's arithmetic: fp32 (IEEE single, TF32 off), tf32 (a GPU's TF32 tensor cores, fp32 "        \
+      "storage) or bf16 (a GPU's bf16 tensor cores and bf16 activations, fp32 weights and optimizer) [fp32]")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

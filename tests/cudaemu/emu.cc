@@ -775,12 +775,84 @@ extern "C" cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cu
     return gemm(h, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, keep);
 }
 
+/* a bf16 matrix (rows x cols, leading dimension ld) widened into a packed
+ * float copy, exactly */
+static float *widened_copy(const uint16_t *X, int rows, int cols, int ld) {
+    float *c = (float *)malloc((size_t)rows * cols * sizeof(float) + 4);
+    for (int j = 0; j < cols; j++)
+        for (int i = 0; i < rows; i++) {
+            const uint32_t u = (uint32_t)X[(size_t)j * ld + i] << 16;
+            memcpy(&c[(size_t)j * rows + i], &u, 4);
+        }
+    return c;
+}
+
+/* x to bf16, to nearest with ties to even (NaN: 0x7fff), as the GPU rounds */
+static uint16_t bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* bf16 A and B (C bf16 or fp32), fp32 sums: the operands widened exactly,
+ * the fp32 GEMM on them, and a bf16 C widened before and rounded after (one
+ * rounding of each output, as cuBLAS's epilogue does). The spans are
+ * checked in the matrices' own element sizes. */
+static cublasStatus_t gemm_bf16(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                                void *C, cudaDataType Ctype, int ldc) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (g_sticky) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (m < 0 || n < 0 || k < 0 || ta > CUBLAS_OP_T || tb > CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+    int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
+    int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
+    if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    const size_t csize = Ctype == CUDA_R_16BF ? 2 : 4;
+    size_t aspan = ((size_t)(acols - 1) * lda + arows) * 2, bspan = ((size_t)(bcols - 1) * ldb + brows) * 2;
+    size_t cspan = ((size_t)(n - 1) * ldc + m) * csize;
+    if ((k && (!device_bytes(A, aspan) || !device_bytes(B, bspan))) || !device_bytes(C, cspan)) {
+        fault(cudaErrorIllegalAddress, "cuBLAS bf16 gemm (m %d n %d k %d): a matrix outside device memory", m, n, k);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    g_ngemm++;
+    float *wa = widened_copy(A, k ? arows : 0, k ? acols : 0, lda);
+    float *wb = widened_copy(B, k ? brows : 0, k ? bcols : 0, ldb);
+    float *wc = (float *)C;
+    int ldw = ldc;
+    if (Ctype == CUDA_R_16BF) {
+        wc = widened_copy((const uint16_t *)C, m, n, ldc);
+        ldw = m;
+    }
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, alpha, wa, arows > 1 ? arows : 1, wb,
+                brows > 1 ? brows : 1, beta, wc, ldw);
+    if (Ctype == CUDA_R_16BF) {
+        uint16_t *c = (uint16_t *)C;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) c[(size_t)j * ldc + i] = bf16_bits(wc[(size_t)j * m + i]);
+        free(wc);
+    }
+    free(wa);
+    free(wb);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                        int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
                                        const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
                                        cudaDataType Ctype, int ldc, cublasComputeType_t compute,
                                        cublasGemmAlgo_t algo) {
     (void)algo;
+    if (Atype == CUDA_R_16BF && Btype == CUDA_R_16BF && (Ctype == CUDA_R_16BF || Ctype == CUDA_R_32F)) {
+        /* the types cuBLAS's table lists for bf16 inputs: fp32 compute only */
+        if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC)
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        return gemm_bf16(h, ta, tb, m, n, k, *(const float *)alpha, (const uint16_t *)A, lda, (const uint16_t *)B,
+                         ldb, *(const float *)beta, C, Ctype, ldc);
+    }
     if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
     int keep;
     switch (compute) {
