@@ -7,7 +7,8 @@
 #     within 1e-4 relative of the CPU's from the same init and batches (the
 #     flash attention), and d4's with HPT_CUDA_ATTENTION=materialise too, its
 #     plan larger by exactly the T x T probabilities;
-#   - kill -9 and resume on the GPU: the uninterrupted GPU run's bits;
+#   - kill -9 and resume on the GPU: the uninterrupted GPU run's bits, in
+#     fp32 and in bf16 (bf16 activations);
 #   - checkpoints between the devices: killed on one, resumed on the other,
 #     the final val loss within 1e-3 relative of the uninterrupted run's (the
 #     two devices' kernels round differently); a GPU checkpoint's weights
@@ -90,6 +91,18 @@ run $HPT train --resume "$tmp/k-gpu" --device cuda
 if [ "$rc" -eq 0 ] && [ -n "$whole_gpu" ] && [ "$(crc_of "$tmp/k-gpu")" = "$whole_gpu" ]; then
     pass "killed with SIGKILL and resumed on the GPU: the uninterrupted run's bits ($whole_gpu)"
 else fail "GPU kill/resume (rc $rc, crc $(crc_of "$tmp/k-gpu") vs $whole_gpu)"; fi
+# bf16 (bf16 activations, fp32 master weights and optimizer state): the
+# weights' bf16 copy is rebuilt by every forward and the checkpoint keeps
+# the precision, so a killed bf16 run resumes to the uninterrupted one's
+# bits too, and those differ from fp32's (the bf16 kernels ran)
+run $HPT train $long --device cuda --precision bf16 --out "$tmp/whole-bf16"
+whole_bf16=$(crc_of "$tmp/whole-bf16")
+kill_after "$tmp/k-bf16" 2 $((2 * every)) $long --device cuda --precision bf16
+run $HPT train --resume "$tmp/k-bf16" --device cuda
+if [ "$rc" -eq 0 ] && [ -n "$whole_bf16" ] && [ "$whole_bf16" != "$whole_gpu" ] &&
+    [ "$(crc_of "$tmp/k-bf16")" = "$whole_bf16" ]; then
+    pass "--precision bf16 killed with SIGKILL and resumed on the GPU: the uninterrupted bf16 run's bits ($whole_bf16, fp32's $whole_gpu)"
+else fail "bf16 kill/resume (rc $rc, crc $(crc_of "$tmp/k-bf16") vs $whole_bf16, fp32 $whole_gpu)"; fi
 for pair in "cuda cpu whole-gpu" "cpu cuda whole-cpu"; do
     set -- $pair
     kill_after "$tmp/x-$1" 2 $((2 * every)) $long --device "$1"
