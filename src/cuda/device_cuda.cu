@@ -497,6 +497,10 @@ static hpt_status cuda_set_precision(const char *name) {
     const char *want = name ? name : "fp32";
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(want, modes[i].name)) continue;
+        if (modes[i].mode == KC_BF16 && attention_env() == ATT_MATERIALISE)   /* before anything is written */
+            return hpt_fail(HPT_ERR_ARG, "--precision bf16: HPT_CUDA_ATTENTION=materialise selects the T x T "
+                            "attention, which has no bf16 kernels (unset it for the flash attention, or use "
+                            "--precision tf32)");
         if (kernels_cuda_set_gemm_math(modes[i].mode) != 0)
             return hpt_fail(HPT_ERR_ARG, "--precision %s: %s", want, kernels_cuda_error());
         attention_flash_cuda_tensor_cores(attention_env() != ATT_FLASH_FP32);

@@ -209,6 +209,10 @@ run $HPT train $small --device cuda --precision bf16 --out "$tmp/bf16"
 if [ "$rc" -eq 0 ] && python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 2e-2 * abs(b))' \
     "$(val "$tmp/bf16")" "$(val "$tmp/probe")"; then pass "--precision bf16 trains (val $(val "$tmp/bf16") against fp32's $(val "$tmp/probe"))"
 else fail "--precision bf16 (rc $rc: $(cat "$tmp/err"))"; fi
+run env HPT_CUDA_ATTENTION=materialise $HPT train $small --device cuda --precision bf16 --out "$tmp/bf16-mat"
+if [ "$rc" -ne 0 ] && grep -q 'T x T attention, which has no bf16 kernels' "$tmp/err" && [ ! -e "$tmp/bf16-mat" ]; then
+    pass "--precision bf16 with the T x T attention refused before anything is written"
+else fail "bf16 with HPT_CUDA_ATTENTION=materialise (rc $rc: $(cat "$tmp/err"))"; fi
 run $HPT train $small --device cuda --precision fp16 --out "$tmp/fp16"
 if [ "$rc" -ne 0 ] && [ ! -e "$tmp/fp16" ]; then pass "--precision fp16 refused"
 else fail "--precision fp16 (rc $rc)"; fi
