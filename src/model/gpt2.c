@@ -8,7 +8,11 @@
  * init. The backward pass reuses six scratch buffers across layers instead of
  * keeping a gradient for every activation (llm.c keeps a full mirror), which
  * halves activation memory. The logits buffer is turned into probabilities
- * and then into dlogits in place.
+ * and then into dlogits in place. Activations are the device's element
+ * (hpt_act: a float, or a bf16 on the GPU under --precision bf16), so they
+ * are addressed in bytes (act_at); where they are narrower than floats the
+ * GEMMs read a copy of the weights in that type, which each forward
+ * rounds from the fp32 parameters (the optimizer's master weights).
  */
 #include "family.h"
 #include "../base/prof.h"
@@ -93,7 +97,7 @@ static size_t wcopy_elems(int Vp, int L, int C, size_t act_elem) {
     return act_elem < sizeof(float) ? (size_t)Vp * C + (size_t)12 * L * C * C : 0;
 }
 
-/* activation p advanced by i elements */
+/* activation p advanced by i elements (const or not: the caller's) */
 static hpt_act *act_at(const gpt2 *g, const hpt_act *p, size_t i) {
     return (hpt_act *)((char *)p + i * g->act_elem);
 }
