@@ -42,6 +42,27 @@ for extra in "" "--grad-accum 2" "--optimizer schedule-free" "--ema 0.9" "--init
         pass "--device guard ${extra:-(plain)}: no host access to device memory, the CPU's bits ($(crc_of "$tmp/c"))"
     else fail "--device guard ${extra:-(plain)} (rc $grc/$rc, crc $(crc_of "$tmp/g") vs $(crc_of "$tmp/c"))"; fi
 done
+# a non-finite loss on the device: the trainer zeroes the step's gradient
+# before it stops with the reason (issue 39: that was a host memset of device
+# memory, a SIGSEGV on a GPU, which the guard row turns into a crash here).
+# The NaN is forced by --init from the default run's model.bin with every
+# parameter NaN (CRC rewritten), so the first forward's loss is NaN.
+python3 - "$tmp/default/model.bin" "$tmp/nan.bin" <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"PARM") + 16                       # the chunk's payload: u64 count, then the floats
+n = struct.unpack_from("<Q", b, i)[0]
+b[i + 8:i + 8 + 4 * n] = struct.pack("<f", float("nan")) * n
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+for extra in "" "--grad-accum 2" "--mode hybrid"; do
+    rm -rf "$tmp/nan"
+    run $HPT train $small $extra --init "$tmp/nan.bin" --device guard --out "$tmp/nan"
+    if [ "$rc" -eq 1 ] && grep -q 'training loss is nan at step 1' "$tmp/err"; then
+        pass "--device guard ${extra:-(plain)}, a NaN loss: exit 1 with the reason, no host access to device memory"
+    else fail "--device guard ${extra:-(plain)}, a NaN loss (rc $rc, want 1 and 'training loss is nan at step 1')"; fi
+done
 # checkpoints move between the devices: killed on one, resumed on the other,
 # the uninterrupted run's bits
 long="$small --max-iters 400 --eval-interval 100 --save-interval 50 --keep-last 10"

@@ -106,7 +106,10 @@ hpt_status hpt_model_backward_fresh(hpt_model *m, float loss_scale) { return bac
 
 void hpt_model_zero_grad(hpt_model *m) {
     if (!m->grads) return;  /* a parameters-only model */
-    HPT_PROF(HPT_PROF_ZERO_GRAD, 0, memset(m->grads, 0, m->nparams * sizeof(float)));
+    /* through the row: the gradients are its memory, which the host may not
+     * touch (a memset here was a SIGSEGV on a GPU). fill(0) writes +0.0,
+     * memset's bits, on every row. */
+    HPT_PROF(HPT_PROF_ZERO_GRAD, 0, m->dev->fill(m->grads, 0.0f, m->nparams));
 }
 
 float *hpt_model_params(hpt_model *m, size_t *n) { if (n) *n = m->nparams; return m->params; }
