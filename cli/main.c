@@ -497,6 +497,11 @@ static int cmd_sample(int argc, char **argv) {
         if (st != HPT_OK) die_status(st);
         if ((st = hpt_model_logits_copy(m, T - 1, logits)) != HPT_OK) die_status(st);   /* from the device */
         int pick = hpt_sample_token(logits, V, o.temperature, o.top_k, &rs, probs, order);
+        if (pick < 0) {  /* non-finite logits: a constant token would be printed as text */
+            fprintf(stderr, "\nhpt: error: the logits for token %d are not finite (NaN or inf): the model '%s' "
+                    "overflows; nothing more is drawn\n", k + 1, model_path);
+            exit(1);
+        }
         ctx[n++] = pick;
         char out[HPT_TOKEN_MAX_BYTES];
         int len = hpt_text_decode(tok, pick, out);

@@ -541,19 +541,23 @@ void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit);
  * (docs/format.md). */
 hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok);
 /* Loads a model reserved for batches of B x T (T <= 0: its full context) and
- * its tokenizer (*tok is NULL when the file has none). */
+ * its tokenizer (*tok is NULL when the file has none). Weights that are not
+ * finite load (--init leaves them to the trainer's NaN check). */
 hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok);
 /* hpt_weights_load with the model on a device (--device's name; NULL:
  * "cpu"): its arenas are that device's memory, which the host reads only
  * through the model's calls (hpt_model_logits_copy, hpt_weights_save), not
- * through hpt_model_params / _grads / _logits' pointers. */
+ * through hpt_model_params / _grads / _logits' pointers. A file whose
+ * weights are not all finite is refused (HPT_ERR_NUMERIC, naming the tensor):
+ * sample and eval would draw or score nothing from it. */
 hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok);
 
 /* One token drawn from a row of logits (V): temperature, the top k kept
  * (topk <= 0 or >= V: all), then an inverse-CDF draw with a 53-bit uniform
  * from the splitmix64 stream *rs (hpt sample seeds it with
  * seed * 0x9E3779B97F4A7C15 + 1). probs and order are (V) scratch.
- * Returns -1 (drawing nothing) for V < 1 or a NULL buffer. */
+ * Returns -1 (drawing nothing) for V < 1, a NULL buffer, or a logit that
+ * is NaN or inf (no distribution to draw from). */
 int hpt_sample_token(const float *logits, int V, float temperature, int topk, uint64_t *rs, float *probs, int *order);
 
 /* ---------------------------------------------------------------- Hugging Face GPT-2 */

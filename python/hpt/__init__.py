@@ -300,7 +300,8 @@ class Model:
 
     def sample(self, tokens=500, temperature=1.0, top_k=0, seed=1, prompt=None, device="cpu"):
         """Text from a language model, as `hpt sample` draws it (the same
-        seed gives the same text): the prompt, then `tokens` new ones. On
+        seed gives the same text): the prompt, then `tokens` new ones
+        (0 to 1e8, --tokens' range). On
         another `device` (--device's names) the model is loaded from its file
         onto that device for the call, as `hpt sample --device` does."""
         h = self._handle()
@@ -311,20 +312,33 @@ class Model:
             raise Error("--temperature must be > 0")
         V, maxT = lib.hpt_text_vocab_size(tok), lib.hpt_model_block_size(h)
         pb = (prompt or "").encode()
-        ctx = (ctypes.c_int * (int(tokens) + len(pb) + 1))()
+        enc = (ctypes.c_int * (len(pb) + 1))()  # a token has at least one byte
         bad, count = ctypes.c_size_t(), ctypes.c_int()
+        # --tokens' range and message: unbounded, 2**31 tokens asked for an
+        # 8 GiB context up front, and -1 raised a bare IndexError
+        if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or not 0 <= tokens <= 100000000:
+            raise Error("--tokens must be in [0, 100000000], got %r" % (tokens,))
+        tokens = int(tokens)
         if pb:
-            st = lib.hpt_text_encode(tok, pb, ctx, len(ctx), ctypes.byref(count), ctypes.byref(bad))
+            st = lib.hpt_text_encode(tok, pb, enc, len(enc), ctypes.byref(count), ctypes.byref(bad))
             if st == _lib.STATUS.index("HPT_ERR_DATA"):
                 raise Error("the prompt's character at byte %d is not in the model's vocabulary" % bad.value,
                             "HPT_ERR_DATA")
             check(st)
             n = count.value
         else:
-            st = lib.hpt_text_encode(tok, b"\n", ctx, len(ctx), ctypes.byref(count), None)
+            st = lib.hpt_text_encode(tok, b"\n", enc, len(enc), ctypes.byref(count), None)
             n = count.value
             if st != 0 or n != 1:
-                ctx[0], n = 0, 1
+                enc[0], n = 0, 1
+        # The context the model sees is the last maxT tokens (as hpt sample's
+        # window), so the buffer holds 2 maxT and slides back when full: its
+        # size is the model's, not the number of tokens asked for.
+        W = 2 * maxT
+        ctx = (ctypes.c_int * W)()
+        keep = min(n, maxT)
+        ctx[:keep] = enc[n - keep:n]
+        n = keep
         rs = ctypes.c_uint64((int(seed) * 0x9E3779B97F4A7C15 + 1) & 0xFFFFFFFFFFFFFFFF)
         probs, order = (ctypes.c_float * V)(), (ctypes.c_int * V)()
         buf, out = ctypes.create_string_buffer(256), bytearray(pb)  # 256: HPT_TOKEN_MAX_BYTES
@@ -333,7 +347,7 @@ class Model:
         dev = self._on_device(device) if device != "cpu" else None
         try:
             m = dev or h
-            for _ in range(int(tokens)):
+            for k in range(tokens):
                 T = min(n, maxT)
                 b = _lib.Batch(B=1, T=T, tokens=ctypes.cast(base + 4 * (n - T), ctypes.POINTER(ctypes.c_int)))
                 check(lib.hpt_model_forward(m, ctypes.byref(b), None))
@@ -341,10 +355,16 @@ class Model:
                 pick = lib.hpt_sample_token(logits, V, float(temperature), int(top_k), ctypes.byref(rs), probs, order)
                 ctx[n] = pick
                 n += 1
-                k = lib.hpt_text_decode(tok, pick, buf)
-                out += buf.raw[:k]
+                nb = lib.hpt_text_decode(tok, pick, buf)
+                out += buf.raw[:nb]
         finally:
             if dev:
+                if pick < 0:  # non-finite logits: no distribution, a constant token would pass for text
+                    raise Error("the logits for token %d are not finite (NaN or inf): the model's weights are not "
+                                "finite, or it overflows" % (k + 1), "HPT_ERR_NUMERIC")
+                if n == W:  # full: keep the last maxT - 1, the window after this token
+                    ctypes.memmove(base, base + 4 * (W - maxT + 1), 4 * (maxT - 1))
+                    n = maxT - 1
                 lib.hpt_model_free(dev)
         self._last = (0, 0)
         return out.decode("utf-8", "replace")

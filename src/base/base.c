@@ -44,11 +44,16 @@ const char *hpt_status_str(hpt_status st) {
 const char *hpt_errmsg(void) { return errbuf; }
 
 hpt_status hpt_fail(hpt_status st, const char *fmt, ...) {
+/* Formatted into a local buffer first: an argument may be hpt_errmsg()
+ * itself (a message that wraps the previous one), and vsnprintf into the
+ * buffer it is reading from is undefined (glibc garbled such messages). */
     va_list ap;
+    char msg[sizeof errbuf];
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return st;
+    memcpy(errbuf, msg, sizeof errbuf);
 }
 
 void hpt_assert_fail_(const char *expr, const char *file, int line) {

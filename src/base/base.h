@@ -60,10 +60,14 @@ hpt_status hpt_read_file(const char *path, unsigned char **out, size_t *len);
 /* Opens a regular file read-only (fd and length out); a FIFO, device or
  * directory is refused at once instead of blocking in open or read. */
 hpt_status hpt_open_regular(const char *path, int *fd, size_t *size);
+/* A stat mode's kind in words ("FIFO", "device", ...), for messages. */
+const char *hpt_file_kind(unsigned mode);
 
 /* Atomic save (redis rdbSave): write to PATH.tmp.<pid>, fflush, fsync, rename
  * over PATH, fsync the directory. A crash leaves either the old or the new
- * file, never a torn one. The writer callback streams the content. */
+ * file, never a torn one. The writer callback streams the content. An
+ * existing PATH that is not a regular file (a device, FIFO, socket, directory)
+ * is refused, never replaced. */
 typedef hpt_status (*hpt_write_fn)(FILE *f, void *ctx);
 hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx);
 hpt_status hpt_mkdir_p(const char *path);

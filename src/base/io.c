@@ -29,6 +29,11 @@ uint32_t hpt_crc32(uint32_t crc, const void *buf, size_t n) {
 
 /* --------------------------------------------------------------- reading */
 
+const char *hpt_file_kind(unsigned mode) {
+    return S_ISREG(mode) ? "regular file" : S_ISFIFO(mode) ? "FIFO" : S_ISDIR(mode) ? "directory" :
+           S_ISCHR(mode) || S_ISBLK(mode) ? "device" : S_ISSOCK(mode) ? "socket" : "special file";
+}
+
 /* Opens PATH for reading, refusing anything but a regular file before a
  * read can block: open(2) of a FIFO waits for a writer unless O_NONBLOCK
  * (which returns at once), and a FIFO, device or directory has no length to
@@ -46,8 +51,7 @@ hpt_status hpt_open_regular(const char *path, int *fd_out, size_t *size) {
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
         return hpt_fail(HPT_ERR_IO, "'%s' is not a regular file (it is a %s): hpt reads only regular files", path,
-                        S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISDIR(sb.st_mode) ? "directory" :
-                        S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : S_ISSOCK(sb.st_mode) ? "socket" : "special file");
+                        hpt_file_kind(sb.st_mode));
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -144,6 +148,14 @@ void hpt_abs_path(char *dst, size_t n, const char *path) {
  * only its temporary twin): "No space left on device" alone does not say
  * which of a run's files was lost. */
 hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx) {
+    /* The rename below replaces whatever PATH names: only a regular file may
+     * be replaced (a device node, FIFO or socket would be swapped for a file:
+     * as root, an --out of /dev/null would replace the system's /dev/null).
+     * stat follows a symlink, so one to a device is refused too. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return hpt_fail(HPT_ERR_IO, "cannot save '%s': it is a %s, not a regular file: hpt replaces only "
+                        "regular files", path, hpt_file_kind(sb.st_mode));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");

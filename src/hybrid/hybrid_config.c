@@ -129,7 +129,10 @@ hpt_status hpt_hybrid_config_resumed(const hpt_trainer *tr, hpt_hybrid_config *h
                                      : v < 4 ? "saves the phase controller and divergence monitor field by field"
                                      : v < 5 ? "stores the outer predictor's settings and state"
                                              : "stores the outer predictor's moment, adapt and gate settings");
-    if (!hpt_hyb_decode_cfg(state + 4, hc))
-        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", ckpt_path, hpt_errmsg());
+    if (!hpt_hyb_decode_cfg(state + 4, hc)) {
+        char why[768];  /* copied: hpt_fail writes the buffer hpt_errmsg() points to */
+        snprintf(why, sizeof why, "%s", hpt_errmsg());
+        return hpt_fail(HPT_ERR_FORMAT, "'%s': bad hybrid config in HYBR: %s", ckpt_path, why);
+    }
     return HPT_OK;
 }

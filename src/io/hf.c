@@ -28,6 +28,7 @@
  * table (hpt_chars: the codepoints in hex), which import reads back.
  */
 #include "../model/model.h"
+#include "state.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -221,6 +222,13 @@ static hpt_status st_parse(st_file *f) {
     if (hlen > ST_MAX_HEADER) BAD("'%s': a %llu-byte header is over the 100 MB limit", f->path, (unsigned long long)hlen);
     f->data = f->buf + 8 + hlen;
     f->data_len = f->len - 8 - hlen;
+    /* a \u0000 escape decodes to a NUL inside a C string: "byte\u0000x"
+     * would read as "byte", a name that is not the file's */
+    for (uint64_t i = 0; i + 5 < hlen; i++)
+        if (f->buf[8 + i] == '\\') {
+            if (!memcmp(f->buf + 8 + i + 1, "u0000", 5)) BAD("'%s': its header holds a NUL character (\\u0000)", f->path);
+            i++;  /* the escaped character: a \\ is no escape of what follows */
+        }
     f->root = cJSON_ParseWithLength((const char *)f->buf + 8, (size_t)hlen);
     if (!f->root) BAD("'%s': its header is not JSON (not a safetensors file?)", f->path);
     if (!cJSON_IsObject(f->root)) BAD("'%s': its header is not a JSON object", f->path);
@@ -362,8 +370,11 @@ static hpt_status read_config_json(const char *st_path, const hf_shape *s, int *
     snprintf(path, sizeof path, "%.*sconfig.json", slash ? (int)(slash - st_path + 1) : 0, st_path);
     unsigned char *buf;
     size_t len;
-    if (hpt_read_file(path, &buf, &len) != HPT_OK)
-        return hpt_fail(HPT_ERR_ARG, "no --n-head given and no readable config.json beside '%s' (%s)", st_path, hpt_errmsg());
+    if (hpt_read_file(path, &buf, &len) != HPT_OK) {
+        char why[768];  /* the read's reason, copied: hpt_fail writes the buffer hpt_errmsg() points to */
+        snprintf(why, sizeof why, "%s", hpt_errmsg());
+        return hpt_fail(HPT_ERR_ARG, "no --n-head given and no readable config.json beside '%s' (%s)", st_path, why);
+    }
     cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
     free(buf);
     if (!cJSON_IsObject(j)) { cJSON_Delete(j); BAD("'%s' is not a JSON object", path); }
@@ -452,6 +463,25 @@ static hpt_status check_rest(st_file *f, const hf_shape *s) {
     return HPT_OK;
 }
 
+/* After check_rest: every value hpt will take is finite. A NaN or inf
+ * weight imports as a model that eval refuses and sample draws one constant
+ * token from; refused here, naming the tensor, before anything is written.
+ * The element count is the data's: the dtypes have 2 or 4 bytes. */
+static hpt_status check_finite(const st_file *f) {
+    for (int k = 0; k < f->n; k++) {
+        const st_tensor *t = &f->t[k];
+        if (!t->used) continue;  /* the mask buffers: dropped, never read */
+        const size_t n = (size_t)(t->end - t->begin) / (t->dtype == DT_F32 ? 4 : 2);
+        for (size_t i = 0; i < n; i++) {
+            float v = st_get(f->data + t->begin, t->dtype, i);
+            if (!isfinite(v))
+                BAD("'%s': tensor '%s' holds a non-finite value (%s at element %zu): hpt imports finite weights only",
+                    f->path, t->name, isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", i);
+        }
+    }
+    return HPT_OK;
+}
+
 /* __metadata__'s string value for key, NULL when absent */
 static hpt_status meta_string(const st_file *f, const char *key, const char **out) {
     *out = NULL;
@@ -476,8 +506,11 @@ static hpt_status read_char_table(const st_file *f, int V, uint32_t *cps) {
         if (*s == ' ') { s++; continue; }
         char *end;
         errno = 0;
+        /* hex digits only, as export writes them: strtoul alone takes a
+         * sign, leading blanks and a 0x prefix */
+        size_t digits = strspn(s, "0123456789abcdefABCDEF");
         unsigned long c = strtoul(s, &end, 16);
-        if (end == s || errno || c > 0x10FFFF || (*end && *end != ' ') || n >= V)
+        if (digits == 0 || end != s + digits || errno || c > 0x10FFFF || (*end && *end != ' ') || n >= V)
             BAD("'%s': __metadata__ hpt_chars is not %d hex codepoints", f->path, V);
         cps[n++] = (uint32_t)c;
         s = end;
@@ -487,6 +520,19 @@ static hpt_status read_char_table(const st_file *f, int V, uint32_t *cps) {
 }
 
 static const char *const tok_names[] = {"byte", "char", "gpt2"};
+
+/* n_head from hpt export's __metadata__ hpt_n_head (1 to 256 in decimal),
+ * left 0 when absent: then config.json beside the file says it */
+static hpt_status meta_n_head(const st_file *f, int *n_head) {
+    const char *v;
+    HPT_TRY(meta_string(f, "hpt_n_head", &v));
+    if (!v) return HPT_OK;
+    size_t digits = strspn(v, "0123456789");
+    long h = digits && digits <= 3 && !v[digits] ? strtol(v, NULL, 10) : 0;
+    if (h < 1 || h > 256) BAD("'%s': __metadata__ hpt_n_head '%.32s' is not a head count from 1 to 256", f->path, v);
+    *n_head = (int)h;
+    return HPT_OK;
+}
 
 /* The model file's tokenizer: kind; or (kind < 0) the one the file's
  * __metadata__ names (hpt export's hpt_tokenizer), else the one whose
@@ -525,11 +571,27 @@ static hpt_status import_tokenizer(const st_file *f, const hf_shape *s, hpt_toke
  * inode, by any path; a failed write would leave neither), and an existing
  * file only with overwrite, as hpt train refuses a run directory in use. */
 static hpt_status check_output(const char *in, const char *out, int overwrite) {
+    /* nor a new file among the system's device nodes: /dev is no place for
+     * a model, and a mistyped name there is most likely a device's */
+    char dir[4200], *real;
+    const char *slash = strrchr(out, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) + (slash == out) : 1, slash ? out : ".");
+    if ((real = realpath(dir, NULL))) {
+        int dev = !strcmp(real, "/dev") || !strncmp(real, "/dev/", 5);
+        free(real);
+        if (dev) return hpt_fail(HPT_ERR_ARG, "--out '%s' is under /dev: import and export write only regular files", out);
+    }
     struct stat si, so;
     if (stat(out, &so) != 0) return HPT_OK;  /* created by the atomic save */
     if (stat(in, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
         return hpt_fail(HPT_ERR_ARG, "--out '%s' is the input file '%s' itself: choose another --out", out, in);
-    if (S_ISDIR(so.st_mode)) return hpt_fail(HPT_ERR_ARG, "--out '%s' is a directory", out);
+    /* --overwrite replaces a regular file only: the atomic save renames a
+     * new file over --out, which would swap a device node or FIFO (as root,
+     * /dev/null itself) for a file */
+    if (!S_ISREG(so.st_mode))
+        return hpt_fail(HPT_ERR_ARG, "--out '%s' is a %s, not a regular file: import and export write only "
+                        "regular files%s", out, hpt_file_kind(so.st_mode),
+                        S_ISDIR(so.st_mode) ? "" : " (--overwrite replaces a regular file only)");
     if (!overwrite)
         return hpt_fail(HPT_ERR_ARG, "--out '%s' exists: choose another --out, or replace it with --overwrite", out);
     return HPT_OK;
@@ -548,7 +610,9 @@ hpt_status hpt_hf_import(const char *st_path, int n_head, hpt_tokenizer_kind tok
     hpt_status st = read_shape(&f, &s);
     if (st == HPT_OK) st = map_params(&f, &s, NULL);
     if (st == HPT_OK) st = check_rest(&f, &s);
+    if (st == HPT_OK) st = check_finite(&f);
     if (st == HPT_OK) st = import_tokenizer(&f, &s, tok_kind, &tok);
+    if (st == HPT_OK && n_head <= 0) st = meta_n_head(&f, &n_head);
     if (st == HPT_OK && n_head <= 0) st = read_config_json(st_path, &s, &n_head);
     if (st == HPT_OK && (n_head > 256 || s.C % n_head))
         st = hpt_fail(HPT_ERR_ARG, "n_embd %d is not a multiple of n_head %d", s.C, n_head);
@@ -594,6 +658,7 @@ typedef struct export_ctx {
     int n;
     size_t max_numel;
     const hpt_text *tok;
+    int n_head;  /* into __metadata__: the tensors' shapes do not say it */
 } export_ctx;
 
 static size_t out_numel(const out_tensor *t) { return (size_t)t->d0 * (t->ndim > 1 ? (size_t)t->d1 : 1); }
@@ -607,12 +672,13 @@ static size_t header_cap(const export_ctx *e) {
 
 /* The header JSON (tensors in name order, as safetensors writes them),
  * padded with spaces to a multiple of 8 bytes; its length, or 0 on overflow.
- * __metadata__ holds strings only (safetensors' rule): the tokenizer's name
- * and, for a char tokenizer, its codepoints in hex. */
+ * __metadata__ holds strings only (safetensors' rule): n_head in decimal
+ * (hpt_n_head, so that import needs no --n-head or config.json), the
+ * tokenizer's name and, for a char tokenizer, its codepoints in hex. */
 static size_t header_json(const export_ctx *e, char *buf, size_t cap) {
     hpt_tokenizer_kind kind = hpt_text_kind(e->tok);
-    size_t k = (size_t)snprintf(buf, cap, "{\"__metadata__\":{\"format\":\"pt\",\"hpt_tokenizer\":\"%s\"",
-                                tok_names[kind]);
+    size_t k = (size_t)snprintf(buf, cap, "{\"__metadata__\":{\"format\":\"pt\",\"hpt_n_head\":\"%d\",\"hpt_tokenizer\":\"%s\"",
+                                e->n_head, tok_names[kind]);
     if (kind == HPT_TOK_CHAR) {
         const uint32_t *cps = hpt_text_codepoints(e->tok);
         k += (size_t)snprintf(buf + k, cap - k, ",\"hpt_chars\":\"");
@@ -681,8 +747,17 @@ hpt_status hpt_hf_export(const char *model_path, const char *out_path, int overw
         return hpt_fail(HPT_ERR_ARG, "'%s' is not a GPT-2 language model", model_path);
     }
     const int V = hpt_text_vocab_size(tok), C = wte->shape[1], P = wpe->shape[0], L = ln1->shape[0];
-    const float *W = hpt_model_params(m, NULL);
-    export_ctx e = {.tok = tok};
+    size_t np;
+    const float *W = hpt_model_params(m, &np);
+    /* a model that import would refuse is not written (its load above
+     * leaves the check to the consumer: --init's loader) */
+    hpt_status fst = hpt_state_params_finite(model_path, W, np, m);
+    if (fst != HPT_OK) { hpt_model_free(m); hpt_text_free(tok); return fst; }
+    hpt_gpt2_config gc;
+    hpt_tokenizer_kind gk;
+    fst = hpt_weights_gpt2_info(model_path, &gc, &gk);
+    if (fst != HPT_OK) { hpt_model_free(m); hpt_text_free(tok); return fst; }
+    export_ctx e = {.tok = tok, .n_head = gc.n_head};
     e.t = calloc((size_t)(4 + L * NLAYER_ROWS), sizeof *e.t);
     if (!e.t) { hpt_model_free(m); hpt_text_free(tok); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     /* GPT2Model's state-dict names (the hub's bare layout) */

@@ -35,5 +35,9 @@ const hpt_state_sec *hpt_state_find(const hpt_state_sec *secs, int nsec, const c
  * arenas in dev's memory. */
 hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int nsec, int B, int T,
                                 const hpt_device *dev, hpt_model **m, hpt_text **tok);
+/* HPT_ERR_NUMERIC, naming the tensor and element, unless each of the n
+ * little-endian floats at params (a PARM section's, or a host model's
+ * arena; m names the tensors) is finite. */
+hpt_status hpt_state_params_finite(const char *path, const void *params, size_t n, const hpt_model *m);
 
 #endif /* HPT_STATE_H */

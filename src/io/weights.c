@@ -15,6 +15,7 @@
 #include "../model/model.h"
 #include "state.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,11 +233,27 @@ hpt_status hpt_weights_gpt2_info(const char *path, hpt_gpt2_config *cfg, hpt_tok
     return HPT_OK;
 }
 
-hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok) {
-    return hpt_weights_load_on(path, B, T, NULL, m, tok);
+hpt_status hpt_state_params_finite(const char *path, const void *params, size_t n, const hpt_model *m) {
+    const unsigned char *p = params;
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, p + 4 * i, 4);  /* a section's floats need not be aligned */
+        if (isfinite(v)) continue;
+        int nt;
+        const hpt_tensor_info *t = hpt_model_tensors(m, &nt), *in = NULL;
+        for (int k = 0; k < nt && !in; k++) if (i >= t[k].offset && i < t[k].offset + t[k].numel) in = &t[k];
+        return hpt_fail(HPT_ERR_NUMERIC, "'%s': the model's weights are not finite: %s at parameter %zu (tensor "
+                        "'%s', element %zu); a diverged run or a damaged file, which eval, sample and export refuse",
+                        path, isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf", i, in ? in->name : "?",
+                        in ? i - in->offset : i);
+    }
+    return HPT_OK;
 }
 
-hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok) {
+/* finite: refuse parameters that are not all finite (checked on the file's
+ * bytes, in host memory whatever the device) */
+static hpt_status load_file(const char *path, int B, int T, const char *device, int finite, hpt_model **m,
+                            hpt_text **tok) {
     *m = NULL; *tok = NULL;
     const hpt_device *dev;
     HPT_TRY(hpt_device_usable(device, &dev));
@@ -245,6 +262,21 @@ hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *devic
     int nsec;
     HPT_TRY(hpt_state_read(path, &buf, secs, &nsec));
     hpt_status st = hpt_state_load_model(path, secs, nsec, B, T, dev, m, tok);
+    const hpt_state_sec *parm = hpt_state_find(secs, nsec, "PARM");
+    if (st == HPT_OK && finite && parm) st = hpt_state_params_finite(path, parm->p + 8, (size_t)(parm->n - 8) / 4, *m);
+    if (st != HPT_OK && *m) { hpt_model_free(*m); hpt_text_free(*tok); *m = NULL; *tok = NULL; }
     free(buf);
     return st;
+}
+
+/* Unchecked: --init from a model whose weights are not finite is the
+ * trainer's to report (its NaN check stops at step 1 with the reason), and
+ * the binding's sample refuses non-finite logits. */
+hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok) {
+    return load_file(path, B, T, NULL, 0, m, tok);
+}
+
+/* Checked: sample, eval and a device's copy use the model as it is. */
+hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok) {
+    return load_file(path, B, T, device, 1, m, tok);
 }

@@ -14,6 +14,10 @@ int hpt_sample_token(const float *logits, int V, float temp, int topk, uint64_t 
     if (V < 1 || !logits || !rs || !probs || !order) return -1;
     float mx = -INFINITY;
     for (int i = 0; i < V; i++) { probs[i] = logits[i] / temp; order[i] = i; if (probs[i] > mx) mx = probs[i]; }
+    /* a NaN or inf logit (weights that are not finite, or overflow) has no
+     * distribution to draw from: the loop below would return a constant
+     * token, printed as if it were text. -1 lets the caller say why. */
+    for (int i = 0; i < V; i++) if (!isfinite(logits[i])) return -1;
     int keep = topk > 0 && topk < V ? topk : V;
     if (keep < V) {
         for (int i = 0; i < keep; i++) {

@@ -1,0 +1,133 @@
+#!/bin/sh
+# tier: fast
+# cli_audit_cli.sh — issue 42's defects on import/export, sample, compare and
+# train's flags, each as the audit reproduced it (../shared/reference/
+# audit-2026-11-27.md): (4) --out a device node or FIFO, or under /dev,
+# refused and left as it was; (11) NaN weights refused by import (the tensor
+# named), and by sample, eval and export of a model file; (12) a message
+# wrapping the previous one reads whole; (14) export records n_head, so
+# import needs no --n-head; trivial: a NUL in the header, a signed or 0x
+# char table. The rest of this file: compare and train (7, 9, 15, 16).
+test_name=cli_audit_cli; . tests/lib.sh
+S="--n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 --eval-interval 10 --threads 1"
+words_text 3 > $tmp/c.txt
+
+# stedit IN OUT OPS...: a safetensors file rewritten: nometa (no
+# __metadata__), nan=NAME (every value NaN), meta=KEY:VALUE (\0 in VALUE: a NUL)
+stedit() {
+    python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, ops = sys.argv[1], sys.argv[2], sys.argv[3:]
+b = open(src, "rb").read(); n = struct.unpack_from("<Q", b, 0)[0]
+h = json.loads(b[8:8 + n]); d = bytearray(b[8 + n:])
+for op in ops:
+    if op == "nometa": h.pop("__metadata__", None)
+    elif op.startswith("nan="):
+        s, e = h[op[4:]]["data_offsets"]; d[s:e] = struct.pack("<f", float("nan")) * ((e - s) // 4)
+    elif op.startswith("meta="):
+        k, v = op[5:].split(":", 1); h.setdefault("__metadata__", {})[k] = v.replace("\\0", "\0")
+hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + bytes(d))
+PY
+}
+
+run "$HPT" train --data $tmp/c.txt --tokenizer byte $S --max-iters 2 --out $tmp/m
+[ $rc -eq 0 ] || fail "the byte model: rc $rc"
+mkdir $tmp/x
+run "$HPT" export --model $tmp/m/model.bin --out $tmp/x/m.st
+[ $rc -eq 0 ] || fail "export: rc $rc"
+
+# (4) only a regular file is replaced; a device node (as root: /dev/null's
+# numbers, a private node) or a FIFO stays what it was
+mkfifo $tmp/ff
+kinds="ff:FIFO"
+if mknod $tmp/node c 1 3 2>/dev/null; then kinds="$kinds node:device"; else echo "skip the device node: mknod needs root"; fi
+for k in $kinds; do
+    f=${k%%:*}; what=${k#*:}
+    for cmd in "export --model $tmp/m/model.bin" "import --from $tmp/x/m.st"; do
+        run "$HPT" $cmd --out $tmp/$f --overwrite
+        if [ $rc -eq 2 ] && grep -q "is a $what, not a regular file" $tmp/err && [ ! -f $tmp/$f ] && [ -e $tmp/$f ]; then
+            pass "(4) ${cmd%% *} --out a $what --overwrite: refused (exit 2), the $what left as it was"
+        else fail "(4) ${cmd%% *} --out a $what --overwrite: rc $rc, $(ls -l $tmp/$f)"; fi
+    done
+done
+ln -s /dev/null $tmp/ln
+run "$HPT" export --model $tmp/m/model.bin --out $tmp/ln --overwrite
+[ $rc -eq 2 ] && grep -q "is a device" $tmp/err && [ -L $tmp/ln ] && pass "(4) --out a symlink to /dev/null: refused" ||
+    fail "(4) --out a symlink to /dev/null: rc $rc"
+run "$HPT" export --model $tmp/m/model.bin --out /dev/hpt_audit_$$.st
+[ $rc -eq 2 ] && grep -q "under /dev" $tmp/err && [ ! -e /dev/hpt_audit_$$.st ] && pass "(4) --out under /dev: refused" ||
+    { fail "(4) --out under /dev: rc $rc"; rm -f /dev/hpt_audit_$$.st; }
+run "$HPT" export --model $tmp/m/model.bin --out $tmp/x/again.st && run "$HPT" export --model $tmp/m/model.bin --out $tmp/x/again.st --overwrite
+[ $rc -eq 0 ] && cmp -s $tmp/x/again.st $tmp/x/m.st && pass "(4) a regular file is still replaced with --overwrite" ||
+    fail "(4) --overwrite of a regular file: rc $rc"
+
+# (14) export records n_head: import in a directory without config.json,
+# no --n-head, and the round trip is byte for byte
+run "$HPT" import --from $tmp/x/m.st --out $tmp/x/m.bin
+if [ $rc -eq 0 ] && cmp -s $tmp/x/m.bin $tmp/m/model.bin; then
+    pass "(14) export then import without --n-head or config.json: the same model.bin"
+else fail "(14) import of an export without --n-head: rc $rc"; fi
+stedit $tmp/x/m.st $tmp/x/h.st meta=hpt_n_head:+2
+run "$HPT" import --from $tmp/x/h.st --out $tmp/x/h.bin
+[ $rc -eq 1 ] && grep -q "hpt_n_head '+2' is not a head count" $tmp/err && pass "(14) hpt_n_head '+2' refused" ||
+    fail "(14) hpt_n_head '+2': rc $rc"
+
+# (12) a message wrapping the one before it: whole, not formatted into itself
+stedit $tmp/x/m.st $tmp/x/bare.st nometa
+run "$HPT" import --from $tmp/x/bare.st --out $tmp/x/bare.bin
+want="no --n-head given and no readable config.json beside '$tmp/x/bare.st' (cannot open '$tmp/x/config.json': No such file or directory) (invalid argument)"
+[ $rc -eq 2 ] && [ "$(cat $tmp/err)" = "hpt: error: $want" ] && pass "(12) the wrapped message reads whole" ||
+    fail "(12) wrapped message: rc $rc, '$(cat $tmp/err)'"
+mkfifo $tmp/x/config.json
+run "$HPT" import --from $tmp/x/bare.st --out $tmp/x/bare.bin
+[ $rc -eq 2 ] && grep -q "beside '$tmp/x/bare.st' ('$tmp/x/config.json' is not a regular file (it is a FIFO)" $tmp/err &&
+    pass "(12) a FIFO config.json: the inner reason whole" || fail "(12) FIFO config.json: '$(cat $tmp/err)'"
+rm -f $tmp/x/config.json
+
+# (11) non-finite weights: import refuses, naming the tensor; sample, eval
+# and export refuse a model file holding one (sample printed one constant
+# byte with exit 0)
+stedit $tmp/x/m.st $tmp/x/nan.st nan=h.0.mlp.c_fc.weight
+run "$HPT" import --from $tmp/x/nan.st --out $tmp/x/nan.bin --n-head 2
+[ $rc -eq 1 ] && grep -q "tensor 'h.0.mlp.c_fc.weight' holds a non-finite value (NaN at element 0)" $tmp/err &&
+    [ ! -e $tmp/x/nan.bin ] && pass "(11) import of a NaN tensor: refused naming it, nothing written" ||
+    fail "(11) import NaN: rc $rc"
+python3 - $tmp/m/model.bin $tmp/nan.bin <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"PARM") + 16 + 8 + 4 * 300   # wte's element 300
+b[i:i + 4] = struct.pack("<f", float("inf"))
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+for cmd in "sample --model $tmp/nan.bin --tokens 8" "eval --model $tmp/nan.bin --data $tmp/c.txt" \
+           "export --model $tmp/nan.bin --out $tmp/nan.st"; do
+    run "$HPT" $cmd
+    if [ $rc -eq 1 ] && grep -q "weights are not finite: inf at parameter 300 (tensor 'wte', element 300)" $tmp/err &&
+       [ ! -s $tmp/out ] && [ ! -e $tmp/nan.st ]; then
+        pass "(11) ${cmd%% *} of a model holding an inf: refused naming the tensor, nothing printed or written"
+    else fail "(11) ${cmd%% *} of an inf model: rc $rc, out '$(head -c 40 $tmp/out)'"; fi
+done
+
+# trivial: a NUL inside a header string ("byte\u0000x" read as byte), a
+# char table with signs or 0x (strtoul's extras)
+stedit $tmp/x/m.st $tmp/x/nul.st 'meta=hpt_tokenizer:byte\0x'
+run "$HPT" import --from $tmp/x/nul.st --out $tmp/x/nul.bin
+[ $rc -eq 1 ] && grep -q "holds a NUL character" $tmp/err && pass "(trivial) a NUL in the header refused" ||
+    fail "(trivial) NUL in the header: rc $rc"
+run "$HPT" train --data $tmp/c.txt --tokenizer char $S --max-iters 2 --out $tmp/ch
+run "$HPT" export --model $tmp/ch/model.bin --out $tmp/x/ch.st
+chars=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack_from("<Q",b)[0]
+print(json.loads(b[8:8+n])["__metadata__"]["hpt_chars"])' $tmp/x/ch.st)
+for bad in "+$chars" "0x$chars"; do
+    stedit $tmp/x/ch.st $tmp/x/chb.st "meta=hpt_chars:$bad"
+    run "$HPT" import --from $tmp/x/chb.st --out $tmp/x/chb.bin
+    [ $rc -eq 1 ] && grep -q "hpt_chars is not" $tmp/err && pass "(trivial) hpt_chars '$(echo "$bad" | cut -c1-6)...' refused" ||
+        fail "(trivial) hpt_chars '$(echo "$bad" | cut -c1-6)...': rc $rc"
+done
+run "$HPT" import --from $tmp/x/ch.st --out $tmp/x/ch.bin
+[ $rc -eq 0 ] && cmp -s $tmp/x/ch.bin $tmp/ch/model.bin && pass "(trivial) the char table as export writes it: imported" ||
+    fail "(trivial) char model round trip: rc $rc"
+
+finish
