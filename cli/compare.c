@@ -255,7 +255,7 @@ static int own_flag(compare *c, const char *name, const char *val) {
 }
 
 /* What compare reads from the flags it passes through. */
-typedef struct seen { const char *task, *model; int max_iters, epochs; } seen;
+typedef struct seen { const char *task, *model; int max_iters, epochs, warmup; } seen;
 
 /* A train or hybrid flag, passed to the runs as given ("--x=v" stays one
  * word, "--x v" two). */
@@ -278,6 +278,7 @@ static void pass_flag(compare *c, seen *sn, const char *name, char *word, const 
     if (!strcmp(name, "--threads")) c->threads = (int)parse_int(name, val, 0, 1024);
     if (!strcmp(name, "--max-iters")) sn->max_iters = (int)parse_int(name, val, 1, 100000000);
     if (!strcmp(name, "--epochs")) sn->epochs = (int)parse_int(name, val, 0, 100000);
+    if (!strcmp(name, "--warmup-iters")) sn->warmup = 1 + (int)parse_int(name, val, 0, 100000000);
     if (!strcmp(name, "--eval-interval")) c->eval_interval_given = 1;
     if (!strcmp(name, "--schedule")) c->train_schedule = val;
     if (!strcmp(name, "--schedule") || !strcmp(name, "--decay-frac") || !strcmp(name, "--cooldown"))
@@ -326,6 +327,27 @@ static void settle(compare *c, const seen *sn) {
     if (!c->train_schedule) c->train_schedule = d.schedule;
     c->max_iters = sn->max_iters > 0 ? sn->max_iters : d.epochs > 0 ? -1 : d.max_iters;
     if (c->max_iters < 0) c->epochs = sn->epochs > 0 ? sn->epochs : d.epochs;
+    /* hpt train refuses a given --warmup-iters that is not below the run's
+     * --max-iters: said here, before any directory is made, for the full
+     * runs and for each budget run (its --max-iters is a fraction of the
+     * full one's, the warmup kept). With --epochs the steps are known only
+     * once the first run has read the data. */
+    for (int k = 0; sn->warmup > 1 && c->max_iters > 0 && k <= c->nbudgets; k++) {
+        double f = k < c->nbudgets ? c->budgets[k] : 1.0;
+        long iters = lround(f * c->max_iters);
+        if (iters < 1) iters = 1;
+        if (sn->warmup - 1 >= iters) {
+            char why[256];
+            if (f == 1.0)
+                snprintf(why, sizeof why, "--warmup-iters %d is not below --max-iters %d: the rate would rise for "
+                         "the whole run, never reaching --lr nor decaying", sn->warmup - 1, c->max_iters);
+            else
+                snprintf(why, sizeof why, "--budgets %g gives runs of %ld steps, not past --warmup-iters %d: their "
+                         "rate would never reach --lr (give larger --budgets or a shorter warmup)", f, iters,
+                         sn->warmup - 1);
+            die_usage("%s", why);
+        }
+    }
     c->epoch_cadence = c->max_iters < 0 && !c->eval_interval_given;
     if (c->epoch_cadence) c->eval_interval_given = 1;  /* epochs: the task's cadence */
     c->tty = isatty(2);
@@ -494,7 +516,7 @@ int cmd_compare(int argc, char **argv) {
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
-    seen sn = {"text", NULL, -1, 0};
+    seen sn = {"text", NULL, -1, 0, 0};  /* warmup: 1 + --warmup-iters, 0 when not given */
     int rc = parse_args(&c, &sn, argc, argv);
     if (rc >= 0) { compare_free(&c); return rc; }
     settle(&c, &sn);

@@ -130,4 +130,25 @@ run "$HPT" import --from $tmp/x/ch.st --out $tmp/x/ch.bin
 [ $rc -eq 0 ] && cmp -s $tmp/x/ch.bin $tmp/ch/model.bin && pass "(trivial) the char table as export writes it: imported" ||
     fail "(trivial) char model round trip: rc $rc"
 
+# (16) a warmup at or past the run's length: --warmup-iters given is
+# refused naming both flags, before anything is written (train and compare,
+# whose budget runs keep the warmup); the default 100 on a shorter run is a
+# warning line
+run "$HPT" train --data $tmp/c.txt $S --max-iters 10 --warmup-iters 50 --out $tmp/wu
+[ $rc -eq 2 ] && grep -q -- "--warmup-iters 50 is not below --max-iters 10" $tmp/err && [ ! -e $tmp/wu ] &&
+    pass "(16) train --max-iters 10 --warmup-iters 50: refused naming both, nothing written" || fail "(16) train warmup 50 of 10: rc $rc"
+run "$HPT" train --data $tmp/c.txt $S --max-iters 10 --warmup-iters 9 --out $tmp/wu9
+[ $rc -eq 0 ] && pass "(16) --warmup-iters 9 of 10: trains" || fail "(16) warmup 9 of 10: rc $rc"
+run "$HPT" train --data $tmp/c.txt $S --max-iters 10 --out $tmp/wud
+[ $rc -eq 0 ] && grep -q "warning    warmup 100 is not below the run's 10 iters" $tmp/err &&
+    pass "(16) the default warmup 100 on a 10-step run: trains, with a warning line" || fail "(16) default warmup: rc $rc"
+C="--data $tmp/c.txt $S --lrs 1e-3 --seeds 1 --arms baseline"
+run "$HPT" compare $C --max-iters 10 --warmup-iters 10 --out $tmp/cw
+[ $rc -eq 2 ] && grep -q -- "--warmup-iters 10 is not below --max-iters 10" $tmp/err && [ ! -e $tmp/cw ] &&
+    pass "(16) compare --warmup-iters 10 of 10: refused before any directory" || fail "(16) compare warmup: rc $rc"
+run "$HPT" compare $C --max-iters 10 --warmup-iters 2 --budgets 0.1 --out $tmp/cw
+[ $rc -eq 2 ] && grep -q -- "--budgets 0.1 gives runs of 1 steps, not past --warmup-iters 2" $tmp/err && [ ! -e $tmp/cw ] &&
+    pass "(16) compare --budgets 0.1 of 10 steps past --warmup-iters 2: refused before any directory" ||
+    fail "(16) compare budget under the warmup: rc $rc"
+
 finish

@@ -45,7 +45,7 @@ void *hpt_train_args_group(hpt_train_args *a, hpt_setting_group g) {
 
 /* What a given flag tells beyond its value. */
 typedef struct seen {
-    int iters, epochs;
+    int iters, epochs, warmup;
     const char *hybrid_flag;  /* the first hybrid-only flag */
     const char *train_flag;   /* the first flag --resume excludes */
     const char *sched_flag;   /* the first learning-rate decay flag (schedule-free ignores them) */
@@ -56,6 +56,7 @@ static void note(hpt_train_args *a, const hpt_setting *s, seen *w) {
     if (s->group == HPT_SET_HYBRID && !w->hybrid_flag) w->hybrid_flag = s->flag;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, max_iters)) w->iters = 1;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) w->epochs = 1;
+    if (IS(s, HPT_SET_TRAIN, hpt_train_config, warmup_iters)) w->warmup = 1;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, threads)) a->threads_given = a->train.threads;
     if (IS(s, HPT_SET_RUN, hpt_run_options, hybrid)) a->mode_given = 1;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, n_layer)) a->arch_given |= GIVEN_LAYER;
@@ -85,6 +86,15 @@ static hpt_status cross_check(hpt_train_args *a, const seen *w) {
         return hpt_fail(HPT_ERR_ARG, "--allow-data-change only applies with --resume DIR");
     if (w->iters && w->epochs && c->epochs > 0) return hpt_fail(HPT_ERR_ARG, "give --max-iters or --epochs, not both");
     if (w->iters) c->epochs = 0;  /* an explicit step count replaces the task's default epochs */
+    /* a warmup as long as the run: the rate rises the whole way, never
+     * reaches --lr and never decays (--max-iters 10 --warmup-iters 50 ended
+     * at lr/5). Refused when given; the default's (100) is the trainer's
+     * warning, since short runs rely on it. With --epochs the step count is
+     * known only once the data is. */
+    if (w->warmup && c->epochs <= 0 && c->warmup_iters > 0 && c->warmup_iters >= c->max_iters)
+        return hpt_fail(HPT_ERR_ARG, "--warmup-iters %d is not below --max-iters %d: the rate would rise for the "
+                        "whole run, never reaching --lr nor decaying; give a --warmup-iters below --max-iters",
+                        c->warmup_iters, c->max_iters);
     if (!c->data_path && !strcmp(c->task, "text")) return hpt_fail(HPT_ERR_ARG, "train needs --data PATH (a text file)");
     if (w->hybrid_flag && !a->run.hybrid)
         return hpt_fail(HPT_ERR_ARG, "%s only applies with --mode hybrid", w->hybrid_flag);

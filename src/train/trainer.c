@@ -663,6 +663,10 @@ static void log_start(const run *r) {
         hpt_logf(log, ctx, "training   batch %d x accum %d, %d iters (%d epochs), lr %g -> %g (warmup %d, %s), "
               "wd %g, clip %g, betas %g/%g, eps %g", c->batch_size, c->grad_accum, c->max_iters, c->epochs,
               c->lr, c->min_lr, c->warmup_iters, sched, c->weight_decay, c->grad_clip, c->beta1, c->beta2, c->eps);
+    if (c->max_iters > 0 && c->warmup_iters >= c->max_iters)  /* the default 100 on a short run */
+        hpt_logf(log, ctx, "warning    warmup %d is not below the run's %d iters: the rate rises for the whole run, "
+                 "never reaching lr %g nor decaying (give --warmup-iters below --max-iters)", c->warmup_iters,
+                 c->max_iters, c->lr);
     hpt_logf(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
     hpt_logf(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
