@@ -73,23 +73,18 @@ if [ "$BUILD" = 1 ] || ! make -q "$BIN" 2>/dev/null; then
     echo "building $BIN (make -j2 $BIN)" >&2
     make -j2 "$BIN" >&2
 fi
+make -q hpt 2>/dev/null || make -j2 hpt >&2  # asked which OpenBLAS kernels it runs, below
 if ! ldd "$BIN" | grep -q 'openblas-openmp/libopenblas'; then
     echo "WARNING: $BIN does not resolve libopenblas from the OpenMP build:" >&2
     ldd "$BIN" | grep -i blas >&2 || echo "  (no BLAS linked: built with BLAS=0?)" >&2
 fi
 
-# Same OpenBLAS kernels for both programs (bench_vs_torch.sh's rule).
-blas_core() {
-    LD_LIBRARY_PATH=$OPENBLAS_OMP "$PY" -c 'import ctypes
-l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p
-print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown
-}
-has_flags() { for f in "$@"; do grep -m1 '^flags' /proc/cpuinfo | grep -qw "$f" || return 1; done; }
-if [ -z "${OPENBLAS_CORETYPE+x}" ] && [ "$(blas_core)" = Prescott ]; then
-    if has_flags avx512f avx512bw avx512dq avx512vl; then export OPENBLAS_CORETYPE=SkylakeX
-    elif has_flags avx2 fma; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-echo "OpenBLAS core: $(blas_core) (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset})" >&2
+# Same OpenBLAS kernels for both programs (bench_vs_torch.sh's rule): where
+# hpt chose them itself (OpenBLAS fell back to Prescott), torch is given that
+# choice through OPENBLAS_CORETYPE.
+HPT_BLAS=$(./hpt --version | sed -n 's/^blas //p')
+case "$HPT_BLAS" in *"(chosen by hpt)") export OPENBLAS_CORETYPE=${HPT_BLAS%% *} ;; esac
+echo "OpenBLAS core: $HPT_BLAS (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset})" >&2
 
 mkdir -p "$(dirname "$OUT")"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench124m.XXXXXX")

@@ -17,8 +17,8 @@
  * achieved GFLOP/s, the median of each phase (zero_grad, forward, backward,
  * optimizer), memory, peak RSS (getrusage) and /proc/stat steal time over the
  * timed steps. A benchmark, not a test: it never fails on slowness. Like the
- * CLI, it re-executes itself with a better OPENBLAS_CORETYPE where OpenBLAS
- * falls back to Prescott (see choose_blas_kernels).
+ * CLI, it runs OpenBLAS's kernels for this CPU where OpenBLAS falls back to
+ * Prescott (libhpt switches them as it loads: hpt_blas_origin).
  *
  * --profile adds the per-kernel table (src/base/prof.h): the median over the
  * timed steps of each kernel's ms/step, its share of the median step, its
@@ -344,7 +344,6 @@ static const hpt_device *g_dev;
 static void dev_sync(void) { g_dev->sync(); }
 
 int main(int argc, char **argv) {
-    hpt_blas_reexec(argv);
     opts o;
     parse(&o, argc, argv);
     hpt_set_threads(o.threads);
@@ -505,7 +504,7 @@ int main(int argc, char **argv) {
         json_str(f, blas_core);
         fprintf(f, ",\n  \"openblas_coretype_env\": ");
         if (getenv("OPENBLAS_CORETYPE")) json_str(f, getenv("OPENBLAS_CORETYPE")); else fputs("null", f);
-        fprintf(f, ",\n  \"openblas_core_reexec\": %s", getenv("HPT_BLAS_REEXEC") ? "true" : "false");
+        { fputs(",\n  \"openblas_core_origin\": ", f); json_str(f, hpt_blas_origin()); }
         fprintf(f, ",\n  \"device\": ");
         json_str(f, dev->name);
         fprintf(f, ",\n  \"precision\": ");

@@ -88,32 +88,19 @@ echo "hpt: $HPT_BIN, built for -march=$ARCH ($HPT_ISA)" >&2
 
 # The OpenBLAS kernels both programs get (same library, same environment).
 # OpenBLAS 0.3.21 falls back to its SSE3 "Prescott" kernels on CPUs newer than
-# it. hpt then re-executes itself with OPENBLAS_CORETYPE=Haswell (cli/main.c,
-# choose_blas_kernels) while torch would stay on Prescott. To compare like with
-# like at the best setting, unless the user set a core type the script sets
-# one for both: SkylakeX (AVX-512 kernels; 1.4-1.6x faster than Haswell for
-# hpt on the AVX-512 Xeon this was written on) where the CPU has AVX-512
-# F/BW/DQ/VL, else Haswell where it has AVX2+FMA.
-blas_core() {
-    LD_LIBRARY_PATH=$OPENBLAS_OMP "$PY" -c 'import ctypes
-l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p
-print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown
-}
-has_flags() { for f in "$@"; do grep -m1 '^flags' /proc/cpuinfo | grep -qw "$f" || return 1; done; }
-CORE=$(blas_core)
+# it; hpt then switches to the kernels the CPU runs as libhpt loads
+# (src/base/base.c, blas_select), and `hpt --version` says which. torch does
+# not load hpt: unless the user set a core type, it is given hpt's choice
+# through OPENBLAS_CORETYPE, so both run the same kernels, chosen once.
+HPT_BLAS=$("$HPT_BIN" --version | sed -n 's/^blas //p')
+CORE=${HPT_BLAS%% *}
 CORE_NOTE="autodetected"
 [ -n "${OPENBLAS_CORETYPE+x}" ] && CORE_NOTE="OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE from the user"
-if [ -z "${OPENBLAS_CORETYPE+x}" ] && [ "$CORE" = Prescott ]; then
-    if has_flags avx512f avx512bw avx512dq avx512vl; then
-        export OPENBLAS_CORETYPE=SkylakeX
-    elif has_flags avx2 fma; then
-        export OPENBLAS_CORETYPE=Haswell
-    fi
-    if [ -n "${OPENBLAS_CORETYPE+x}" ]; then
-        CORE=$(blas_core)
-        CORE_NOTE="autodetect gave Prescott; the script set OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE for both"
-    fi
-fi
+case "$HPT_BLAS" in
+    *"(chosen by hpt)")
+        export OPENBLAS_CORETYPE=$CORE
+        CORE_NOTE="autodetect gave Prescott; hpt chose $CORE, given to torch as OPENBLAS_CORETYPE" ;;
+esac
 echo "OpenBLAS core: $CORE ($CORE_NOTE)" >&2
 if [ "$CORE" = Prescott ] && grep -qw avx2 /proc/cpuinfo; then
     echo "WARNING: both programs run OpenBLAS's SSE3 (Prescott) kernels on an AVX2 CPU; GEMMs run" >&2

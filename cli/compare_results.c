@@ -258,7 +258,8 @@ static void json_setup(const compare *c, cJSON *o) {
     for (int s = 0; s < c->nseeds; s++) cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)(c->seed0 + s)));
     cJSON_AddNumberToObject(o, "threads", c->threads);
     cJSON_AddNumberToObject(o, "jobs", c->jobs);  /* runs trained side by side */
-    cJSON_AddStringToObject(o, "blas_core", getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "default");
+    cJSON_AddStringToObject(o, "blas_core", hpt_blas_core());  /* the runs' too: every process picks the same */
+    cJSON_AddStringToObject(o, "blas_core_origin", hpt_blas_origin());
     cJSON_AddStringToObject(o, "cpu", cpu_model(cpu, sizeof cpu));
     cJSON *tuned = cJSON_AddObjectToObject(o, "tuned_lr");
     for (int a = 0; a < NARMS; a++)

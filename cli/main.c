@@ -544,12 +544,14 @@ static const struct { const char *name; int (*run)(int argc, char **argv); } com
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
 int main(int argc, char **argv) {
-    hpt_blas_reexec(argv);
-    atexit(close_stdout);  /* after the re-exec, which replaces the process without exiting */
+    atexit(close_stdout);
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    if (!strcmp(cmd, "--version")) { printf("hpt %s\n", hpt_version(NULL, NULL, NULL)); return 0; }
+    if (!strcmp(cmd, "--version")) {
+        printf("hpt %s\nblas %s (chosen by %s)\n", hpt_version(NULL, NULL, NULL), hpt_blas_core(), hpt_blas_origin());
+        return 0;
+    }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 2, argv + 2);
     die_usage("unknown command '%s' (expected train, sample, compare, plot, import, export or eval)", cmd);

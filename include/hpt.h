@@ -100,19 +100,15 @@ void hpt_set_threads(int n);
 int  hpt_get_threads(void);
 /* The OpenBLAS kernel family in use ("Haswell", "SkylakeX", "Prescott", ...). */
 const char *hpt_blas_core(void);
-/* OpenBLAS 0.3.21 (Debian 12) does not recognise CPUs newer than itself and
- * falls back to its slow SSE3 "Prescott" kernels. This returns the kernel
- * family the CPU can run instead ("SkylakeX" with AVX-512, "Haswell" with
- * AVX2+FMA), or NULL when nothing should change (a recognised CPU, or
- * OPENBLAS_CORETYPE already set). It only takes effect through
- * OPENBLAS_CORETYPE before OpenBLAS loads: programs re-execute themselves
- * (hpt_blas_reexec). */
-const char *hpt_blas_better_core(void);
-/* Call first thing in main: where hpt_blas_better_core names a family,
- * re-executes the program once (argv as given) with OPENBLAS_CORETYPE set to
- * it; returns only when nothing needs to change or the exec failed (then the
- * generic kernels stay in use). */
-void hpt_blas_reexec(char **argv);
+/* Who chose that family: "openblas" (its own pick for this CPU),
+ * "OPENBLAS_CORETYPE" (the user's), or "hpt" (OpenBLAS fell back to Prescott
+ * on this CPU). OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and
+ * falls back to its slow SSE3 "Prescott" kernels; hpt then switches the
+ * process's OpenBLAS to the family the CPU runs ("SkylakeX" with AVX-512,
+ * "Haswell" with AVX2+FMA) as the library loads, before any BLAS call of its
+ * own, so that every process that loads hpt (the CLI, Python, a program
+ * linking libhpt) uses the same kernels and trains to the same bits. */
+const char *hpt_blas_origin(void);
 
 /* ---------------------------------------------------------------- tensors */
 

@@ -24,7 +24,7 @@ from ._lib import Error, LIBRARY_PATH, lib, check
 from . import _lib
 
 __all__ = ["Error", "GPT2", "MLP", "CNN", "Model", "Tensor", "train", "train_options", "compare", "load",
-           "set_threads", "get_threads", "blas_core", "set_vocab_dir", "LIBRARY_PATH", "version", "__version__"]
+           "set_threads", "get_threads", "blas_core", "blas_origin", "set_vocab_dir", "LIBRARY_PATH", "version", "__version__"]
 
 
 def version():
@@ -63,6 +63,12 @@ def get_threads():
 def blas_core():
     """The OpenBLAS kernel family in use ("Haswell", "SkylakeX", ...)."""
     return lib.hpt_blas_core().decode()
+
+
+def blas_origin():
+    """Who chose blas_core: "openblas", "OPENBLAS_CORETYPE" (the user) or
+    "hpt" (OpenBLAS fell back to Prescott on this CPU; hpt.h)."""
+    return lib.hpt_blas_origin().decode()
 
 
 _threads_set = False

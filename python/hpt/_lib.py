@@ -8,8 +8,6 @@ time.
 """
 import ctypes
 import os
-import subprocess
-import sys
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_float, c_int, c_size_t, c_uint,
                     c_uint32, c_uint64, c_void_p)
 
@@ -36,28 +34,11 @@ def _find_library():
                       % ", ".join(p for p in candidates if p))
 
 
-def _better_core(path):
-    """The OpenBLAS kernel family `hpt` would re-execute itself with
-    (hpt_blas_better_core), asked of a child process: the question needs
-    OpenBLAS loaded, and OpenBLAS reads OPENBLAS_CORETYPE only when it loads,
-    so this process must not load it before the answer is in its environment."""
-    code = ("import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); f=l.hpt_blas_better_core; f.restype=ctypes.c_char_p; "
-            "c=f(); sys.stdout.write(c.decode() if c else '')")
-    try:
-        out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def _load():
+    # Loading libhpt.so also settles OpenBLAS's kernels for this process
+    # (hpt_blas_origin): the same as the CLI's, even where numpy loaded
+    # OpenBLAS first.
     path = _find_library()
-    # The CLI's re-exec (hpt_blas_reexec) does not apply in a Python process:
-    # the environment is set before the library (and its OpenBLAS) loads.
-    if not os.environ.get("OPENBLAS_CORETYPE") and not os.environ.get("HPT_BLAS_REEXEC"):
-        core = _better_core(path)
-        if core:
-            os.environ["OPENBLAS_CORETYPE"] = core
     return ctypes.CDLL(path), path
 
 
@@ -158,6 +139,7 @@ _SIGS = {
     "hpt_set_threads": (None, [c_int]),
     "hpt_get_threads": (c_int, []),
     "hpt_blas_core": (c_char_p, []),
+    "hpt_blas_origin": (c_char_p, []),
     "hpt_gpt2_init": (c_int, [POINTER(_P), POINTER(GPT2Config), c_int, c_int, c_uint64]),
     "hpt_mlp_init": (c_int, [POINTER(_P), POINTER(MLPConfig), c_int, c_uint64]),
     "hpt_mlp_config_default": (None, [POINTER(MLPConfig)]),

@@ -138,9 +138,9 @@ def test_compare_runs_the_program_and_returns_results(hpt_bin, corpus, tmp_path,
     assert e.value.status == "HPT_ERR_ARG"
 
 
-def test_openblas_core_is_chosen_before_the_library_loads(tmp_path):
-    # a user's OPENBLAS_CORETYPE is kept, and takes effect: it is in the
-    # environment when OpenBLAS loads with libhpt.so
+def test_a_users_openblas_core_is_kept(tmp_path):
+    # a user's OPENBLAS_CORETYPE is kept, and takes effect (tests/cli_blas.sh
+    # has the kernels hpt chooses itself)
     code = "import hpt; print(hpt.blas_core())"
     env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", PYTHONPATH=os.path.dirname(os.path.dirname(hpt.__file__)))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

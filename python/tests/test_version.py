@@ -19,7 +19,9 @@ def test_version_one_definition(hpt_bin):
     s, (major, minor, patch) = hpt.version()
     assert s == "%d.%d.%d" % (major, minor, patch) and hpt.__version__ == s
     out = subprocess.run([hpt_bin, "--version"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout == "hpt %s\n" % s, out.stdout
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0] == "hpt %s" % s, out.stdout
+    assert lines[1] == "blas %s (chosen by %s)" % (hpt.blas_core(), hpt.blas_origin()), out.stdout
     with open(os.path.join(ROOT, "python", "pyproject.toml")) as f:
         assert re.search(r'^version = "%s"$' % re.escape(s), f.read(), re.M), "pyproject.toml's version is not " + s
 

@@ -19,6 +19,7 @@
 #endif
 #ifndef HPT_NO_BLAS
 #include <cblas.h>
+#include <dlfcn.h>
 #endif
 
 /* --------------------------------------------------------------- errors */
@@ -43,17 +44,17 @@ const char *hpt_status_str(hpt_status st) {
 
 const char *hpt_errmsg(void) { return errbuf; }
 
-hpt_status hpt_fail(hpt_status st, const char *fmt, ...) {
 /* Formatted into a local buffer first: an argument may be hpt_errmsg()
  * itself (a message that wraps the previous one), and vsnprintf into the
  * buffer it is reading from is undefined (glibc garbled such messages). */
-    va_list ap;
+hpt_status hpt_fail(hpt_status st, const char *fmt, ...) {
     char msg[sizeof errbuf];
+    va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return st;
     memcpy(errbuf, msg, sizeof errbuf);
+    return st;
 }
 
 void hpt_assert_fail_(const char *expr, const char *file, int line) {
@@ -186,35 +187,64 @@ const char *hpt_blas_core(void) {
 #endif
 }
 
-const char *hpt_blas_better_core(void) {
-#ifdef HPT_NO_BLAS
-    return NULL;
-#else
-    /* Only when OpenBLAS fell back to its generic SSE3 kernels: a CPU it
-     * recognised keeps its own choice, and so does a user's OPENBLAS_CORETYPE. */
-    if (getenv("OPENBLAS_CORETYPE") || strcmp(hpt_blas_core(), "Prescott") != 0) return NULL;
+/* How the kernel family in use was chosen, for hpt_blas_origin. */
+static const char *g_blas_origin = "openblas";
+
+const char *hpt_blas_origin(void) { return g_blas_origin; }
+
+#ifndef HPT_NO_BLAS
+/* The family this CPU can run when OpenBLAS fell back to its generic SSE3
+ * kernels. Checked against naive GEMMs at hpt's shapes (max error 1e-5 at
+ * K=3072) and by the PyTorch reference test; 1.4-1.6x faster than Haswell's
+ * kernels on an AVX-512 Xeon (bench/bench_vs_torch.sh, bench_124m.sh). */
+static const char *blas_core_for_cpu(void) {
     __builtin_cpu_init();
-    /* Checked against naive GEMMs at hpt's shapes (max error 1e-5 at K=3072)
-     * and by the PyTorch reference test; 1.4-1.6x faster than Haswell's
-     * kernels on an AVX-512 Xeon (bench/bench_vs_torch.sh, bench_124m.sh). */
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
         return "SkylakeX";
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
     return NULL;
-#endif
 }
 
-void hpt_blas_reexec(char **argv) {
-    /* HPT_BLAS_REEXEC marks the second start, so a CPU the kernels still do
-     * not suit cannot make the program exec itself forever */
-    const char *core = getenv("HPT_BLAS_REEXEC") ? NULL : hpt_blas_better_core();
-    if (!core) return;
+/* OpenBLAS's DYNAMIC_ARCH builds (Debian's) pick their kernel table once, as
+ * the library loads, from OPENBLAS_CORETYPE or the CPU. These two exported
+ * calls drop the table and pick again; between BLAS calls that is all a
+ * switch needs (every call reads its blocking and buffer offsets from the
+ * table). Looked up at run time: a build without them keeps its kernels. */
+static int blas_switch_core(const char *core) {
+    void (*quit)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit");
+    void (*init)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init");
+    if (!quit || !init) return 0;
+    const char *had = getenv("OPENBLAS_CORETYPE");
+    char *saved = had ? strdup(had) : NULL;
     setenv("OPENBLAS_CORETYPE", core, 1);
-    setenv("HPT_BLAS_REEXEC", "1", 1);
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");  /* exec failed: carry on with the generic kernels */
+    quit();
+    init();
+    if (saved) setenv("OPENBLAS_CORETYPE", saved, 1); else unsetenv("OPENBLAS_CORETYPE");
+    free(saved);
+    return strcmp(hpt_blas_core(), core) == 0;
 }
+
+/* Every process that loads hpt (the CLI, the Python binding after numpy,
+ * a C program linking libhpt, a benchmark's PyTorch peer that imports hpt)
+ * runs this once, before any of hpt's BLAS calls: OpenBLAS 0.3.21 (Debian
+ * 12) does not know CPUs newer than itself and falls back to its slow
+ * "Prescott" kernels, and a process that could not re-execute itself kept
+ * them, training to other bits than the CLI. Only that fallback is changed:
+ * a CPU OpenBLAS knows keeps its choice, and so does a user's
+ * OPENBLAS_CORETYPE. HPT_BLAS_UNKNOWN_CPU=1 marks OPENBLAS_CORETYPE=Prescott
+ * as OpenBLAS's fallback rather than the user's: how the tests put a CPU
+ * OpenBLAS knows into the state an unknown one is in (tests/cli_blas.sh). */
+__attribute__((constructor)) static void blas_select(void) {
+    const char *env = getenv("OPENBLAS_CORETYPE"), *sim = getenv("HPT_BLAS_UNKNOWN_CPU");
+    int simulated = sim && *sim && strcmp(sim, "0") != 0;
+    if (env && *env && !simulated) { g_blas_origin = "OPENBLAS_CORETYPE"; return; }
+    if (strcmp(hpt_blas_core(), "Prescott") != 0) return;
+    const char *core = blas_core_for_cpu();
+    if (core && blas_switch_core(core))
+        g_blas_origin = "hpt";
+}
+#endif
 
 int hpt_omp_max_threads(void) {
 #ifdef _OPENMP

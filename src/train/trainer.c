@@ -669,7 +669,8 @@ static void log_start(const run *r) {
                  c->max_iters, c->lr);
     hpt_logf(log, ctx, "eval       every %d iters (0 = end only), %d batches; seed %llu; out %s",
           c->eval_interval, c->eval_iters, (unsigned long long)c->seed, c->out_dir);
-    hpt_logf(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels)", hpt_get_threads(), hpt_blas_core());
+    hpt_logf(log, ctx, "threads    %d (OpenMP kernels + OpenBLAS, %s kernels chosen by %s)", hpt_get_threads(),
+             hpt_blas_core(), hpt_blas_origin());
     ledger l = ledger_of(tr);
     const hpt_device *dev = tr->model->dev;
     if (dev->mem_info)
@@ -874,6 +875,7 @@ static cJSON *summary_of(const run *r, double med, double flops, uint32_t crc, d
     hpt_json_num(o, "median_step_ms", med * 1e3);
     hpt_json_num(o, "gflops_per_s", flops / med * 1e-9);
     cJSON_AddStringToObject(o, "blas_core", hpt_blas_core());
+    cJSON_AddStringToObject(o, "blas_core_origin", hpt_blas_origin());
     hpt_json_u64(o, "optimizer_updates", (uint64_t)tr->updates);
     hpt_json_u64(o, "model_backward_calls", m->backward_calls);
     if (r->hooks->summary) r->hooks->summary(r->hooks->hctx, o);
