@@ -55,6 +55,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
@@ -155,14 +156,31 @@ void usage_compare(FILE *f) {
 static const char *const owned[] = {"--lr", "--min-lr", "--seed", "--out", "--mode", "--ema",
                                     "--resume", "--save-interval", "--log-interval", "--keep-last", "--overwrite"};
 
+/* A comma-separated list with an empty item ("1e-3,,2e-3", a trailing
+ * comma) is refused: strtok skipped it, so a typo for a missing value went
+ * unseen. flag names the list in the message. */
+static void no_empty_items(const char *flag, const char *s) {
+    size_t n = strlen(s);
+    if (n && (s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,"))) {
+        char why[1200];
+        snprintf(why, sizeof why, "%s has an empty item in '%.1024s'", flag, s);
+        die_usage("%s", why);
+    }
+}
+
 static void parse_lrs(compare *c, const char *s) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);
+    no_empty_items("--lrs", s);
+    /* hpt train's --lr range, as train checks it (a float against the row's
+     * bounds): a rate outside it ran as a run that failed with exit 2 */
+    const hpt_setting *row = hpt_setting_find("--lr");
+    const float lo = (float)row->min, hi = (float)row->max;
     c->nlrs = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (c->nlrs == MAX_LRS) die_usage("--lrs takes at most 16 values, got '%s'", s);
         float v = parse_float("--lrs", tok);
-        if (!(v > 0 && v <= 10)) die_usage("--lrs values must be in (0, 10], got '%s'", tok);
+        if (!(v >= lo && v <= hi)) die_usage("--lrs values must be in [1e-9, 10] (hpt train's --lr), got '%s'", tok);
         for (int i = 0; i < c->nlrs; i++) if (c->lrs[i] == v) die_usage("--lrs lists '%s' twice", tok);
         c->lrs[c->nlrs++] = v;
     }
@@ -172,6 +190,7 @@ static void parse_lrs(compare *c, const char *s) {
 static void parse_schedules(compare *c, const char *s) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
+    no_empty_items("--schedules", s);
     c->nscheds = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int k = 0;
@@ -193,6 +212,7 @@ static int cmp_dbl(const void *a, const void *b) {
 static void parse_budgets(compare *c, const char *s) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);
+    no_empty_items("--budgets", s);
     c->nbudgets = 0;
     int ntok = 0, one = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","), ntok++) {
@@ -213,6 +233,7 @@ static void parse_budgets(compare *c, const char *s) {
 static void parse_arms(compare *c, const char *s) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
+    no_empty_items("--arms", s);
     memset(c->arms, 0, sizeof c->arms);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int a = 0;
@@ -220,6 +241,7 @@ static void parse_arms(compare *c, const char *s) {
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
                       "hybrid-sf, outer-snoo, outer-124m)", tok);
+        if (c->arms[a]) die_usage("--arms lists '%s' twice", tok);  /* as --lrs, --schedules and --budgets do */
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
@@ -255,7 +277,7 @@ static int own_flag(compare *c, const char *name, const char *val) {
 }
 
 /* What compare reads from the flags it passes through. */
-typedef struct seen { const char *task, *model; int max_iters, epochs, warmup; } seen;
+typedef struct seen { const char *task, *model, *device; int max_iters, epochs, warmup; } seen;
 
 /* A train or hybrid flag, passed to the runs as given ("--x=v" stays one
  * word, "--x v" two). */
@@ -274,6 +296,7 @@ static void pass_flag(compare *c, seen *sn, const char *name, char *word, const 
     if (two_words) dst[(*nd)++] = (char *)val;
     if (!strcmp(name, "--task")) sn->task = val;
     if (!strcmp(name, "--model")) sn->model = val;
+    if (!strcmp(name, "--device")) sn->device = val;
     if (!strcmp(name, "--data")) c->data = val;
     if (!strcmp(name, "--threads")) c->threads = (int)parse_int(name, val, 0, 1024);
     if (!strcmp(name, "--max-iters")) sn->max_iters = (int)parse_int(name, val, 1, 100000000);
@@ -365,6 +388,30 @@ static void settle(compare *c, const seen *sn) {
                  narms * c->nseeds * (c->nbudgets ? c->nbudgets - 1 : 0);  /* 3. the budget runs */
 }
 
+/* What every run would refuse, refused once before anything is written:
+ * a --device this machine cannot use (each run exited 2 after compare had
+ * made the output and run directories), and an --out that is an hpt train
+ * run directory (results and runs/ were written beside its model.bin;
+ * train itself refuses to reuse a directory). */
+static void check_before_writing(const compare *c, const seen *sn) {
+    if (sn->device) {
+        hpt_status st = hpt_device_check(sn->device);
+        if (st != HPT_OK) die_status(st);
+    }
+    static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints"};
+    for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
+        char path[4400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", c->out, run_files[i]);
+        if (stat(path, &sb) == 0) {
+            char why[4600];
+            snprintf(why, sizeof why, "--out '%s' is an hpt train run directory (it holds %s): choose another "
+                     "--out for the comparison", c->out, run_files[i]);
+            die_usage("%s", why);
+        }
+    }
+}
+
 static void announce(const compare *c) {
     fprintf(stderr, "compare: %d runs: arms", c->planned);
     for (int a = 0; a < NARMS; a++) if (c->arms[a]) fprintf(stderr, " %s", compare_arm_names[a]);
@@ -413,7 +460,9 @@ static sweep_next sweep_read(compare *c, int a) {
             if (f < v[i] || isnan(v[i])) v[i] = f;
         }
     }
-    return compare_sweep_next(c->arm_nlrs[a], c->arm_lrs[a], v, c->nextended[a], c->extend_cap, 10.0f);
+    const hpt_setting *row = hpt_setting_find("--lr");  /* train's range bounds the extension both ways */
+    return compare_sweep_next(c->arm_nlrs[a], c->arm_lrs[a], v, c->nextended[a], c->extend_cap, (float)row->min,
+                              (float)row->max);
 }
 
 /* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
@@ -470,10 +519,14 @@ static void sweep(compare *c) {
             fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
                     c->lrs[c->tuned[a]], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
                     best, (unsigned long long)c->seed0);
+        if (c->arm_nlrs[a] == 1)  /* one rate: its lr was not tuned, and the edge rule cannot fire */
+            fprintf(stderr, "compare: warning: %s's lr %g was not swept (one rate): it is not tuned; give --lrs "
+                    "two or more rates\n", compare_arm_names[a], c->lrs[c->tuned[a]]);
         if (c->sweep_end[a] == SWEEP_CAPPED || c->sweep_end[a] == SWEEP_LIMIT)
             fprintf(stderr, "compare: warning: %s's tuned lr %g is %sat the %s edge of its sweep (%s): widen --lrs\n",
                     compare_arm_names[a], c->lrs[c->tuned[a]], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
-                    c->sweep_end[a] == SWEEP_LIMIT ? "the next rate would pass 10"
+                    c->sweep_end[a] == SWEEP_LIMIT ? (c->sweep_edge[a] > 0 ? "the next rate would pass 10"
+                                                                           : "the next rate would pass 1e-9")
                     : c->extend_cap ? "the --extend-sweep cap was reached" : "--extend-sweep 0");
     }
 }
@@ -516,10 +569,11 @@ int cmd_compare(int argc, char **argv) {
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
-    seen sn = {"text", NULL, -1, 0, 0};  /* warmup: 1 + --warmup-iters, 0 when not given */
+    seen sn = {"text", NULL, NULL, -1, 0, 0};  /* warmup: 1 + --warmup-iters, 0 when not given */
     int rc = parse_args(&c, &sn, argc, argv);
     if (rc >= 0) { compare_free(&c); return rc; }
     settle(&c, &sn);
+    check_before_writing(&c, &sn);
     c.t0 = hpt_now();
     if (hpt_mkdir_p(c.out) != HPT_OK) die_status(HPT_ERR_IO);
     compare_catch_signals();

@@ -189,7 +189,7 @@ typedef enum {
     SWEEP_INSIDE,   /* the best rate has a rate on each side: bracketed */
     SWEEP_EXTEND,   /* at an edge: try .lr next */
     SWEEP_CAPPED,   /* at an edge after cap extensions: not bracketed */
-    SWEEP_LIMIT,    /* at the upper edge, and one step beyond passes lr_max */
+    SWEEP_LIMIT,    /* at an edge, and one step beyond leaves [lr_min, lr_max] (train's --lr range) */
     SWEEP_NONE      /* nothing to bracket: fewer than 2 rates, or no finite final val */
 } sweep_status;
 typedef struct sweep_next {
@@ -198,7 +198,8 @@ typedef struct sweep_next {
     int edge;    /* +1: the best is the largest rate, -1: the smallest, 0: neither */
     float lr;    /* SWEEP_EXTEND: the rate to try */
 } sweep_next;
-sweep_next compare_sweep_next(int n, const float *lr, const double *val, int done, int cap, float lr_max);
+sweep_next compare_sweep_next(int n, const float *lr, const double *val, int done, int cap, float lr_min,
+                              float lr_max);
 extern const char *const compare_sweep_status_names[];   /* "inside", "extend", "capped", "limit", "none" */
 
 /* compare_md.c: the tables of a comparison, as Markdown, from its

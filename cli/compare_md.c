@@ -120,8 +120,8 @@ static void md_sweep_extension(const cJSON *r, FILE *o) {
             fprintf(o, "its best, lr %g, is %sat the %s edge%s: not bracketed, widen --lrs.\n", tuned, nadd ? "still " : "",
                     edge, cap ? " (the --extend-sweep cap)" : " of its sweep (--extend-sweep 0)");
         else if (!strcmp(st, "limit"))
-            fprintf(o, "its best, lr %g, is %sat the %s edge (the next rate would pass 10): not bracketed.\n",
-                    tuned, nadd ? "still " : "", edge);
+            fprintf(o, "its best, lr %g, is %sat the %s edge (the next rate would pass %s, hpt train's limit): not "
+                    "bracketed.\n", tuned, nadd ? "still " : "", edge, !strcmp(edge, "upper") ? "10" : "1e-9");
         else fprintf(o, "its best, lr %g, is inside now.\n", tuned);
         any = 1;
     }
@@ -277,6 +277,11 @@ static void md_budget_sweep(const cJSON *r, FILE *o) {
 
 static void md_headline(const cJSON *r, FILE *o) {
     const cJSON *h = get(r, "speedup_time_to_target"), *f = get(r, "final_val_ratio"), *x;
+    if (!cJSON_IsObject(h)) {  /* null: no hybrid arm ran */
+        fprintf(o, "No headline: no hybrid arm ran (--arms without hybrid); each arm's measures over the tuned "
+                   "baseline are in the table above.\n");
+        return;
+    }
     fprintf(o, "Headline (hybrid over tuned baseline): speedup_time_to_target median **%.3f** (per seed ",
             num(h, "median"));
     int i = 0;

@@ -361,14 +361,22 @@ static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
     if (c->nbudgets) json_arm_budgets(c, m, o);
 }
 
-/* The headline: the hybrid (or, without it, the baseline) over the tuned
- * baseline, and the measured timing noise. */
+/* The headline: the hybrid over the tuned baseline, and the measured
+ * timing noise. Without a hybrid arm there is none to report: the three
+ * fields are null (they were the baseline over itself, 1.000, printed as
+ * "hybrid over tuned baseline"). */
 static void json_headline(const compare *c, armseed m[NARMS][MAX_SEEDS], stat4 noise, cJSON *o) {
     cJSON *tn = cJSON_AddObjectToObject(o, "timing_noise_pct");
     cJSON_AddNumberToObject(tn, "runs", noise.n);
     cJSON_AddItemToObject(tn, "median", jnum(noise.median));
     cJSON_AddItemToObject(tn, "max", jnum(noise.max));
-    int ha = c->arms[ARM_HYBRID] ? ARM_HYBRID : ARM_BASELINE;
+    if (!c->arms[ARM_HYBRID]) {
+        cJSON_AddNullToObject(o, "speedup_time_to_target");
+        cJSON_AddNullToObject(o, "speedup_steps_to_target");
+        cJSON_AddNullToObject(o, "final_val_ratio");
+        return;
+    }
+    int ha = ARM_HYBRID;
     double v[MAX_SEEDS];
     for (int s = 0; s < c->nseeds; s++) v[s] = m[ha][s].r ? m[ha][s].speedup[2] : NAN;
     jstat(o, "speedup_time_to_target", v, c->nseeds);

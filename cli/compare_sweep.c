@@ -20,7 +20,8 @@ static double round3(double x) {
     return round(x / e) * e;
 }
 
-sweep_next compare_sweep_next(int n, const float *lr, const double *val, int done, int cap, float lr_max) {
+sweep_next compare_sweep_next(int n, const float *lr, const double *val, int done, int cap, float lr_min,
+                              float lr_max) {
     sweep_next s = {SWEEP_NONE, -1, 0, 0};
     if (n < 1) return s;
     int lo = 0, hi = 0;
@@ -45,7 +46,9 @@ sweep_next compare_sweep_next(int n, const float *lr, const double *val, int don
     double next = (double)lr[e] * ratio, r = round3(next);
     /* the rounded rate, unless rounding brought it back to the edge */
     if (s.edge > 0 ? (float)r > lr[e] : (float)r < lr[e]) next = r;
-    if (s.edge > 0 && next > lr_max) { s.status = SWEEP_LIMIT; return s; }
+    /* train's range, both ways: a rate past it would be a run refused with
+     * exit 2, failing the whole comparison after its other runs */
+    if (s.edge > 0 ? next > lr_max : (float)next < lr_min) { s.status = SWEEP_LIMIT; return s; }
     s.status = SWEEP_EXTEND;
     s.lr = (float)next;
     return s;

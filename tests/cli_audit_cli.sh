@@ -151,4 +151,48 @@ run "$HPT" compare $C --max-iters 10 --warmup-iters 2 --budgets 0.1 --out $tmp/c
     pass "(16) compare --budgets 0.1 of 10 steps past --warmup-iters 2: refused before any directory" ||
     fail "(16) compare budget under the warmup: rc $rc"
 
+# (7) compare's rates stay in train's [1e-9, 10]: --lrs outside it is a
+# usage error before anything is written, and the extension at the lower
+# edge stops at 1e-9 (status limit) instead of running a rate train refuses
+C="--data $tmp/c.txt $S --max-iters 10 --warmup-iters 2 --seeds 1 --arms baseline"
+run "$HPT" compare $C --lrs 1e-30 --out $tmp/c7
+[ $rc -eq 2 ] && grep -q "must be in \[1e-9, 10\]" $tmp/err && [ ! -e $tmp/c7 ] &&
+    pass "(7) --lrs 1e-30: exit 2, nothing written" || fail "(7) --lrs 1e-30: rc $rc"
+run "$HPT" compare $C --lrs 2e-9,10 --out $tmp/c7
+lim=$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["sweep_extension"]["baseline"]; print(e["status"], e["edge"])' $tmp/c7/results.json 2>/dev/null)
+[ $rc -eq 0 ] && [ "$lim" = "limit lower" ] && ! ls $tmp/c7/runs | grep -q e-1[0-9] &&
+    pass "(7) --lrs 2e-9,10, best at the lower edge: exit 0, extension status 'limit', no rate below 1e-9 run" ||
+    fail "(7) --lrs 2e-9,10: rc $rc, extension '$lim', runs $(ls $tmp/c7/runs 2>/dev/null | tr '\n' ' ')"
+
+# (9) without a hybrid arm there is no headline: null in results.json, said
+# so in results.md; and a single rate is said to be untuned
+run "$HPT" compare $C --lrs 1e-3 --out $tmp/c9
+hl=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print([r[k] for k in ("speedup_time_to_target","speedup_steps_to_target","final_val_ratio")])' $tmp/c9/results.json 2>/dev/null)
+[ $rc -eq 0 ] && [ "$hl" = "[None, None, None]" ] && ! grep -q "Headline (hybrid" $tmp/c9/results.md &&
+    grep -q "No headline: no hybrid arm ran" $tmp/c9/results.md && grep -q "baseline's lr 0.001 was not swept" $tmp/err &&
+    pass "(9) --arms baseline: no hybrid headline (null, and said so); one rate warned as not tuned" ||
+    fail "(9) baseline only: rc $rc, headline '$hl', $(tail -1 $tmp/c9/results.md)"
+
+# (15) what every run would refuse is refused before anything is written:
+# a device this machine cannot use, an --out that is an hpt train run
+run "$HPT" compare $C --lrs 1e-3 --device nosuch --out $tmp/c15
+[ $rc -eq 2 ] && [ ! -e $tmp/c15 ] && pass "(15) compare --device nosuch: exit 2, no directory" ||
+    fail "(15) --device nosuch: rc $rc, $(ls $tmp/c15 2>&1)"
+if ! "$HPT" eval --model $tmp/m/model.bin --data $tmp/c.txt --device cuda >/dev/null 2>&1; then
+    run "$HPT" compare $C --lrs 1e-3 --device cuda --out $tmp/c15
+    [ $rc -eq 2 ] && [ ! -e $tmp/c15 ] && pass "(15) compare --device cuda without a usable GPU: exit 2, no directory" ||
+        fail "(15) --device cuda: rc $rc"
+fi
+run "$HPT" compare $C --lrs 1e-3 --out $tmp/m
+[ $rc -eq 2 ] && grep -q "is an hpt train run directory" $tmp/err && [ ! -e $tmp/m/runs ] && [ ! -e $tmp/m/results.json ] &&
+    pass "(15) compare --out an hpt train run: refused, nothing written into it" || fail "(15) --out a run: rc $rc"
+
+# trivial: an empty list item, a repeated arm
+for bad in "--lrs 1e-3,,2e-3:--lrs has an empty item" "--lrs 1e-3,:--lrs has an empty item" \
+           "--budgets 0.5,,1:--budgets has an empty item" "--arms baseline,baseline:--arms lists 'baseline' twice"; do
+    run "$HPT" compare --data $tmp/c.txt $S --max-iters 10 --seeds 1 ${bad%%:*} --out $tmp/ct
+    [ $rc -eq 2 ] && grep -q -- "${bad#*:}" $tmp/err && [ ! -e $tmp/ct ] && pass "(trivial) compare ${bad%%:*}: exit 2" ||
+        fail "(trivial) compare ${bad%%:*}: rc $rc"
+done
+
 finish

@@ -19,7 +19,7 @@ static void test_inside(void) {
     const float lr[3] = {2e-3f, 4e-3f, 8e-3f};
     double v[3];
     bowl(3, lr, v, 4.5e-3);
-    sweep_next s = compare_sweep_next(3, lr, v, 0, 3, 10);
+    sweep_next s = compare_sweep_next(3, lr, v, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_INSIDE && s.best == 1 && s.edge == 0, "best inside: status %d best %d edge %d", s.status,
           s.best, s.edge);
 }
@@ -27,30 +27,30 @@ static void test_inside(void) {
 static void test_upper(void) {
     const float lr[3] = {2e-3f, 4e-3f, 8e-3f};
     const double v[3] = {2.5, 2.4, 2.3};
-    sweep_next s = compare_sweep_next(3, lr, v, 0, 3, 10);
+    sweep_next s = compare_sweep_next(3, lr, v, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_EXTEND && s.edge == 1 && s.best == 2 && s.lr == 1.6e-2f, "upper edge: x2 to %g (status %d)",
           (double)s.lr, s.status);
     /* the demo's rates in another order: the same */
     const float l2[3] = {8e-3f, 2e-3f, 4e-3f};
     const double v2[3] = {2.3, 2.5, 2.4};
-    s = compare_sweep_next(3, l2, v2, 0, 3, 10);
+    s = compare_sweep_next(3, l2, v2, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_EXTEND && s.best == 0 && s.lr == 1.6e-2f, "unsorted: %g", (double)s.lr);
     /* an uneven sweep: the edge's own ratio (1e-2 / 3e-3), rounded to 3 digits */
     const float l3[2] = {3e-3f, 1e-2f};
     const double v3[2] = {2.6, 2.5};
-    s = compare_sweep_next(2, l3, v3, 0, 3, 10);
+    s = compare_sweep_next(2, l3, v3, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_EXTEND && s.lr == 3.33e-2f, "3e-3,1e-2 extends to 3.33e-2, got %.9g", (double)s.lr);
 }
 
 static void test_lower(void) {
     const float lr[3] = {2e-3f, 4e-3f, 8e-3f};
     const double v[3] = {2.3, 2.4, 2.5};
-    sweep_next s = compare_sweep_next(3, lr, v, 1, 3, 10);
+    sweep_next s = compare_sweep_next(3, lr, v, 1, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_EXTEND && s.edge == -1 && s.best == 0 && s.lr == 1e-3f, "lower edge: /2 to %g",
           (double)s.lr);
     const float l3[2] = {3e-3f, 1e-2f};
     const double v3[2] = {2.5, 2.6};
-    s = compare_sweep_next(2, l3, v3, 0, 3, 10);
+    s = compare_sweep_next(2, l3, v3, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_EXTEND && s.lr == 9e-4f, "3e-3,1e-2 extends down to 9e-4, got %.9g", (double)s.lr);
 }
 
@@ -60,7 +60,7 @@ static int extend_until_inside(float *lr, int n, double m, int cap, sweep_next *
     int done = 0;
     for (;;) {
         bowl(n, lr, v, m);
-        *last = compare_sweep_next(n, lr, v, done, cap, 10);
+        *last = compare_sweep_next(n, lr, v, done, cap, 1e-9f, 10);
         if (last->status != SWEEP_EXTEND) return n;
         lr[n++] = last->lr;
         done++;
@@ -97,32 +97,41 @@ static void test_cap(void) {
     /* the upper limit on a rate */
     const float big[2] = {4.0f, 8.0f};
     const double v[2] = {2.5, 2.4};
-    s = compare_sweep_next(2, big, v, 0, 3, 10);
+    s = compare_sweep_next(2, big, v, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_LIMIT && s.edge == 1, "16 > 10: limit (status %d)", s.status);
+    /* and the lower one (issue 42, 7): 2e-9 of {2e-9, 10} would go on to
+     * 4e-19, a rate train refuses; 1e-9 itself is still tried */
+    const float wide[2] = {2e-9f, 10.0f}, low[2] = {2e-9f, 4e-9f};
+    const double vl[2] = {2.4, 2.5};
+    s = compare_sweep_next(2, wide, vl, 0, 3, 1e-9f, 10);
+    CHECK(s.status == SWEEP_LIMIT && s.edge == -1, "4e-19 < 1e-9: limit (status %d, lr %g)", s.status, (double)s.lr);
+    s = compare_sweep_next(2, low, vl, 0, 3, 1e-9f, 10);
+    CHECK(s.status == SWEEP_EXTEND && s.lr == 1e-9f, "2e-9 / 2 = 1e-9: extended (status %d, lr %g)", s.status,
+          (double)s.lr);
 }
 
 static void test_degenerate(void) {
     const float lr[3] = {2e-3f, 4e-3f, 8e-3f};
     const double nanv[3] = {NAN, NAN, NAN};
-    sweep_next s = compare_sweep_next(3, lr, nanv, 0, 3, 10);
+    sweep_next s = compare_sweep_next(3, lr, nanv, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_NONE && s.best == -1, "all diverged: nothing to bracket (status %d)", s.status);
     const double one[1] = {2.0};
-    s = compare_sweep_next(1, lr, one, 0, 3, 10);
+    s = compare_sweep_next(1, lr, one, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_NONE && s.best == 0, "one rate: nothing to bracket (status %d)", s.status);
     /* the largest rate diverged: the best (the middle) is inside */
     const double dv[3] = {2.5, 2.4, NAN};
-    s = compare_sweep_next(3, lr, dv, 0, 3, 10);
+    s = compare_sweep_next(3, lr, dv, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_INSIDE && s.best == 1, "diverged edge: inside (status %d best %d)", s.status, s.best);
     /* the middle diverged, the smallest is best: extend down */
     const double mv[3] = {2.4, NAN, 2.5};
-    s = compare_sweep_next(3, lr, mv, 0, 3, 10);
+    s = compare_sweep_next(3, lr, mv, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_EXTEND && s.edge == -1 && s.lr == 1e-3f, "NaN middle: down to %g", (double)s.lr);
     /* a tie between an edge and the inside: inside */
     const double tv[3] = {2.5, 2.3, 2.3};
-    s = compare_sweep_next(3, lr, tv, 0, 3, 10);
+    s = compare_sweep_next(3, lr, tv, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_INSIDE, "tie with the inside: inside (status %d)", s.status);
     const double ev[2] = {2.3, 2.3};
-    s = compare_sweep_next(2, lr, ev, 0, 3, 10);
+    s = compare_sweep_next(2, lr, ev, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_INSIDE && s.edge == 0, "a tie at both edges: no direction (status %d)", s.status);
 }
 
