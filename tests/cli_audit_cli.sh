@@ -195,4 +195,10 @@ for bad in "--lrs 1e-3,,2e-3:--lrs has an empty item" "--lrs 1e-3,:--lrs has an 
         fail "(trivial) compare ${bad%%:*}: rc $rc"
 done
 
+# trivial: a resume of a finished run times no step: no "nan ms/step"
+run "$HPT" train --data $tmp/c.txt $S --max-iters 4 --warmup-iters 1 --save-interval 2 --out $tmp/fin
+run "$HPT" train --resume $tmp/fin
+[ $rc -eq 0 ] && grep -q "^done .*no step run here" $tmp/err $tmp/out && ! grep -qi "nan" $tmp/err $tmp/out &&
+    pass "(trivial) --resume of a finished run: 'no step run here', no nan" || fail "(trivial) resume finished: rc $rc, $(grep -h '^done' $tmp/err $tmp/out)"
+
 finish

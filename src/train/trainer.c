@@ -961,9 +961,12 @@ static hpt_status finish_run(run *r) {
     uint32_t crc = hpt_model_crc32(m, m->params, m->nparams);
     double wall = hpt_now() - r->wall0;
     if (hpt_trainer_writer(tr)) HPT_TRY(write_summary(r, med, flops, crc, wall));
-    hpt_logf(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), median %.1f ms/step, "
-          "%.1f GFLOP/s, final val %.4f, best val %.4f, param_crc32 %08x",
-          tr->step, wall, tr->train_s, tr->eval_s, med * 1e3, flops / med * 1e-9, tr->final_val, tr->best_val, crc);
+    /* no step timed here (a resume of a finished run): no rate to print, not "nan ms/step" */
+    char rate[96] = "no step run here";
+    if (r->calls) snprintf(rate, sizeof rate, "median %.1f ms/step, %.1f GFLOP/s", med * 1e3, flops / med * 1e-9);
+    hpt_logf(r->log, r->ctx, "done       %d steps in %.1f s (train %.1f s, eval %.1f s), %s, final val %.4f, "
+          "best val %.4f, param_crc32 %08x", tr->step, wall, tr->train_s, tr->eval_s, rate, tr->final_val,
+          tr->best_val, crc);
     return HPT_OK;
 }
 
