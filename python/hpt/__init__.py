@@ -314,17 +314,17 @@ class Model:
         tok = self._arena.tok
         if not tok:
             raise Error("sample needs a language model with a tokenizer (one from hpt.load of a text run)")
+        # --tokens' range and message: unbounded, 2**31 tokens asked for an
+        # 8 GiB context up front, and -1 raised a bare IndexError
+        if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or not 0 <= tokens <= 100000000:
+            raise Error("--tokens must be in [0, 100000000], got %r" % (tokens,))
+        tokens = int(tokens)
         if not temperature > 0:
             raise Error("--temperature must be > 0")
         V, maxT = lib.hpt_text_vocab_size(tok), lib.hpt_model_block_size(h)
         pb = (prompt or "").encode()
         enc = (ctypes.c_int * (len(pb) + 1))()  # a token has at least one byte
         bad, count = ctypes.c_size_t(), ctypes.c_int()
-        # --tokens' range and message: unbounded, 2**31 tokens asked for an
-        # 8 GiB context up front, and -1 raised a bare IndexError
-        if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or not 0 <= tokens <= 100000000:
-            raise Error("--tokens must be in [0, 100000000], got %r" % (tokens,))
-        tokens = int(tokens)
         if pb:
             st = lib.hpt_text_encode(tok, pb, enc, len(enc), ctypes.byref(count), ctypes.byref(bad))
             if st == _lib.STATUS.index("HPT_ERR_DATA"):
@@ -345,7 +345,7 @@ class Model:
         keep = min(n, maxT)
         ctx[:keep] = enc[n - keep:n]
         n = keep
-        rs = ctypes.c_uint64((int(seed) * 0x9E3779B97F4A7C15 + 1) & 0xFFFFFFFFFFFFFFFF)
+        rs = ctypes.c_uint64((_c_seed(seed) * 0x9E3779B97F4A7C15 + 1) & 0xFFFFFFFFFFFFFFFF)
         probs, order = (ctypes.c_float * V)(), (ctypes.c_int * V)()
         buf, out = ctypes.create_string_buffer(256), bytearray(pb)  # 256: HPT_TOKEN_MAX_BYTES
         base = ctypes.addressof(ctx)
@@ -359,18 +359,18 @@ class Model:
                 check(lib.hpt_model_forward(m, ctypes.byref(b), None))
                 check(lib.hpt_model_logits_copy(m, T - 1, logits))  # to host memory, from any device
                 pick = lib.hpt_sample_token(logits, V, float(temperature), int(top_k), ctypes.byref(rs), probs, order)
-                ctx[n] = pick
-                n += 1
-                nb = lib.hpt_text_decode(tok, pick, buf)
-                out += buf.raw[:nb]
-        finally:
-            if dev:
                 if pick < 0:  # non-finite logits: no distribution, a constant token would pass for text
                     raise Error("the logits for token %d are not finite (NaN or inf): the model's weights are not "
                                 "finite, or it overflows" % (k + 1), "HPT_ERR_NUMERIC")
                 if n == W:  # full: keep the last maxT - 1, the window after this token
                     ctypes.memmove(base, base + 4 * (W - maxT + 1), 4 * (maxT - 1))
                     n = maxT - 1
+                ctx[n] = pick
+                n += 1
+                nb = lib.hpt_text_decode(tok, pick, buf)
+                out += buf.raw[:nb]
+        finally:
+            if dev:
                 lib.hpt_model_free(dev)
         self._last = (0, 0)
         return out.decode("utf-8", "replace")
@@ -405,6 +405,22 @@ class Model:
         return {"loss": loss.value, "ppl": float(np.exp(loss.value)), "tokens": n.value}
 
 
+def _c_int(name, v):
+    """v as a C int, else Error naming it: ctypes wraps a Python int past the
+    type silently (batch=2**31 was refused as "batch -2147483648")."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -2 ** 31 <= v < 2 ** 31:
+        raise Error("%s must be an integer that fits a C int, got %r" % (name, v))
+    return int(v)
+
+
+def _c_seed(v):
+    """A seed as the library's uint64, else Error: -1 and 2**70 were reduced
+    modulo 2**64 without a word."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2 ** 64:
+        raise Error("seed must be an integer in [0, 2**64 - 1], got %r" % (v,))
+    return int(v)
+
+
 def _init(fn, cfg, *args):
     _default_threads()
     h = ctypes.c_void_p()
@@ -415,8 +431,11 @@ def _init(fn, cfg, *args):
 def GPT2(vocab_size, block_size, n_layer, n_head, n_embd, batch, seed=1337):
     """A GPT-2 with activations for batches of up to `batch` sequences of up
     to block_size tokens, initialised as GPT-2 from seed."""
+    dims = dict(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+                batch=batch)
+    vocab_size, block_size, n_layer, n_head, n_embd, batch = (_c_int(k, v) for k, v in dims.items())
     cfg = _lib.GPT2Config(vocab_size, block_size, n_layer, n_head, n_embd)
-    m = Model(_init(lib.hpt_gpt2_init, cfg, int(batch), int(block_size), int(seed)), None, batch, block_size, "gpt2")
+    m = Model(_init(lib.hpt_gpt2_init, cfg, batch, block_size, _c_seed(seed)), None, batch, block_size, "gpt2")
     m._vocab = int(vocab_size)
     return m
 
@@ -430,13 +449,13 @@ def MLP(n_in=784, hidden=(256, 128), n_classes=10, batch=128, seed=1337):
     cfg.n_in, cfg.n_hidden, cfg.n_classes = n_in, len(hidden), n_classes
     for i, w in enumerate(hidden):
         cfg.hidden[i] = w
-    return Model(_init(lib.hpt_mlp_init, cfg, int(batch), int(seed)), None, batch, 1, "mlp")
+    return Model(_init(lib.hpt_mlp_init, cfg, _c_int("batch", batch), _c_seed(seed)), None, batch, 1, "mlp")
 
 
 def CNN(in_c=1, in_h=28, in_w=28, c1=32, c2=64, hidden=128, n_classes=10, batch=128, seed=1337):
     """Two conv3x3-ReLU-maxpool blocks, then Linear-ReLU-Linear (hpt.h)."""
     cfg = _lib.CNNConfig(in_c, in_h, in_w, c1, c2, hidden, n_classes)
-    return Model(_init(lib.hpt_cnn_init, cfg, int(batch), int(seed)), None, batch, 1, "cnn")
+    return Model(_init(lib.hpt_cnn_init, cfg, _c_int("batch", batch), _c_seed(seed)), None, batch, 1, "cnn")
 
 
 def load(path, batch=1):

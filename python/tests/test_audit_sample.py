@@ -69,3 +69,17 @@ def test_save_over_a_fifo_is_refused(model_path, tmp_path):
     with pytest.raises(hpt.Error, match="not a regular file"):
         hpt.load(model_path).save(str(fifo))
     assert not os.path.isfile(fifo) and os.path.exists(fifo)
+
+
+@pytest.mark.parametrize("kw", [dict(batch=2 ** 31), dict(batch=2, seed=-1), dict(batch=2, seed=2 ** 70),
+                                dict(batch=2, n_embd=2 ** 32 + 16)])
+def test_constructor_ints_that_ctypes_would_wrap_raise(kw):
+    # batch=2**31 was refused as "batch -2147483648"; seed=-1 and 2**70 were
+    # reduced modulo 2**64 without a word
+    args = dict(vocab_size=256, block_size=8, n_layer=1, n_head=2, n_embd=16, batch=2, seed=1)
+    args.update(kw)
+    with pytest.raises(hpt.Error, match="must be an integer"):
+        hpt.GPT2(**args)
+    if "seed" in kw:
+        with pytest.raises(hpt.Error, match="seed must be an integer"):
+            hpt.MLP(n_in=4, hidden=(4,), n_classes=2, batch=2, seed=kw["seed"])
