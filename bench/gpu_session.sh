@@ -282,7 +282,10 @@ if [ -x "$cs" ] || [ "$dry" = 1 ]; then
     if [ -x build/cuda/test_device_cuda ] || [ "$dry" = 1 ]; then
         step memcheck-device 20 90 TERM build env HPT_CUDA_TEST_MAX_N=100003 $mc build/cuda/test_device_cuda
     else record memcheck-device "skipped: build/cuda/test_device_cuda not built (make test-cuda builds it)" "" "" ""; fi
-    head -c 200000 .gpu/data/tinyshakespeare.txt > "$work/memcheck-text" 2>/dev/null || seq 1 40000 > "$work/memcheck-text"
+    for f in .gpu/data/tinyshakespeare.txt bench/data/tinyshakespeare.txt; do
+        [ -f "$f" ] && head -c 200000 "$f" > "$work/memcheck-text" && break
+    done
+    [ -s "$work/memcheck-text" ] || seq 1 40000 > "$work/memcheck-text"
     for p in fp32 bf16; do
         step memcheck-train-$p 20 60 TERM build $mc "$HPT" train --data "$work/memcheck-text" --n-layer 2 --n-head 2 \
             --n-embd 64 --block-size 32 --batch-size 4 --max-iters 3 --eval-iters 1 --device cuda --precision $p \
