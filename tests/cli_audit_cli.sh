@@ -201,4 +201,13 @@ run "$HPT" train --resume $tmp/fin
 [ $rc -eq 0 ] && grep -q "^done .*no step run here" $tmp/err $tmp/out && ! grep -qi "nan" $tmp/err $tmp/out &&
     pass "(trivial) --resume of a finished run: 'no step run here', no nan" || fail "(trivial) resume finished: rc $rc, $(grep -h '^done' $tmp/err $tmp/out)"
 
+# trivial: a given --tokenizer that differs from the shard manifest's is
+# refused (the manifest's was used without a word); the same one, or none, trains
+run "$HPT" tokenize --out $tmp/shc --tokenizer char --threads 1 --shard-tokens 5000 $tmp/c.txt
+run "$HPT" train --data $tmp/shc --tokenizer gpt2 $S --max-iters 2 --warmup-iters 1 --out $tmp/tk1
+[ $rc -eq 2 ] && grep -q -- "--tokenizer gpt2 differs from the tokenizer of the shards' manifest" $tmp/err && [ ! -e $tmp/tk1 ] &&
+    pass "(trivial) --tokenizer gpt2 on char shards: refused naming the manifest" || fail "(trivial) tokenizer vs manifest: rc $rc"
+run "$HPT" train --data $tmp/shc --tokenizer char $S --max-iters 2 --warmup-iters 1 --out $tmp/tk2
+[ $rc -eq 0 ] && pass "(trivial) --tokenizer char on char shards: trains" || fail "(trivial) --tokenizer char on char shards: rc $rc"
+
 finish

@@ -13,9 +13,12 @@
 #include "../train/settings.h"
 #include "../train/trainer.h"
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* a row of the settings table is a given field */
 #define IS(s, grp, type, field) ((s)->group == (grp) && (s)->offset == offsetof(type, field))
@@ -133,6 +136,32 @@ hpt_status hpt_train_args_parse(hpt_train_args *a, int argc, char *const *argv) 
     return cross_check(a, &w);
 }
 
+/* A given --tokenizer against the manifest of an hpt shard directory: the
+ * manifest's tokenizer is the one the ids were made with and the one the run
+ * uses, so a --tokenizer that differs was overridden without a word (a char
+ * manifest under --tokenizer gpt2 trained a char model). Without a manifest
+ * (llm.c, nanoGPT ids) --tokenizer is the only word on it. */
+static hpt_status tokenizer_matches_manifest(const hpt_train_config *c) {
+    char path[4200];
+    struct stat sb;
+    if (stat(c->data_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return HPT_OK;
+    snprintf(path, sizeof path, "%s/manifest.json", c->data_path);
+    if (stat(path, &sb) != 0) return HPT_OK;
+    unsigned char *buf;
+    size_t len;
+    if (hpt_read_file(path, &buf, &len) != HPT_OK) return HPT_OK;  /* the shard reader reports it */
+    cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
+    free(buf);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tokenizer");
+    const char *given = hpt_setting_name(hpt_setting_find("--tokenizer"), (int)c->tokenizer);  /* its choices */
+    hpt_status st = HPT_OK;
+    if (cJSON_IsString(t) && strcmp(t->valuestring, given))
+        st = hpt_fail(HPT_ERR_ARG, "--tokenizer %s differs from the tokenizer of the shards' manifest '%s' (%.32s): "
+                      "the ids were made with it; leave --tokenizer out", given, path, t->valuestring);
+    cJSON_Delete(j);
+    return st;
+}
+
 hpt_status hpt_train_args_resolve(hpt_train_args *a) {
     hpt_train_config *c = &a->train;
     if (c->init_path && *c->init_path && !strcmp(c->task, "text")) {
@@ -148,6 +177,10 @@ hpt_status hpt_train_args_resolve(hpt_train_args *a) {
         if (!(a->arch_given & GIVEN_EMBD)) c->n_embd = ic.n_embd;
         if (!(a->arch_given & GIVEN_TOK)) c->tokenizer = kind;
         if (!(a->arch_given & GIVEN_BLOCK) && c->block_size > ic.block_size) c->block_size = ic.block_size;
+    }
+    if ((a->arch_given & GIVEN_TOK) && !strcmp(c->task, "text") && c->data_path) {
+        hpt_status st = tokenizer_matches_manifest(c);
+        if (st != HPT_OK) return st;
     }
     hpt_status st = hpt_train_config_check(c);
     if (st != HPT_OK) return st;
