@@ -21,7 +21,8 @@
 #   - on the CUDA emulator only (it counts every copy): a training step's
 #     host-device traffic, plain and hybrid, under a tenth of the parameters;
 #   - --precision tf32 and bf16 train (their losses near fp32's);
-#   - eval and sample on the GPU; what stays on the CPU is refused.
+#   - eval and sample on the GPU; what stays on the CPU is refused;
+#   - a NaN loss (forced by NaN weights) stops the run with the reason.
 test_name=cli_device_cuda; . tests/lib.sh
 words_text 1 > "$tmp/data.txt"
 small="--data $tmp/data.txt --n-layer 1 --n-head 1 --n-embd 16 --block-size 16 --batch-size 4 --max-iters 4 --eval-iters 2 --threads 1"
@@ -32,6 +33,24 @@ if grep -q -- '--device cuda: \(this hpt was built without CUDA\|no CUDA device\
     finish; exit
 fi
 if [ "$rc" -eq 0 ]; then pass "--device cuda trains"; else fail "--device cuda (rc $rc: $(cat "$tmp/err"))"; fi
+
+# a non-finite loss: the step's gradient is zeroed through the row before the
+# run stops with the reason (issue 39: it was a host memset of device memory,
+# a SIGSEGV on a GPU). The NaN: --init from the probe's model.bin with every
+# parameter NaN (tests/cli_device.sh does the same on the guard device).
+python3 - "$tmp/probe/model.bin" "$tmp/nan.bin" <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"PARM") + 16                       # the chunk's payload: u64 count, then the floats
+n = struct.unpack_from("<Q", b, i)[0]
+b[i + 8:i + 8 + 4 * n] = struct.pack("<f", float("nan")) * n
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+run $HPT train $small --init "$tmp/nan.bin" --device cuda --out "$tmp/nan"
+if [ "$rc" -eq 1 ] && grep -q 'training loss is nan at step 1' "$tmp/err"; then
+    pass "a NaN loss on the GPU: exit 1 with the reason"
+else fail "a NaN loss on the GPU (rc $rc, want 1 and 'training loss is nan at step 1')"; fi
 
 # losses: metrics.jsonl's train_loss per step, the GPU's against the CPU's
 losses_agree() {  # cpu_dir gpu_dir steps rtol
