@@ -296,7 +296,7 @@ int hpt_text_decode(const hpt_text *t, int id, char *buf);
 
 /* ---------------------------------------------------------------- token shards */
 
-/* A corpus tokenised once, read by every run after through memory maps
+/* A corpus tokenised once, read window by window by every run after
  * (src/data/shards.c): llm.c's shard format, a header of 256 little-endian
  * int32 (magic, version, token count, the rest 0) then the uint16 token
  * ids; nanoGPT's train.bin / val.bin, bare uint16 ids; hpt tokenize --out's

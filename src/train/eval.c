@@ -11,8 +11,9 @@
  * left (T < bs, still causal) and predicts its tokens. The result is the sum
  * of every position's loss over the count, summed in double.
  *
- * Token shards (hpt_data_is_shards) are read through their maps: their
- * validation split, each shard cut into windows as a text file is.
+ * Token shards (hpt_data_is_shards): their validation split only (the
+ * train files are not opened), each shard cut into windows as a text file
+ * is, each window read from its file.
  */
 #include "../base/base.h"
 #include "../data/shards.h"
@@ -38,7 +39,8 @@ hpt_status hpt_eval_text_on(const char *model_path, const char *data_path, const
     hpt_shards *sh = NULL;
     hpt_status st;
     if (hpt_data_is_shards(data_path)) {
-        st = hpt_shards_open(&sh, data_path, hpt_text_kind(tok));
+        /* the validation files only: the train files are never read here */
+        st = hpt_shards_open(&sh, data_path, hpt_text_kind(tok), 1);
         if (st == HPT_OK) st = hpt_shards_match(sh, tok, "the model");
     } else {
         st = hpt_text_file_check(data_path, hpt_text_kind(tok));
@@ -46,20 +48,20 @@ hpt_status hpt_eval_text_on(const char *model_path, const char *data_path, const
     }
     hpt_text_free(tok);
     const size_t bs = (size_t)hpt_model_block_size(m);
-    int *buf = sh && st == HPT_OK ? malloc((bs + 1) * sizeof *buf) : NULL;
+    /* a window's ids: hpt_shards_read widens them in place (2 halves) */
+    int *buf = sh && st == HPT_OK ? malloc(2 * (bs + 1) * sizeof *buf) : NULL;
     if (sh && st == HPT_OK && !buf) st = hpt_fail(HPT_ERR_NOMEM, "out of memory");
     double sum = 0;
     size_t count = 0;
     for (int f = 0; st == HPT_OK && f < (sh ? hpt_shards_files(sh, 1) : 1); f++) {
         size_t n;
         const int *ids = NULL;
-        const uint16_t *ids16 = NULL;
-        if (sh) ids16 = hpt_shards_ids(sh, 1, f, &n, NULL);
+        if (sh) n = hpt_shards_file_tokens(sh, 1, f);
         else ids = hpt_text_ids(text, &n);
         for (size_t pos = 0; st == HPT_OK && pos + 1 < n; ) {
             size_t T = n - 1 - pos < bs ? n - 1 - pos : bs;
-            if (ids16) for (size_t i = 0; i <= T; i++) buf[i] = ids16[pos + i];  /* the window as ints */
-            const int *w = ids16 ? buf : ids + pos;
+            if (sh && (st = hpt_shards_read(sh, 1, f, pos, T + 1, buf)) != HPT_OK) break;
+            const int *w = sh ? buf : ids + pos;
             hpt_batch b = {.B = 1, .T = (int)T, .tokens = w, .targets = w + 1};
             float mean;
             st = hpt_model_forward(m, &b, &mean);

@@ -25,8 +25,9 @@ struct hpt_task {
     int x_dim;                 /* floats per sample in batch x (0: token batches) */
     size_t train_examples;     /* windows or images available per epoch */
     /* The data's identity: the bytes the task read (text: the --data file;
-     * fashion-mnist: the four IDX payloads after gunzip, train images and
-     * labels, then test images and labels) and their CRC-32, zlib's.
+     * token shards: every file, hpt_shards_identity; fashion-mnist: the
+     * four IDX payloads after gunzip, train images and labels, then test
+     * images and labels) and their CRC-32, zlib's.
      * Checkpoints record it (DSRC) and a resume compares, so a run does not
      * train on silently after its data changed (issue 27). data_source
      * names the file or directory in messages (the trainer's string). */
@@ -35,11 +36,14 @@ struct hpt_task {
     const char *data_source;
 
     /* Next training batch (buffers owned by the task, valid until the next
-     * call); advances the data cursor. */
-    void (*train_batch)(hpt_task *t, hpt_batch *b);
+     * call); advances the data cursor. A data source read as the run goes
+     * (token shards) can fail mid-run, a file truncated under it: the
+     * status says so, naming the file, and the run ends with the last
+     * checkpoint as it was. */
+    hpt_status (*train_batch)(hpt_task *t, hpt_batch *b);
     /* Validation: a fixed number of fixed batches. */
     int (*val_batches)(const hpt_task *t);
-    void (*val_batch)(hpt_task *t, int i, hpt_batch *b);
+    hpt_status (*val_batch)(hpt_task *t, int i, hpt_batch *b);
     /* Lines describing the data for the start-of-run log. */
     void (*describe)(const hpt_task *t, char *buf, size_t n);
     size_t (*data_bytes)(const hpt_task *t);

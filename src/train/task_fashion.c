@@ -140,7 +140,7 @@ static void shuffle(fashion_task *ft) {
     ft->pos = 0;
 }
 
-static void fashion_train_batch(hpt_task *t, hpt_batch *b) {
+static hpt_status fashion_train_batch(hpt_task *t, hpt_batch *b) {
     fashion_task *ft = t->impl;
     if (ft->pos >= ft->train.n) { shuffle(ft); ft->epoch++; }
     /* batches never straddle epochs: the last one of an epoch is short */
@@ -148,6 +148,7 @@ static void fashion_train_batch(hpt_task *t, hpt_batch *b) {
     fill(ft, &ft->train, ft->perm, n, ft->pos);
     ft->pos += n;
     *b = (hpt_batch){.B = n, .T = 1, .x = ft->x, .x_dim = IMG, .targets = ft->y};
+    return HPT_OK;
 }
 
 static int fashion_val_batches(const hpt_task *t) {
@@ -155,12 +156,13 @@ static int fashion_val_batches(const hpt_task *t) {
     return (ft->test.n + ft->B - 1) / ft->B;
 }
 
-static void fashion_val_batch(hpt_task *t, int i, hpt_batch *b) {
+static hpt_status fashion_val_batch(hpt_task *t, int i, hpt_batch *b) {
     fashion_task *ft = t->impl;
     int start = i * ft->B;
     int n = ft->test.n - start < ft->B ? ft->test.n - start : ft->B;
     fill(ft, &ft->test, NULL, n, start);
     *b = (hpt_batch){.B = n, .T = 1, .x = ft->x, .x_dim = IMG, .targets = ft->y};
+    return HPT_OK;
 }
 
 static void fashion_describe(const hpt_task *t, char *buf, size_t n) {

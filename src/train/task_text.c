@@ -1,6 +1,6 @@
 /*
  * task_text.c — the text task: a GPT-2 over a tokenised text file or token
- * shards (shards.c, memory-mapped), random training windows from a seeded
+ * shards (shards.c, read window by window), random training windows from a seeded
  * RNG (the data cursor is its one u64 state, whichever the source), and
  * fixed validation windows.
  */
@@ -20,27 +20,29 @@ typedef struct text_task {
     uint64_t rng;          /* the data cursor */
 } text_task;
 
-static void text_train_batch(hpt_task *t, hpt_batch *b) {
+static hpt_status text_train_batch(hpt_task *t, hpt_batch *b) {
     text_task *tt = t->impl;
-    if (tt->shards) hpt_shards_train_batch(tt->shards, &tt->rng, tt->B, tt->T, tt->x, tt->y);
+    if (tt->shards) HPT_TRY(hpt_shards_train_batch(tt->shards, &tt->rng, tt->B, tt->T, tt->x, tt->y));
     else hpt_text_train_batch(tt->text, &tt->rng, tt->B, tt->T, tt->x, tt->y);
     *b = (hpt_batch){.B = tt->B, .T = tt->T, .tokens = tt->x, .targets = tt->y};
+    return HPT_OK;
 }
 
 static int text_val_batches(const hpt_task *t) { return ((const text_task *)t->impl)->eval_iters; }
 
-static void text_val_batch(hpt_task *t, int i, hpt_batch *b) {
+static hpt_status text_val_batch(hpt_task *t, int i, hpt_batch *b) {
     text_task *tt = t->impl;
-    if (tt->shards) hpt_shards_val_batch(tt->shards, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y);
+    if (tt->shards) HPT_TRY(hpt_shards_val_batch(tt->shards, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y));
     else hpt_text_val_batch(tt->text, i, tt->eval_iters, tt->B, tt->T, tt->x, tt->y);
     *b = (hpt_batch){.B = tt->B, .T = tt->T, .tokens = tt->x, .targets = tt->y};
+    return HPT_OK;
 }
 
 static void text_describe(const hpt_task *t, char *buf, size_t n) {
     const text_task *tt = t->impl;
     const hpt_shards *sh = tt->shards;
     if (sh)
-        snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens in %d + %d %s shards (mapped)",
+        snprintf(buf, n, "%s tokenizer, vocab %d: %zu train / %zu val tokens in %d + %d %s shards",
                  hpt_tokenizer_names[hpt_text_kind(tt->text)], hpt_text_vocab_size(tt->text), hpt_shards_tokens(sh, 0),
                  hpt_shards_tokens(sh, 1), hpt_shards_files(sh, 0), hpt_shards_files(sh, 1), hpt_shards_format(sh));
     else
@@ -141,7 +143,7 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     if (c->init_path && *c->init_path) st = open_init(c, &init, &vocab);
     if (st == HPT_OK && hpt_data_is_shards(c->data_path)) {
         /* the manifest's tokenizer, else --tokenizer (or --init's) for llm.c / nanoGPT ids */
-        st = hpt_shards_open(&tt->shards, c->data_path, vocab ? hpt_text_kind(vocab) : c->tokenizer);
+        st = hpt_shards_open(&tt->shards, c->data_path, vocab ? hpt_text_kind(vocab) : c->tokenizer, 0);
         if (st == HPT_OK && vocab) st = hpt_shards_match(tt->shards, vocab, "the --init model");
         if (st == HPT_OK) st = hpt_shards_windows(tt->shards, T);
         if (st == HPT_OK) st = hpt_shards_vocab(tt->shards, &tt->text);
@@ -187,7 +189,11 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
     t->batch_size = B;
     t->tokens_per_sample = T;
     t->train_examples = ntr - (size_t)T;
-    hpt_text_source(tt->text, &t->data_size, &t->data_crc);
+    /* the data's identity: the text file's, or every shard's (a vocabulary
+     * alone has none: shards once recorded 0 bytes, so a resume never
+     * noticed them change) */
+    if (tt->shards) hpt_shards_identity(tt->shards, &t->data_size, &t->data_crc);
+    else hpt_text_source(tt->text, &t->data_size, &t->data_crc);
     t->data_source = c->data_path;
     t->train_batch = text_train_batch;
     t->val_batches = text_val_batches;

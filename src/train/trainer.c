@@ -272,7 +272,7 @@ void hpt_trainer_batch_shape(const hpt_trainer *tr, int *max_b, int *t, int *x_d
     *x_dim = tr->task_->x_dim;
 }
 
-void hpt_trainer_draw_batch(hpt_trainer *tr, hpt_batch *b) { tr->task_->train_batch(tr->task_, b); }
+hpt_status hpt_trainer_draw_batch(hpt_trainer *tr, hpt_batch *b) { return tr->task_->train_batch(tr->task_, b); }
 
 int hpt_trainer_is_resumed(const hpt_trainer *tr) { return tr->resumed; }
 
@@ -320,7 +320,7 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
     memset(slots, 0, ((size_t)tr->micro + 1) * sizeof(float));
     for (int j = 0; j < tr->micro; j++) {
         hpt_batch b;
-        tr->task_->train_batch(tr->task_, &b);
+        HPT_TRY(tr->task_->train_batch(tr->task_, &b));
         *ntok += (double)b.B * b.T;
         if (j < first || j >= last) continue;  /* another rank's */
         HPT_TRY(micro_step(tr, &b, &slots[j]));
@@ -357,7 +357,7 @@ static hpt_status summed_gradient(hpt_trainer *tr, double *loss_sum, double *nto
  * since before data parallelism, bit for bit. */
 static hpt_status single_gradient(hpt_trainer *tr, double *loss_sum, double *ntok) {
     hpt_batch b;
-    tr->task_->train_batch(tr->task_, &b);
+    HPT_TRY(tr->task_->train_batch(tr->task_, &b));
     float loss;
     HPT_TRY(micro_step(tr, &b, &loss));
     if (!isfinite(loss)) return bad_loss(tr, loss);
@@ -449,7 +449,7 @@ static hpt_status eval_params(hpt_trainer *tr, float *val_loss, float *accuracy)
     int nb = t->val_batches(t);
     for (int i = 0; i < nb; i++) {
         hpt_batch b;
-        t->val_batch(t, i, &b);
+        HPT_TRY(t->val_batch(t, i, &b));
         float loss;
         HPT_TRY(hpt_model_forward(m, &b, &loss));
         /* weight by rows: the last batch of a split may be short */

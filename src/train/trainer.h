@@ -77,7 +77,7 @@ void hpt_trainer_restore_sf(hpt_trainer *tr, const float *z, const float *x, hpt
 void hpt_trainer_batch_shape(const hpt_trainer *tr, int *max_b, int *t, int *x_dim);
 /* The next training batch (advances the data cursor; the buffers are the
  * task's, valid until the next draw). */
-void hpt_trainer_draw_batch(hpt_trainer *tr, hpt_batch *b);
+hpt_status hpt_trainer_draw_batch(hpt_trainer *tr, hpt_batch *b);
 /* Forward-only mean loss of a batch: no gradient, no state change except
  * the model's activation buffers. */
 hpt_status hpt_trainer_probe(hpt_trainer *tr, const hpt_batch *b, float *loss);

@@ -30,16 +30,17 @@
 
 /* ---------------------------------------------------------------- probes */
 
-static void draw_probes(hybrid *h) {
+static hpt_status draw_probes(hybrid *h) {
     for (int i = 0; i < h->phz->P; i++) {
         hpt_batch b;
-        hpt_trainer_draw_batch(h->tr, &b);
+        HPT_TRY(hpt_trainer_draw_batch(h->tr, &b));
         h->phz->pB[i] = b.B;
         size_t rows = (size_t)b.B * b.T;
         if (b.tokens) memcpy(h->phz->ptok + (size_t)i * h->phz->maxB * h->phz->T, b.tokens, rows * sizeof(int));
         memcpy(h->phz->ptgt + (size_t)i * h->phz->maxB * h->phz->T, b.targets, rows * sizeof(int));
         if (b.x) memcpy(h->phz->px + (size_t)i * h->phz->maxB * h->phz->xdim, b.x, (size_t)b.B * h->phz->xdim * sizeof(float));
     }
+    return HPT_OK;
 }
 
 /* Mean loss over the probe batches at the current parameters. */
@@ -270,7 +271,7 @@ static hpt_status predict_phase(hybrid *h, hpt_step_info *info, int horizon, flo
     j.horizon = horizon > left ? left : horizon;
     if (j.horizon < 1) j.horizon = 1;
     hpt_hyb_take_snapshot(h);
-    draw_probes(h);
+    HPT_TRY(draw_probes(h));
     HPT_TRY(probe_loss(h, &j.L0));
     j.opt = hpt_trainer_adamw(tr, j.step0 > 0 ? j.step0 - 1 : 0);
     hpt_pred_begin(&h->pred, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), &j.opt, j.updates);

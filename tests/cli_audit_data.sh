@@ -1,0 +1,130 @@
+#!/bin/sh
+# tier: fast
+# cli_audit_data.sh — issue 42's defects on token shards, tokenize and
+# compare's data identity, each as the audit reproduced it (../shared/
+# reference/audit-2026-11-27.md), on a few KB of shards:
+#   (1) a resume notices that shards changed (same sizes, same max id,
+#       other ids), as it does a text file; nanoGPT's val.bin alone too
+#   (2) a directory an interrupted tokenize left (part files, shards, no
+#       manifest) is refused, by directory and by glob
+#   (3) a shard truncated under a running train: exit 1 naming the file
+#       (not SIGBUS), the last checkpoint kept
+#   (6) mapped pages no longer count: a 300 MB sparse train.bin trains
+#       under --rss-limit 200; eval reads the validation files only
+#   (8) an id past the manifest's max_id (or the vocabulary) is refused
+#       before the first step, naming the shard and position
+#   (10) a --data directory named d[1] reads its own shards, not d1's
+#   trivial: a FIFO named *_train_*.bin is refused by name
+test_name=cli_audit_data; . tests/lib.sh
+S="--n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-iters 2 --eval-interval 10 --threads 1"
+for seed in 1 2 3; do words_text $seed; done >"$tmp/c.txt"
+"$HPT" tokenize --out "$tmp/sh" --tokenizer byte --threads 1 --shard-tokens 10000 "$tmp/c.txt" 2>/dev/null ||
+    { echo "FAIL tokenize"; exit 1; }
+
+# ids DIR GLOB OP: every matching shard's ids rewritten in place (llm.c
+# header kept): rev (reversed: same size, same max id), inc (+1, capped at
+# 255), set0=V (the first id set to V)
+ids() {
+    python3 - "$@" <<'EOF'
+import glob, struct, sys
+d, pat, op = sys.argv[1:4]
+for p in sorted(glob.glob(d + "/" + pat)):
+    b = bytearray(open(p, "rb").read()); off = 0 if p.endswith("/train.bin") or p.endswith("/val.bin") else 1024
+    n = (len(b) - off) // 2; v = list(struct.unpack_from("<%dH" % n, b, off))
+    if op == "rev": v.reverse()
+    elif op == "inc": v = [min(i + 1, 255) for i in v]
+    elif op.startswith("set0="): v[0] = int(op[5:])
+    struct.pack_into("<%dH" % n, b, off, *v); open(p, "wb").write(b)
+EOF
+}
+
+# ---------------------------------------------------------------- (1)
+cp -r "$tmp/sh" "$tmp/sh1"
+run "$HPT" train --data "$tmp/sh1" $S --max-iters 20 --save-interval 10 --out "$tmp/r1"
+ids "$tmp/sh1" "shard_train_*.bin" rev
+run "$HPT" train --resume "$tmp/r1"
+if [ $rc -eq 1 ] && grep -q "changed since" "$tmp/err"; then pass "(1) resume on rewritten shards: refused ($(head -c 120 "$tmp/err"))"
+else fail "(1) resume on rewritten shards: exit $rc, not refused"; fi
+run "$HPT" train --resume "$tmp/r1" --allow-data-change
+[ $rc -eq 0 ] && pass "(1) --allow-data-change goes on with the rewritten shards" || fail "(1) --allow-data-change: exit $rc"
+
+mkdir "$tmp/ng"
+python3 - "$tmp/c.txt" "$tmp/ng" <<'EOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read(); cut = len(b) * 9 // 10
+open(sys.argv[2] + "/train.bin", "wb").write(struct.pack("<%dH" % cut, *b[:cut]))
+open(sys.argv[2] + "/val.bin", "wb").write(struct.pack("<%dH" % (len(b) - cut), *b[cut:]))
+EOF
+cp -r "$tmp/ng" "$tmp/ng0"
+run "$HPT" train --data "$tmp/ng" --tokenizer byte $S --max-iters 20 --save-interval 10 --out "$tmp/rn"
+ids "$tmp/ng" "val.bin" inc
+run "$HPT" train --resume "$tmp/rn"
+[ $rc -eq 1 ] && grep -q "changed since" "$tmp/err" && pass "(1) nanoGPT: a changed val.bin alone is noticed" ||
+    fail "(1) nanoGPT: a changed val.bin: exit $rc"
+
+# ---------------------------------------------------------------- (2)
+cp -r "$tmp/sh" "$tmp/un" && rm "$tmp/un/manifest.json" && : >"$tmp/un/.part-000009.tmp"
+run "$HPT" train --data "$tmp/un" --tokenizer byte $S --max-iters 2 --out "$tmp/ru"
+[ $rc -eq 1 ] && grep -q "unfinished hpt tokenize" "$tmp/err" && [ ! -e "$tmp/ru/summary.json" ] &&
+    pass "(2) an unfinished tokenize's directory: refused" || fail "(2) unfinished directory: exit $rc"
+run "$HPT" train --data "$tmp/un/shard_train_*.bin" --tokenizer byte $S --max-iters 2 --out "$tmp/ru2"
+[ $rc -eq 1 ] && grep -q "unfinished hpt tokenize" "$tmp/err" && pass "(2) ... and by a glob of its shards" ||
+    fail "(2) unfinished directory by glob: exit $rc"
+rm "$tmp/un/.part-000009.tmp"   # all shards, no manifest: a write of the manifest that failed
+run "$HPT" train --data "$tmp/un" --tokenizer byte $S --max-iters 2 --out "$tmp/ru3"
+[ $rc -eq 1 ] && grep -q "unfinished" "$tmp/err" && pass "(2) shards without their manifest: refused" ||
+    fail "(2) shards without a manifest: exit $rc"
+
+# ---------------------------------------------------------------- (3)
+cp -r "$tmp/sh" "$tmp/sh3"
+"$HPT" train --data "$tmp/sh3" $S --max-iters 1000000 --save-interval 20 --eval-interval 100000 --out "$tmp/r3" \
+    >/dev/null 2>"$tmp/r3.err" &
+p3=$!; pids="$pids $p3"
+i=0; while [ "$(nckpt "$tmp/r3")" -lt 1 ] && kill -0 $p3 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+for f in "$tmp/sh3"/shard_train_*.bin; do truncate -s 1024 "$f"; done
+i=0; while kill -0 $p3 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+kill -9 $p3 2>/dev/null; wait $p3; rc=$?
+if [ $rc -eq 1 ] && grep -q "shard_train_.*changed while hpt read it" "$tmp/r3.err" && [ "$(nckpt "$tmp/r3")" -ge 1 ]; then
+    pass "(3) shards truncated under a run: exit 1 naming the shard, $(nckpt "$tmp/r3") checkpoint(s) kept"
+else fail "(3) shards truncated under a run: exit $rc ($(tail -c 200 "$tmp/r3.err"))"; fi
+
+# ---------------------------------------------------------------- (6)
+mkdir "$tmp/sp" && truncate -s 300000000 "$tmp/sp/train.bin" && head -c 4000 /dev/zero >"$tmp/sp/val.bin"
+run "$HPT" train --data "$tmp/sp" --tokenizer byte $S --max-iters 3 --rss-limit 200 --out "$tmp/rs"
+[ $rc -eq 0 ] && pass "(6) 300 MB of train.bin under --rss-limit 200: trains" || fail "(6) --rss-limit: exit $rc"
+mkdir "$tmp/ev" && cp "$tmp/ng0/val.bin" "$tmp/ev/val.bin" && head -c 3001 /dev/zero >"$tmp/ev/train.bin"
+run "$HPT" eval --model "$tmp/rs/model.bin" --data "$tmp/ev"
+[ $rc -eq 0 ] && grep -q '"tokens"' "$tmp/out" && pass "(6) eval reads the validation files only (a bad train.bin beside)" ||
+    fail "(6) eval opened the train files: exit $rc"
+
+# ---------------------------------------------------------------- (8)
+cp -r "$tmp/sh" "$tmp/b8" && ids "$tmp/b8" "shard_*.bin" set0=250
+run "$HPT" train --data "$tmp/b8" $S --max-iters 2 --out "$tmp/r8"
+[ $rc -eq 1 ] && grep -q "past its manifest's max_id" "$tmp/err" && pass "(8) an id past the manifest's max_id: refused" ||
+    fail "(8) id past max_id: exit $rc"
+cp -r "$tmp/sh" "$tmp/b9" && ids "$tmp/b9" "shard_*.bin" set0=65535
+run "$HPT" train --data "$tmp/b9" $S --max-iters 2 --out "$tmp/r9"
+[ $rc -eq 1 ] && grep -q "token id 65535 (at token 0) is outside" "$tmp/err" &&
+    pass "(8) id 65535 under a manifest: refused before the first step" || fail "(8) id 65535: exit $rc"
+run "$HPT" eval --model "$tmp/rs/model.bin" --data "$tmp/b9"
+[ $rc -eq 1 ] && pass "(8) ... and by eval (exit 1)" || fail "(8) eval of id 65535: exit $rc"
+
+# ---------------------------------------------------------------- (10)
+mkdir "$tmp/g" "$tmp/g/d[1]" "$tmp/g/d1"
+cp "$tmp/sh/shard_val_000000.bin" "$tmp/g/d[1]/a_val_0.bin"; cp "$tmp/sh/shard_train_000001.bin" "$tmp/g/d[1]/a_train_0.bin"
+cp "$tmp/sh/shard_val_000000.bin" "$tmp/g/d1/b_val_0.bin"; cp "$tmp/sh/shard_train_000002.bin" "$tmp/g/d1/b_train_0.bin"
+cp "$tmp/sh/shard_train_000003.bin" "$tmp/g/d1/b_train_1.bin"
+run "$HPT" train --data "$tmp/g/d[1]" --tokenizer byte $S --max-iters 2 --out "$tmp/rg"
+cat "$tmp/out" "$tmp/err" | grep -q "10000 train / .* in 1 + 1 llm.c" && pass "(10) --data d[1] reads d[1]'s shard, not d1's" ||
+    fail "(10) d[1]: exit $rc $(cat "$tmp/out" "$tmp/err" | grep '^data')"
+run "$HPT" train --data "$tmp/g/d[1]/a_train_0.bin" --tokenizer byte $S --max-iters 2 --out "$tmp/rg2"
+cat "$tmp/out" "$tmp/err" | grep -q "10000 train / .* in 1 + 1 llm.c" && pass "(10) a literal d[1]/a_train_0.bin finds its own val shard" ||
+    fail "(10) d[1]/a_train_0.bin: exit $rc $(cat "$tmp/out" "$tmp/err" | grep '^data')"
+
+# ---------------------------------------------------------------- trivial
+mkdir "$tmp/ff" && cp "$tmp/sh/shard_val_000000.bin" "$tmp/ff/a_val_0.bin" && mkfifo "$tmp/ff/a_train_0.bin"
+run "$HPT" train --data "$tmp/ff" --tokenizer byte $S --max-iters 2 --out "$tmp/rf"
+[ $rc -eq 1 ] && grep -q "a_train_0.bin' (matched by .*) is not a regular file" "$tmp/err" &&
+    pass "a FIFO named *_train_*.bin: refused by name" || fail "FIFO shard: exit $rc"
+
+finish
