@@ -335,10 +335,13 @@ typedef struct hpt_tokenize_result {
 } hpt_tokenize_result;
 
 /* Tokenises the files (a directory: its regular files in name order, each a
- * document) into out_dir, which must be new or empty: llm.c shards named
- * shard_val_NNNNNN.bin and shard_train_NNNNNN.bin, and manifest.json, each
- * written atomically (the manifest last: a directory without one is not a
- * finished tokenisation). Each document starts with the tokenizer's
+ * document) into out_dir, which must be new or empty (or hold only what an
+ * interrupted tokenize left: its part files and shards, removed first):
+ * llm.c shards named shard_val_NNNNNN.bin and shard_train_NNNNNN.bin, and
+ * manifest.json, each written atomically (the manifest last: a directory
+ * without one is not a finished tokenisation, and --data refuses it). A
+ * failed call removes what it wrote; an input truncated while it is read is
+ * HPT_ERR_DATA naming it. Each document starts with the tokenizer's
  * end-of-text token (gpt2's 50256; byte and char have none), as llm.c's
  * scripts write them. The output is the same bytes at any thread count. */
 hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, int n_inputs,

@@ -6,9 +6,12 @@
 #   (1) a resume notices that shards changed (same sizes, same max id,
 #       other ids), as it does a text file; nanoGPT's val.bin alone too
 #   (2) a directory an interrupted tokenize left (part files, shards, no
-#       manifest) is refused, by directory and by glob
-#   (3) a shard truncated under a running train: exit 1 naming the file
-#       (not SIGBUS), the last checkpoint kept
+#       manifest) is refused, by directory and by glob; running the same
+#       tokenize again finishes it (byte-identical shards); a finished one
+#       and a directory with other files are refused, nothing touched
+#   (3) a shard truncated under a running train, and a tokenize input
+#       truncated while mapped: exit 1 naming the file (not SIGBUS), the
+#       last checkpoint kept, no part files left
 #   (6) mapped pages no longer count: a 300 MB sparse train.bin trains
 #       under --rss-limit 200; eval reads the validation files only
 #   (8) an id past the manifest's max_id (or the vocabulary) is refused
@@ -74,6 +77,34 @@ rm "$tmp/un/.part-000009.tmp"   # all shards, no manifest: a write of the manife
 run "$HPT" train --data "$tmp/un" --tokenizer byte $S --max-iters 2 --out "$tmp/ru3"
 [ $rc -eq 1 ] && grep -q "unfinished" "$tmp/err" && pass "(2) shards without their manifest: refused" ||
     fail "(2) shards without a manifest: exit $rc"
+: >"$tmp/un/.part-000009.tmp"; : >"$tmp/un/manifest.json.tmp.123"
+run "$HPT" tokenize --out "$tmp/un" --tokenizer byte --threads 1 --shard-tokens 10000 "$tmp/c.txt"
+same=1; for f in "$tmp/sh"/*; do cmp -s "$f" "$tmp/un/$(basename "$f")" || same=0; done
+[ $rc -eq 0 ] && [ $same = 1 ] && [ "$(ls -A "$tmp/un" | wc -l)" = "$(ls -A "$tmp/sh" | wc -l)" ] &&
+    pass "(2) the same tokenize again finishes it: the fresh run's bytes, no leftovers" ||
+    fail "(2) tokenize re-run: exit $rc, same $same, $(ls -A "$tmp/un" | tr '\n' ' ')"
+run "$HPT" tokenize --out "$tmp/un" --tokenizer byte --threads 1 "$tmp/c.txt"
+[ $rc -eq 2 ] && grep -q "finished tokenisation" "$tmp/err" && pass "(2) a finished directory: refused" ||
+    fail "(2) tokenize into a finished directory: exit $rc"
+mkdir "$tmp/mine" && : >"$tmp/mine/notes.txt" && : >"$tmp/mine/.part-000000.tmp"
+run "$HPT" tokenize --out "$tmp/mine" --tokenizer byte --threads 1 "$tmp/c.txt"
+[ $rc -eq 2 ] && [ -e "$tmp/mine/.part-000000.tmp" ] && [ -e "$tmp/mine/notes.txt" ] &&
+    pass "(2) a directory with other files: refused, nothing removed" || fail "(2) other files: exit $rc"
+if command -v strace >/dev/null 2>&1; then
+    # SIGKILL at the 3rd rename: some shards in place, no manifest
+    for seed in 4 5 6 7 8 9; do words_text $seed; done >"$tmp/big.txt"
+    strace -f -qq -o /dev/null -e trace=rename -e inject=rename:signal=SIGKILL:when=3 \
+        "$HPT" tokenize --out "$tmp/tk" --tokenizer byte --threads 1 --shard-tokens 5000 "$tmp/big.txt" >/dev/null 2>&1
+    run "$HPT" train --data "$tmp/tk" --tokenizer byte $S --max-iters 2 --out "$tmp/rk"
+    r1=$rc
+    run "$HPT" tokenize --out "$tmp/tk" --tokenizer byte --threads 1 --shard-tokens 5000 "$tmp/big.txt"
+    r2=$rc
+    "$HPT" tokenize --out "$tmp/tk0" --tokenizer byte --threads 1 --shard-tokens 5000 "$tmp/big.txt" 2>/dev/null
+    same=1; for f in "$tmp/tk0"/*; do cmp -s "$f" "$tmp/tk/$(basename "$f")" || same=0; done
+    [ $r1 = 1 ] && [ $r2 = 0 ] && [ $same = 1 ] && [ -z "$(ls -A "$tmp/tk" | grep '^\.')" ] &&
+        pass "(2) killed at the 3rd rename: refused by train; the re-run equals a fresh tokenize" ||
+        fail "(2) killed tokenize: train exit $r1, re-run exit $r2, same $same"
+else pass "(2) kill at a rename: skipped (no strace)"; fi
 
 # ---------------------------------------------------------------- (3)
 cp -r "$tmp/sh" "$tmp/sh3"
@@ -87,6 +118,21 @@ kill -9 $p3 2>/dev/null; wait $p3; rc=$?
 if [ $rc -eq 1 ] && grep -q "shard_train_.*changed while hpt read it" "$tmp/r3.err" && [ "$(nckpt "$tmp/r3")" -ge 1 ]; then
     pass "(3) shards truncated under a run: exit 1 naming the shard, $(nckpt "$tmp/r3") checkpoint(s) kept"
 else fail "(3) shards truncated under a run: exit $rc ($(tail -c 200 "$tmp/r3.err"))"; fi
+if command -v strace >/dev/null 2>&1; then
+    # the input's one madvise follows its mmap: held there for 2 s while it is truncated
+    cp "$tmp/c.txt" "$tmp/in.txt"
+    for tok in byte char; do
+        cp "$tmp/c.txt" "$tmp/in.txt"
+        strace -f -qq -o /dev/null -e trace=madvise -e inject=madvise:delay_exit=2000000 \
+            "$HPT" tokenize --out "$tmp/t3$tok" --tokenizer $tok --threads 2 "$tmp/in.txt" >/dev/null 2>"$tmp/err" &
+        p=$!; pids="$pids $p"
+        sleep 0.7; truncate -s 100 "$tmp/in.txt"; wait $p; rc=$?
+        [ $rc -eq 1 ] && grep -q "in.txt' changed while hpt tokenize read it" "$tmp/err" &&
+            [ -z "$(ls -A "$tmp/t3$tok" 2>/dev/null)" ] &&
+            pass "(3) tokenize ($tok) input truncated while mapped: exit 1 naming it, nothing left" ||
+            fail "(3) tokenize ($tok) input truncated: exit $rc"
+    done
+else pass "(3) tokenize input truncated: skipped (no strace)"; fi
 
 # ---------------------------------------------------------------- (6)
 mkdir "$tmp/sp" && truncate -s 300000000 "$tmp/sp/train.bin" && head -c 4000 /dev/zero >"$tmp/sp/val.bin"

@@ -14,6 +14,20 @@
  * the default N (a tenth, at most one shard) the total must be known first:
  * the tokens stream into numbered part files, and at the end the first part
  * is split in two (at most one shard rewritten) and the others renamed.
+ *
+ * Complete or unfinished: the manifest is written last and marks the
+ * directory complete; the reader refuses a directory holding tokenize's
+ * names without it (shards.c). A failed tokenize removes what it wrote; one
+ * killed leaves its files, and running it again clears them (only names of
+ * its own, in a directory without a manifest) and starts over. A lock on
+ * the directory keeps a second tokenize from clearing a running one's.
+ *
+ * Inputs are mapped. A file truncated while mapped raises SIGBUS on the next
+ * read past its new end; every read of a mapping runs under a guard
+ * (bus_guard below) that turns it into an error naming the file, so the
+ * part files are removed and the exit is a status, not a signal. The
+ * tokenizers read a private copy of each chunk: the guard never jumps out
+ * of the encoder's own state.
  */
 #include "shards.h"
 
@@ -25,8 +39,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,7 +60,7 @@ void hpt_tokenize_options_default(hpt_tokenize_options *o) {
     *o = (hpt_tokenize_options){.tokenizer = HPT_TOK_GPT2, .shard_tokens = 100000000, .val_tokens = -1};
 }
 
-typedef struct src_file { char *path; const unsigned char *m; size_t n; } src_file;
+typedef struct src_file { char *path; const unsigned char *m; size_t n; struct timespec mtime; } src_file;
 /* bytes [a, b) of a file; cont: it starts inside a document (no EOT before it) */
 typedef struct chunk { int file, cont; size_t a, b; } chunk;
 
@@ -74,6 +91,67 @@ typedef struct job {
 
 static void part_path(const job *j, int k, char *p, size_t n) { snprintf(p, n, "%s/.part-%06d.tmp", j->dir, k); }
 
+/* ---------------------------------------------------------------- SIGBUS guard */
+
+/* The guarded region of this thread (NULL: none). Only plain loads of a
+ * mapping, memcpy, memmem and zlib's crc32 run inside one: none holds a
+ * lock or leaves state half-made when the handler jumps out of it. */
+static _Thread_local sigjmp_buf *bus_jmp;
+static struct sigaction bus_prev;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    sigjmp_buf *jb = bus_jmp;
+    if (jb && si->si_code > 0) {  /* a fault in a guarded read (not a kill -BUS) */
+        bus_jmp = NULL;
+        siglongjmp(*jb, 1);
+    }
+    /* not ours: the disposition before ours; a fault re-runs its load and
+     * meets it, a signal sent is sent again */
+    sigaction(SIGBUS, &bus_prev, NULL);
+    if (si->si_code <= 0) raise(sig);
+    (void)uc;
+}
+
+static void bus_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &bus_prev);
+}
+
+static void bus_uninstall(void) { sigaction(SIGBUS, &bus_prev, NULL); }
+
+/* Arms the guard with jb: 0 now, 1 when a guarded read faulted (then
+ * disarmed). A macro: sigsetjmp must run in the frame the jump returns to. */
+#define BUS_GUARD(jb) (bus_jmp = &(jb), sigsetjmp(jb, 1))
+#define BUS_UNGUARD() (bus_jmp = NULL)
+
+/* the error for input f, truncated while it was read */
+static hpt_status input_changed(const src_file *f);
+
+/* An input whose size or mtime moved since it was mapped: its error, else
+ * OK. A file truncated inside its last page reads as zeros there, not
+ * SIGBUS, and looks like bad text: this names the real cause. */
+static hpt_status inputs_unchanged(const job *j) {
+    for (int i = 0; i < j->nfiles; i++) {
+        struct stat sb;
+        const src_file *f = &j->files[i];
+        if (stat(f->path, &sb) != 0 || (size_t)sb.st_size != f->n || sb.st_mtim.tv_sec != f->mtime.tv_sec ||
+            sb.st_mtim.tv_nsec != f->mtime.tv_nsec)
+            return input_changed(f);
+    }
+    return HPT_OK;
+}
+
+static hpt_status input_changed(const src_file *f) {
+    struct stat sb;
+    long long now = stat(f->path, &sb) == 0 ? (long long)sb.st_size : -1;
+    return hpt_fail(HPT_ERR_DATA, "input '%s' changed while hpt tokenize read it: it is now %lld bytes, %zu when "
+                    "opened (truncated or rewritten in place); nothing was written", f->path, now, f->n);
+}
+
 /* ---------------------------------------------------------------- input */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -87,6 +165,8 @@ static hpt_status add_input(job *j, const char *path) {
     if (!f->path) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
     int fd;
     HPT_TRY(hpt_open_regular(path, &fd, &f->n));
+    struct stat sb;
+    if (fstat(fd, &sb) == 0) f->mtime = sb.st_mtim;
     if (f->n) {
         void *m = mmap(NULL, f->n, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) { int e = errno; close(fd); return hpt_fail(HPT_ERR_IO, "cannot map '%s': %s", path, strerror(e)); }
@@ -177,7 +257,11 @@ static hpt_status push_chunk(job *j, int file, int cont, size_t a, size_t b) {
 }
 
 static hpt_status make_chunks(job *j) {
+    volatile int cur = 0;  /* the file being read, for the message after a fault */
+    sigjmp_buf jb;
+    if (BUS_GUARD(jb)) return input_changed(&j->files[cur]);
     for (int fi = 0; fi < j->nfiles; fi++) {
+        cur = fi;
         const unsigned char *m = j->files[fi].m;
         size_t n = j->files[fi].n, a = 0;
         int cont = 0;
@@ -193,11 +277,13 @@ static hpt_status make_chunks(job *j) {
                     next_cont = b < n;
                 }
             }
-            HPT_TRY(push_chunk(j, fi, cont, a, b));
+            hpt_status st = push_chunk(j, fi, cont, a, b);
+            if (st != HPT_OK) { BUS_UNGUARD(); return st; }
             a = b;
             cont = next_cont;
         }
     }
+    BUS_UNGUARD();
     return HPT_OK;
 }
 
@@ -226,36 +312,68 @@ static int push(out_ids *o, int id) {
     return 1;
 }
 
-/* One chunk's ids into o (o->bad: 1 not text, 2 out of memory). */
-static void encode_chunk(const job *j, const chunk *c, int tid, out_ids *o) {
+/* One chunk's ids into o (o->bad: 1 not text, 2 out of memory, 3 the
+ * input truncated under its mapping), encoded from a private copy of the
+ * chunk (*copy, grown as needed): only the copy reads the mapping. */
+static void encode_chunk(const job *j, const chunk *c, int tid, out_ids *o, unsigned char **copy, size_t *copy_cap) {
     const src_file *f = &j->files[c->file];
     o->n = 0; o->bad = 0; o->docs = 0;
-    o->crc = hpt_crc32(0, f->m + c->a, c->b - c->a);
-    if (!text_ok(j, f->m, c->a, c->b, f->n)) { o->bad = 1; return; }
-    for (size_t pos = c->a; pos < c->b;) {
-        const unsigned char *q = j->seplen ? memmem(f->m + pos, c->b - pos, j->sep, j->seplen) : NULL;
-        size_t e = q ? (size_t)(q - f->m) : c->b;
+    const size_t len = c->b - c->a;
+    if (len > *copy_cap) {
+        unsigned char *p = realloc(*copy, len);
+        if (!p) { o->bad = 2; return; }
+        *copy = p;
+        *copy_cap = len;
+    }
+    sigjmp_buf jb;
+    if (BUS_GUARD(jb)) { o->bad = 3; return; }
+    memcpy(*copy, f->m + c->a, len);
+    BUS_UNGUARD();
+    const unsigned char *m = *copy;
+    o->crc = hpt_crc32(0, m, len);
+    /* chunks end at whole codepoints (make_chunks' cuts): a copy's end is
+     * the file's end for the checks */
+    if (!text_ok(j, m, 0, len, len)) { o->bad = 1; return; }
+    for (size_t pos = 0; pos < len;) {
+        const unsigned char *q = j->seplen ? memmem(m + pos, len - pos, j->sep, j->seplen) : NULL;
+        size_t e = q ? (size_t)(q - m) : len;
         if (e > pos) {
-            int starts = !(pos == c->a && c->cont);  /* a document's first piece */
+            int starts = !(pos == 0 && c->cont);  /* a document's first piece */
             o->docs += starts;
             if (starts && j->eot >= 0 && !push(o, j->eot)) { o->bad = 2; return; }
             if (j->o->tokenizer == HPT_TOK_GPT2) {
-                if (hpt_bpe_encode(j->bpe[tid], f->m + pos, e - pos, &o->ids, &o->n, &o->cap) != HPT_OK) {
+                if (hpt_bpe_encode(j->bpe[tid], m + pos, e - pos, &o->ids, &o->n, &o->cap) != HPT_OK) {
                     o->bad = 2;
                     return;
                 }
             } else if (j->o->tokenizer == HPT_TOK_BYTE) {
-                for (size_t i = pos; i < e; i++) if (!push(o, f->m[i])) { o->bad = 2; return; }
+                for (size_t i = pos; i < e; i++) if (!push(o, m[i])) { o->bad = 2; return; }
             } else {
                 for (size_t i = pos; i < e;) {
                     uint32_t cp;
-                    i += (size_t)hpt_utf8_valid_at(f->m, f->n, i, &cp);
+                    i += (size_t)hpt_utf8_valid_at(m, len, i, &cp);
                     if (!push(o, j->char_id[cp])) { o->bad = 2; return; }
                 }
             }
         }
-        pos = q ? e + j->seplen : c->b;
+        pos = q ? e + j->seplen : len;
     }
+}
+
+/* One chunk's codepoints into the set s: 0, or 1 not text, 3 the input
+ * truncated under its mapping. */
+static int chunk_chars(const job *j, const chunk *c, uint64_t *s) {
+    const src_file *f = &j->files[c->file];
+    sigjmp_buf jb;
+    if (BUS_GUARD(jb)) return 3;
+    if (!text_ok(j, f->m, c->a, c->b, f->n)) { BUS_UNGUARD(); return 1; }
+    for (size_t i = c->a; i < c->b;) {
+        uint32_t cp;
+        i += (size_t)hpt_utf8_valid_at(f->m, f->n, i, &cp);
+        s[cp / 64] |= 1ull << (cp % 64);
+    }
+    BUS_UNGUARD();
+    return 0;
 }
 
 /* char: the corpus's codepoints (every chunk checked as text on the way) */
@@ -265,24 +383,24 @@ static hpt_status char_vocab(job *j, int nt) {
     j->char_id = malloc(0x110000 * sizeof *j->char_id);
     if (!seen || !j->char_id) { free(seen); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     long long bad = LLONG_MAX;  /* the first chunk that is not text */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(min: bad)
+    long long gone = LLONG_MAX;  /* the first chunk whose input was truncated under its mapping */
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) reduction(min: bad, gone)
     for (long long ci = 0; ci < (long long)j->nchunks; ci++) {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        const chunk *c = &j->chunks[ci];
-        const src_file *f = &j->files[c->file];
-        if (!text_ok(j, f->m, c->a, c->b, f->n)) { if (ci < bad) bad = ci; continue; }
-        uint64_t *s = seen + (size_t)tid * words;
-        for (size_t i = c->a; i < c->b;) {
-            uint32_t cp;
-            i += (size_t)hpt_utf8_valid_at(f->m, f->n, i, &cp);
-            s[cp / 64] |= 1ull << (cp % 64);
-        }
+        int r = chunk_chars(j, &j->chunks[ci], seen + (size_t)tid * words);
+        if (r == 1 && ci < bad) bad = ci;
+        if (r == 3 && ci < gone) gone = ci;
+    }
+    if (gone != LLONG_MAX) {
+        free(seen);
+        return input_changed(&j->files[j->chunks[gone].file]);
     }
     if (bad != LLONG_MAX) {
         free(seen);
+        HPT_TRY(inputs_unchanged(j));
         const char *path = j->files[j->chunks[bad].file].path;
         hpt_status st = hpt_text_file_check(path, HPT_TOK_CHAR);
         return st != HPT_OK ? st : hpt_fail(HPT_ERR_DATA, "'%s' is not text", path);
@@ -394,16 +512,19 @@ static int span_max(const uint16_t *p, size_t n) {
 typedef struct final { char name[64]; int split; size_t n; int max_id; } final;
 
 /* Part 0 split into the val shard and the first train shard (nval of its
- * tokens stay validation), the other parts renamed train shards. */
+ * tokens stay validation), the other parts renamed train shards. *nout:
+ * the shards in place so far, also on failure (the caller removes them). */
 static hpt_status finish_parts(job *j, size_t nval, final *out, int *nout) {
     char p[4200], q[4300];
     int k = 0;
+    *nout = 0;
     if (nval == j->parts[0].n) {
         part_path(j, 0, p, sizeof p);
         out[k] = (final){.split = 1, .n = nval, .max_id = j->parts[0].max_id};
         snprintf(out[k].name, sizeof out[k].name, "shard_val_000000.bin");
         snprintf(q, sizeof q, "%s/%s", j->dir, out[k++].name);
         if (rename(p, q) != 0) return hpt_fail(HPT_ERR_IO, "cannot rename '%s' to '%s': %s", p, q, strerror(errno));
+        *nout = k;
     } else {
         part_path(j, 0, p, sizeof p);
         int fd;
@@ -420,6 +541,7 @@ static hpt_status finish_parts(job *j, size_t nval, final *out, int *nout) {
             snprintf(out[k].name, sizeof out[k].name, s ? "shard_train_000000.bin" : "shard_val_000000.bin");
             snprintf(q, sizeof q, "%s/%s", j->dir, out[k++].name);
             st = hpt_save_atomic(q, write_span, &sc[s]);
+            if (st == HPT_OK) *nout = k;
         }
         munmap(m, size);
         if (st != HPT_OK) return st;
@@ -431,8 +553,8 @@ static hpt_status finish_parts(job *j, size_t nval, final *out, int *nout) {
         snprintf(out[k].name, sizeof out[k].name, "shard_train_%06d.bin", i);
         snprintf(q, sizeof q, "%s/%s", j->dir, out[k++].name);
         if (rename(p, q) != 0) return hpt_fail(HPT_ERR_IO, "cannot rename '%s' to '%s': %s", p, q, strerror(errno));
+        *nout = k;
     }
-    *nout = k;
     return HPT_OK;
 }
 
@@ -493,15 +615,51 @@ static hpt_status write_manifest(FILE *f, void *ctx) {
 
 /* ---------------------------------------------------------------- the whole */
 
-static hpt_status check_out_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? hpt_mkdir_p(dir) : hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", dir, strerror(errno));
-    struct dirent *e;
-    int used = 0;
-    while ((e = readdir(d))) used |= strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+/* --out: made if new, locked (*lock: its descriptor, held until the end),
+ * and empty but for what an unfinished tokenize left there, which is
+ * removed: a tokenize killed part-way is finished by running it again. A
+ * directory with a manifest is a finished tokenisation, and anything else
+ * in it is the user's: both refused, nothing touched. */
+static hpt_status check_out_dir(const char *dir, int *lock) {
+    *lock = -1;
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && errno == ENOENT) HPT_TRY(hpt_mkdir_p(dir));
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", dir, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(fd);
+        return e == EWOULDBLOCK ? hpt_fail(HPT_ERR_IO, "--out '%s': another hpt tokenize is writing into it", dir)
+                                : hpt_fail(HPT_ERR_IO, "cannot lock '%s': %s", dir, strerror(e));
+    }
+    DIR *d = fdopendir(dup(fd));
+    if (!d) { int e = errno; close(fd); return hpt_fail(HPT_ERR_IO, "cannot open '%s': %s", dir, strerror(e)); }
+    int finished = 0, other = 0, left = 0;
+    char first[300] = "";
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, HPT_SHARD_MANIFEST)) finished = 1;
+        else if (hpt_shard_leftover_name(e->d_name)) left++;
+        else if (other++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    hpt_status st = HPT_OK;
+    if (finished)
+        st = hpt_fail(HPT_ERR_ARG, "--out '%s' already holds a finished tokenisation (" HPT_SHARD_MANIFEST "): pass "
+                      "a new or empty directory, or remove it first", dir);
+    else if (other)
+        st = hpt_fail(HPT_ERR_ARG, "--out '%s' is not empty (it holds '%s'%s): hpt tokenize writes its shards into a "
+                      "new or empty directory", dir, first, other > 1 ? " and more" : "");
+    if (st == HPT_OK && left) {
+        /* an interrupted tokenize's part files and shards: cleared, this run starts over */
+        rewinddir(d);
+        for (struct dirent *e; st == HPT_OK && (e = readdir(d));)
+            if (hpt_shard_leftover_name(e->d_name) && unlinkat(fd, e->d_name, 0) != 0 && errno != ENOENT)
+                st = hpt_fail(HPT_ERR_IO, "cannot remove '%s/%s' (left by an unfinished hpt tokenize): %s", dir,
+                              e->d_name, strerror(errno));
+    }
     closedir(d);
-    if (used) return hpt_fail(HPT_ERR_ARG, "--out '%s' is not empty: hpt tokenize writes its shards into a new or "
-                              "empty directory", dir);
+    if (st != HPT_OK) { close(fd); return st; }
+    *lock = fd;
     return HPT_OK;
 }
 
@@ -509,7 +667,9 @@ static hpt_status check_out_dir(const char *dir) {
 static hpt_status encode_all(job *j, int nt, hpt_tokenize_result *res, uint32_t *crc) {
     size_t round = (size_t)nt * 4;
     out_ids *o = calloc(round, sizeof *o);
-    if (!o) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    unsigned char **copy = calloc((size_t)nt, sizeof *copy);  /* each thread's chunk copy */
+    size_t *copy_cap = calloc((size_t)nt, sizeof *copy_cap);
+    if (!o || !copy || !copy_cap) { free(o); free(copy); free(copy_cap); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     hpt_status st = HPT_OK;
     *crc = 0;
     for (size_t r0 = 0; st == HPT_OK && r0 < j->nchunks; r0 += round) {
@@ -520,16 +680,18 @@ static hpt_status encode_all(job *j, int nt, hpt_tokenize_result *res, uint32_t 
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            encode_chunk(j, &j->chunks[ci], tid, &o[ci - (long long)r0]);
+            encode_chunk(j, &j->chunks[ci], tid, &o[ci - (long long)r0], &copy[tid], &copy_cap[tid]);
         }
         for (size_t ci = r0; st == HPT_OK && ci < r1; ci++) {
             const out_ids *c = &o[ci - r0];
             const chunk *ch = &j->chunks[ci];
+            if (c->bad == 1 && (st = inputs_unchanged(j)) != HPT_OK) break;
             if (c->bad == 1) {
                 st = hpt_text_file_check(j->files[ch->file].path, j->o->tokenizer);
                 if (st == HPT_OK) st = hpt_fail(HPT_ERR_DATA, "'%s' is not text", j->files[ch->file].path);
                 break;
             }
+            if (c->bad == 3) { st = input_changed(&j->files[ch->file]); break; }
             if (c->bad) { st = hpt_fail(HPT_ERR_NOMEM, "out of memory tokenizing '%s'", j->files[ch->file].path); break; }
             *crc = (uint32_t)crc32_combine(*crc, c->crc, (z_off_t)(ch->b - ch->a));
             res->bytes += ch->b - ch->a;
@@ -539,7 +701,12 @@ static hpt_status encode_all(job *j, int nt, hpt_tokenize_result *res, uint32_t 
     }
     for (size_t i = 0; i < round; i++) free(o[i].ids);
     free(o);
+    for (int t = 0; t < nt; t++) free(copy[t]);
+    free(copy);
+    free(copy_cap);
     if (st == HPT_OK) st = close_part(j);
+    /* the shards hold what the inputs were throughout, or nothing */
+    if (st == HPT_OK) st = inputs_unchanged(j);
     return st;
 }
 
@@ -564,6 +731,7 @@ hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, i
     snprintf(j->dir, sizeof j->dir, "%s", out_dir);
     int nt = o->threads > 0 ? o->threads : hpt_get_threads();
     hpt_status st = HPT_OK;
+    bus_install();  /* the inputs are mapped from here on: a truncated one is an error, not SIGBUS */
     if (o->doc_sep && *o->doc_sep) st = unescape(o->doc_sep, &j->sep, &j->seplen);
     for (int i = 0; st == HPT_OK && i < n_inputs; i++) {
         struct stat sb;
@@ -578,7 +746,8 @@ hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, i
         for (int t = 0; st == HPT_OK && t < nt; t++) st = hpt_bpe_load(&j->bpe[t], hpt_text_vocab_dir());
     }
     if (st == HPT_OK && o->tokenizer == HPT_TOK_CHAR) st = char_vocab(j, nt);
-    if (st == HPT_OK) st = check_out_dir(out_dir);
+    int lock = -1;
+    if (st == HPT_OK) st = check_out_dir(out_dir, &lock);
     uint32_t crc = 0;
     if (st == HPT_OK) st = encode_all(j, nt, res, &crc);
     size_t total = 0;
@@ -601,13 +770,21 @@ hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, i
         manifest_ctx mc = {j, inputs, n_inputs, fin, nfin, res, crc};
         st = hpt_save_atomic(p, write_manifest, &mc);  /* last: it marks the directory complete */
     }
-    /* a failed run leaves no part files behind */
+    /* a failed run leaves nothing behind: no part files, and no shards
+     * without the manifest that marks them complete */
     if (j->fd >= 0) close(j->fd);
     for (int i = 0; i < j->nparts; i++) {
         char p[4200];
         part_path(j, i, p, sizeof p);
         unlink(p);
     }
+    for (int i = 0; st != HPT_OK && i < nfin; i++) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s", out_dir, fin[i].name);
+        unlink(p);
+    }
+    if (lock >= 0) close(lock);
+    bus_uninstall();
     free(fin);
     for (int i = 0; i < j->nfiles; i++) {
         if (j->files[i].m) munmap((void *)j->files[i].m, j->files[i].n);
