@@ -40,8 +40,9 @@
  * one at a time, or --jobs side by side), so each has its own peak RSS and a crash costs one run;
  * this file reads each child's run directory back through the library
  * (hpt_rundir_open). A run whose directory already holds a summary for
- * identical arguments, the same hpt binary (by CRC) and the same data (size,
- * mtime, CRC) is reused, and one stopped by Ctrl-C (its child saved a
+ * identical arguments, the same hpt binary (by CRC) and the same data (the
+ * identity a checkpoint records: every file the run reads, by size and CRC)
+ * is reused, and one stopped by Ctrl-C (its child saved a
  * checkpoint) is resumed, so a stopped comparison continues where it stopped.
  * Outputs in --out DIR, each written atomically: results.json (cJSON),
  * results.md (rendered from results.json by compare_md.c, also printed),

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "compare.h"
 #include "../src/base/base.h"    /* hpt_mkdir_p, hpt_save_atomic */
+#include "../src/data/shards.h"   /* hpt_data_identity */
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,11 +52,20 @@ static uint32_t file_crc(const char *path) {
     return crc;
 }
 
-/* The data's identity: size, mtime and CRC-32 of the file (of each regular
- * file in it, for a directory), so that a finished run is not reused after
- * its data changed. Anything else (missing, a FIFO) adds nothing: the run
- * itself reports it. */
+/* The data's identity, so that a finished run is not reused after its data
+ * changed. Text files and token shards: the library's, the one a
+ * checkpoint records (hpt_data_identity: every file the run reads, a glob's
+ * matches and the validation files found beside them included). Anything
+ * else (a fashion-mnist directory): size, mtime and CRC-32 of each regular
+ * file in it. Missing or unreadable data adds nothing: the run itself
+ * reports it. */
 static void data_identity(FILE *key, const char *path) {
+    uint64_t bytes;
+    uint32_t crc;
+    if (hpt_data_identity(path, &bytes, &crc) == HPT_OK) {
+        fprintf(key, " [data %s: %llu bytes, crc32 %08x]", path, (unsigned long long)bytes, crc);
+        return;
+    }
     struct stat sb;
     if (stat(path, &sb) != 0) return;
     if (S_ISREG(sb.st_mode)) {

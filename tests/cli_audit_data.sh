@@ -12,6 +12,8 @@
 #   (3) a shard truncated under a running train, and a tokenize input
 #       truncated while mapped: exit 1 naming the file (not SIGBUS), the
 #       last checkpoint kept, no part files left
+#   (5) compare reruns after the data changed when --data is a glob of
+#       shards, or nanoGPT's val.bin changed
 #   (6) mapped pages no longer count: a 300 MB sparse train.bin trains
 #       under --rss-limit 200; eval reads the validation files only
 #   (8) an id past the manifest's max_id (or the vocabulary) is refused
@@ -133,6 +135,26 @@ if command -v strace >/dev/null 2>&1; then
             fail "(3) tokenize ($tok) input truncated: exit $rc"
     done
 else pass "(3) tokenize input truncated: skipped (no strace)"; fi
+
+# ---------------------------------------------------------------- (5)
+mkdir "$tmp/cg" && cp "$tmp/sh/shard_train_000001.bin" "$tmp/cg/c_train_1.bin" &&
+    cp "$tmp/sh/shard_val_000000.bin" "$tmp/cg/c_val_0.bin"
+C="--tokenizer byte --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-iters 10 --warmup-iters 2
+   --eval-iters 2 --threads 1 --lrs 1e-3 --seeds 1 --arms baseline"
+cmp_run() { run "$HPT" compare --data "$1" $C --out "$2"; }
+cmp_run "$tmp/cg/*train*.bin" "$tmp/co"
+ids "$tmp/cg" "c_val_0.bin" inc
+cmp_run "$tmp/cg/*train*.bin" "$tmp/co"
+[ $rc -eq 0 ] && ! grep -q "reused" "$tmp/err" && pass "(5) compare, a glob of shards: a changed val shard reruns" ||
+    fail "(5) compare glob: exit $rc, $(grep -c reused "$tmp/err") reused"
+cmp_run "$tmp/cg/*train*.bin" "$tmp/co"
+[ $rc -eq 0 ] && grep -q "reused" "$tmp/err" && pass "(5) ... and unchanged data is reused" || fail "(5) compare glob: not reused"
+cp -r "$tmp/ng0" "$tmp/ng5"
+cmp_run "$tmp/ng5/train.bin" "$tmp/co5"
+ids "$tmp/ng5" "val.bin" inc
+cmp_run "$tmp/ng5/train.bin" "$tmp/co5"
+[ $rc -eq 0 ] && ! grep -q "reused" "$tmp/err" && pass "(5) compare, nanoGPT train.bin: a changed val.bin reruns" ||
+    fail "(5) compare nanoGPT: exit $rc, $(grep -c reused "$tmp/err") reused"
 
 # ---------------------------------------------------------------- (6)
 mkdir "$tmp/sp" && truncate -s 300000000 "$tmp/sp/train.bin" && head -c 4000 /dev/zero >"$tmp/sp/val.bin"
