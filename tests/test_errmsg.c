@@ -6,7 +6,8 @@
  * hpt_fail(st, "... (%s)", hpt_errmsg()) passes the message buffer as an
  * argument of the format that writes it; it must read as the inner message
  * wrapped, not garbled. hpt_save_atomic over a FIFO must refuse and leave the
- * FIFO a FIFO (as root, a device node would otherwise be swapped for a file).
+ * FIFO a FIFO (as root, a device node would otherwise be swapped for a file),
+ * and must not follow a symlink planted at its temporary name.
  */
 #include "../src/base/base.h"
 #include "test.h"
@@ -48,6 +49,26 @@ int main(void) {
     /* a regular file is still replaced */
     CHECK(hpt_save_atomic(file, put_x, NULL) == HPT_OK && hpt_save_atomic(file, put_x, NULL) == HPT_OK,
           "save over a regular file: %s", hpt_errmsg());
+    /* a symlink planted at the save's temporary name (PATH.tmp.<pid>,
+     * predictable in a shared /tmp) is not followed: its target keeps its
+     * bytes, and PATH becomes a regular file */
+    char victim[64], link[96], out[64];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(link, sizeof link, "%s.tmp.%ld", out, (long)getpid());
+    FILE *v = fopen(victim, "w");
+    CHECK(v && fputs("keep me", v) >= 0 && fclose(v) == 0, "victim");
+    CHECK(symlink(victim, link) == 0, "symlink");
+    st = hpt_save_atomic(out, put_x, NULL);
+    char got[16] = "";
+    v = fopen(victim, "r");
+    if (v) { if (!fgets(got, sizeof got, v)) got[0] = 0; fclose(v); }
+    CHECK(!strcmp(got, "keep me"), "the symlink at the temporary name was followed: the victim holds '%s'", got);
+    CHECK(st == HPT_OK && lstat(out, &sb) == 0 && S_ISREG(sb.st_mode), "save past a planted link: %d, %s", st,
+          hpt_errmsg());
+    unlink(link);
+    unlink(out);
+    unlink(victim);
     unlink(fifo);
     unlink(file);
     rmdir(dir);

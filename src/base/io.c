@@ -158,8 +158,20 @@ hpt_status hpt_save_atomic(const char *path, hpt_write_fn fn, void *ctx) {
                         "regular files", path, hpt_file_kind(sb.st_mode));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return hpt_fail(HPT_ERR_IO, "cannot save '%s': cannot create '%s': %s", path, tmp, strerror(errno));
+    /* Created, never opened as found: fopen("wb") follows a symlink planted
+     * at the predictable PATH.tmp.<pid> (in /tmp, by another user) and
+     * truncates its target, as root any file. A leftover of a crashed
+     * process with this pid is unlinked (the name itself, a link or not)
+     * and the create tried once more. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) { close(fd); unlink(tmp); }
+        return hpt_fail(HPT_ERR_IO, "cannot save '%s': cannot create '%s': %s", path, tmp, strerror(e));
+    }
     hpt_status st = fn(f, ctx);
     if (st != HPT_OK && !strstr(hpt_errmsg(), path)) {
         char why[768];
