@@ -482,7 +482,10 @@ static int cmd_sample(int argc, char **argv) {
         return 1;
     }
     const int maxT = hpt_model_block_size(m), V = hpt_text_vocab_size(tok);
-    int cap = o.tokens + (o.prompt ? (int)strlen(o.prompt) : 0) + 1;
+    /* The model sees the last maxT tokens, so the context is a window of
+     * 2 maxT slid back as it fills (or the prompt's length, which it may
+     * pass), not --tokens + prompt ints allocated up front (400 MB at 1e8). */
+    const int plen = o.prompt ? (int)strlen(o.prompt) : 0, cap = plen + 1 > 2 * maxT ? plen + 1 : 2 * maxT;
     int *ctx = malloc((size_t)cap * sizeof(int));
     float *probs = malloc((size_t)V * sizeof(float));
     float *logits = malloc((size_t)V * sizeof(float));
@@ -501,6 +504,10 @@ static int cmd_sample(int argc, char **argv) {
             fprintf(stderr, "\nhpt: error: the logits for token %d are not finite (NaN or inf): the model '%s' "
                     "overflows; nothing more is drawn\n", k + 1, model_path);
             exit(1);
+        }
+        if (n == cap) {  /* full: keep the last maxT - 1, the window after this token */
+            memmove(ctx, ctx + n - (maxT - 1), (size_t)(maxT - 1) * sizeof(int));
+            n = maxT - 1;
         }
         ctx[n++] = pick;
         char out[HPT_TOKEN_MAX_BYTES];
