@@ -400,15 +400,16 @@ static void check_before_writing(const compare *c, const seen *sn) {
         hpt_status st = hpt_device_check(sn->device);
         if (st != HPT_OK) die_status(st);
     }
-    static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints"};
+    static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints",
+                                            "manifest.json" /* hpt tokenize's shards */};
     for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
         char path[4400];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", c->out, run_files[i]);
         if (stat(path, &sb) == 0) {
             char why[4600];
-            snprintf(why, sizeof why, "--out '%s' is an hpt train run directory (it holds %s): choose another "
-                     "--out for the comparison", c->out, run_files[i]);
+            snprintf(why, sizeof why, "--out '%s' is %s (it holds %s): choose another --out for the comparison",
+                     c->out, i < 4 ? "an hpt train run directory" : "a token shard directory", run_files[i]);
             die_usage("%s", why);
         }
     }

@@ -209,5 +209,9 @@ run "$HPT" train --data $tmp/shc --tokenizer gpt2 $S --max-iters 2 --warmup-iter
     pass "(trivial) --tokenizer gpt2 on char shards: refused naming the manifest" || fail "(trivial) tokenizer vs manifest: rc $rc"
 run "$HPT" train --data $tmp/shc --tokenizer char $S --max-iters 2 --warmup-iters 1 --out $tmp/tk2
 [ $rc -eq 0 ] && pass "(trivial) --tokenizer char on char shards: trains" || fail "(trivial) --tokenizer char on char shards: rc $rc"
+# (15, beyond) compare --out into the shard directory itself
+run "$HPT" compare --data $tmp/shc $S --max-iters 10 --warmup-iters 2 --lrs 1e-3 --seeds 1 --arms baseline --out $tmp/shc
+[ $rc -eq 2 ] && grep -q "is a token shard directory" $tmp/err && [ ! -e $tmp/shc/runs ] &&
+    pass "(15) compare --out a token shard directory: refused, nothing written" || fail "(15) --out shards: rc $rc"
 
 finish
