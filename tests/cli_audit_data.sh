@@ -53,6 +53,26 @@ else fail "(1) resume on rewritten shards: exit $rc, not refused"; fi
 run "$HPT" train --resume "$tmp/r1" --allow-data-change
 [ $rc -eq 0 ] && pass "(1) --allow-data-change goes on with the rewritten shards" || fail "(1) --allow-data-change: exit $rc"
 
+# a checkpoint of an hpt before this fix recorded shards as 0 bytes / CRC 0:
+# resumed with a note (it cannot be checked), not refused as changed
+cp -r "$tmp/sh" "$tmp/sh0"
+run "$HPT" train --data "$tmp/sh0" $S --max-iters 20 --save-interval 10 --out "$tmp/r0"
+cut_after "$tmp/r0" 10; rm -f "$tmp/r0/summary.json"
+python3 - "$tmp/r0/checkpoints/ckpt-00000010.bin" <<'EOF'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read()); o = struct.unpack_from("<I", b, 12)[0]
+while o < len(b) - 4:
+    tag, n = bytes(b[o:o + 4]), struct.unpack_from("<Q", b, o + 8)[0]
+    if tag == b"DSRC": b[o + 16:o + 28] = bytes(12)
+    o += 16 + n
+struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(sys.argv[1], "wb").write(b)
+EOF
+run "$HPT" train --resume "$tmp/r0"
+[ $rc -eq 0 ] && grep -q "holds no identity of its data" "$tmp/out" "$tmp/err" &&
+    pass "(1) an older hpt's shard checkpoint (DSRC 0 bytes, CRC 0): resumed with a note" ||
+    fail "(1) older shard checkpoint: exit $rc"
+
 mkdir "$tmp/ng"
 python3 - "$tmp/c.txt" "$tmp/ng" <<'EOF'
 import struct, sys

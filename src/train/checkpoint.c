@@ -11,7 +11,8 @@
  *   DSRC  the data's identity (task.h): u64 size, u32 CRC-32. A resume
  *         whose data differs is refused unless allowed (issue 27: it
  *         trained on silently); absent in checkpoints of an older hpt,
- *         which resume with a note
+ *         and 0 bytes / CRC 0 in an older hpt's checkpoints of token
+ *         shards: both resume with a note
  *   EMAW  (TCFG ema_decay > 0) the weight average, like PARM
  *   SFRE  (TCFG optimizer schedule-free) n, lr_max and the weight sum
  *         (f64 each), then z and x; PARM holds its gradient point y
@@ -505,6 +506,15 @@ static hpt_status data_matches(const hpt_trainer *tr, const hpt_state_sec *secs,
     memcpy(&size, ds->p, 8);  /* size checked by check_sections */
     memcpy(&crc, ds->p + 8, 4);
     if (size == t->data_size && crc == t->data_crc) return HPT_OK;
+    if (size == 0 && crc == 0) {
+        /* no data is 0 bytes (an empty file is refused): an hpt before
+         * issue 42 recorded this for token shards, whose identity it did
+         * not know; like a missing record, it cannot be checked */
+        hpt_logf(log, ctx, "note       '%s' holds no identity of its data (an older hpt wrote it for token shards): "
+                 "'%s' cannot be checked against the data the run began with; checkpoints from here on record it",
+                 path, src);
+        return HPT_OK;
+    }
     char was[160];
     snprintf(was, sizeof was, "%llu bytes with CRC-32 %08x at the checkpoint, %llu bytes with CRC-32 %08x now",
              (unsigned long long)size, crc, (unsigned long long)t->data_size, t->data_crc);
