@@ -112,6 +112,10 @@ mkdir "$tmp/mine" && : >"$tmp/mine/notes.txt" && : >"$tmp/mine/.part-000000.tmp"
 run "$HPT" tokenize --out "$tmp/mine" --tokenizer byte --threads 1 "$tmp/c.txt"
 [ $rc -eq 2 ] && [ -e "$tmp/mine/.part-000000.tmp" ] && [ -e "$tmp/mine/notes.txt" ] &&
     pass "(2) a directory with other files: refused, nothing removed" || fail "(2) other files: exit $rc"
+mkdir "$tmp/inout" && head -c 5000 "$tmp/c.txt" >"$tmp/inout/shard_train_000001.bin"
+run "$HPT" tokenize --out "$tmp/inout" --tokenizer byte "$tmp/inout/shard_train_000001.bin"
+[ $rc -eq 2 ] && [ -s "$tmp/inout/shard_train_000001.bin" ] &&
+    pass "(2) an input inside --out with a leftover's name: refused, not cleared" || fail "(2) input inside --out: exit $rc"
 if command -v strace >/dev/null 2>&1; then
     # SIGKILL at the 3rd rename: some shards in place, no manifest
     for seed in 4 5 6 7 8 9; do words_text $seed; done >"$tmp/big.txt"
@@ -208,6 +212,20 @@ cat "$tmp/out" "$tmp/err" | grep -q "10000 train / .* in 1 + 1 llm.c" && pass "(
 run "$HPT" train --data "$tmp/g/d[1]/a_train_0.bin" --tokenizer byte $S --max-iters 2 --out "$tmp/rg2"
 cat "$tmp/out" "$tmp/err" | grep -q "10000 train / .* in 1 + 1 llm.c" && pass "(10) a literal d[1]/a_train_0.bin finds its own val shard" ||
     fail "(10) d[1]/a_train_0.bin: exit $rc $(cat "$tmp/out" "$tmp/err" | grep '^data')"
+
+# ---------------------------------------------------------------- more shards than open files
+"$HPT" tokenize --out "$tmp/many" --tokenizer byte --threads 1 --shard-tokens 300 "$tmp/c.txt" 2>/dev/null
+if [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -gt 400 ]; then
+    (ulimit -Sn 100; "$HPT" train --data "$tmp/many" --tokenizer byte $S --max-iters 2 --out "$tmp/rm" >"$tmp/out" 2>"$tmp/err")
+    rc=$?
+    [ $rc -eq 0 ] && pass "$(ls "$tmp/many" | wc -l) shards under a soft limit of 100 open files: the limit is raised" ||
+        fail "many shards: exit $rc"
+fi
+(ulimit -Sn 100; ulimit -Hn 100; "$HPT" train --data "$tmp/many" --tokenizer byte $S --max-iters 2 --out "$tmp/rm2" \
+    >"$tmp/out" 2>"$tmp/err")
+rc=$?
+[ $rc -eq 1 ] && grep -q "every shard stays open for the run" "$tmp/err" &&
+    pass "... and past the hard limit: exit 1 saying why" || fail "many shards past the hard limit: exit $rc"
 
 # ---------------------------------------------------------------- trivial
 mkdir "$tmp/ff" && cp "$tmp/sh/shard_val_000000.bin" "$tmp/ff/a_val_0.bin" && mkfifo "$tmp/ff/a_train_0.bin"

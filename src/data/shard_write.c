@@ -60,7 +60,7 @@ void hpt_tokenize_options_default(hpt_tokenize_options *o) {
     *o = (hpt_tokenize_options){.tokenizer = HPT_TOK_GPT2, .shard_tokens = 100000000, .val_tokens = -1};
 }
 
-typedef struct src_file { char *path; const unsigned char *m; size_t n; struct timespec mtime; } src_file;
+typedef struct src_file { char *path; const unsigned char *m; size_t n; struct timespec mtime; dev_t dev; ino_t ino; } src_file;
 /* bytes [a, b) of a file; cont: it starts inside a document (no EOT before it) */
 typedef struct chunk { int file, cont; size_t a, b; } chunk;
 
@@ -166,7 +166,7 @@ static hpt_status add_input(job *j, const char *path) {
     int fd;
     HPT_TRY(hpt_open_regular(path, &fd, &f->n));
     struct stat sb;
-    if (fstat(fd, &sb) == 0) f->mtime = sb.st_mtim;
+    if (fstat(fd, &sb) == 0) { f->mtime = sb.st_mtim; f->dev = sb.st_dev; f->ino = sb.st_ino; }
     if (f->n) {
         void *m = mmap(NULL, f->n, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) { int e = errno; close(fd); return hpt_fail(HPT_ERR_IO, "cannot map '%s': %s", path, strerror(e)); }
@@ -620,7 +620,7 @@ static hpt_status write_manifest(FILE *f, void *ctx) {
  * removed: a tokenize killed part-way is finished by running it again. A
  * directory with a manifest is a finished tokenisation, and anything else
  * in it is the user's: both refused, nothing touched. */
-static hpt_status check_out_dir(const char *dir, int *lock) {
+static hpt_status check_out_dir(const job *j, const char *dir, int *lock) {
     *lock = -1;
     struct stat sb;
     if (stat(dir, &sb) != 0 && errno == ENOENT) HPT_TRY(hpt_mkdir_p(dir));
@@ -638,8 +638,13 @@ static hpt_status check_out_dir(const char *dir, int *lock) {
     char first[300] = "";
     for (struct dirent *e; (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        /* an input inside --out is the user's, whatever its name: never cleared */
+        int input = 0;
+        struct stat es;
+        for (int i = 0; i < j->nfiles && fstatat(fd, e->d_name, &es, AT_SYMLINK_NOFOLLOW) == 0; i++)
+            input |= es.st_dev == j->files[i].dev && es.st_ino == j->files[i].ino;
         if (!strcmp(e->d_name, HPT_SHARD_MANIFEST)) finished = 1;
-        else if (hpt_shard_leftover_name(e->d_name)) left++;
+        else if (hpt_shard_leftover_name(e->d_name) && !input) left++;
         else if (other++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
     }
     hpt_status st = HPT_OK;
@@ -747,7 +752,7 @@ hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, i
     }
     if (st == HPT_OK && o->tokenizer == HPT_TOK_CHAR) st = char_vocab(j, nt);
     int lock = -1;
-    if (st == HPT_OK) st = check_out_dir(out_dir, &lock);
+    if (st == HPT_OK) st = check_out_dir(j, out_dir, &lock);
     uint32_t crc = 0;
     if (st == HPT_OK) st = encode_all(j, nt, res, &crc);
     size_t total = 0;
