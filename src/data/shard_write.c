@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -112,16 +113,30 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc) {
     (void)uc;
 }
 
+/* Installed while any tokenize runs in the process (two from two threads
+ * share one installation: the first saves the disposition before, the
+ * last puts it back, so bus_prev is never the handler itself). */
+static pthread_mutex_t bus_lock = PTHREAD_MUTEX_INITIALIZER;
+static int bus_users;
+
 static void bus_install(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigbus;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, &bus_prev);
+    pthread_mutex_lock(&bus_lock);
+    if (bus_users++ == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, &bus_prev);
+    }
+    pthread_mutex_unlock(&bus_lock);
 }
 
-static void bus_uninstall(void) { sigaction(SIGBUS, &bus_prev, NULL); }
+static void bus_uninstall(void) {
+    pthread_mutex_lock(&bus_lock);
+    if (--bus_users == 0) sigaction(SIGBUS, &bus_prev, NULL);
+    pthread_mutex_unlock(&bus_lock);
+}
 
 /* Arms the guard with jb: 0 now, 1 when a guarded read faulted (then
  * disarmed). A macro: sigsetjmp must run in the frame the jump returns to. */
