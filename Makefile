@@ -294,13 +294,20 @@ $(BUILD)/test_compare_sweep: $(BUILD)/tests/test_compare_sweep.o $(BUILD)/cli/co
 $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# Tests run single- and multi-threaded where it matters; see tests/run.sh.
+# make test: the fast tier, the tests whose source says "tier: fast" (every
+# room: kernels, models against PyTorch, a kill -9 resume, the CLI's errors,
+# Python, shards, the guard device); make check: every test. Both run make's
+# -jN tests side by side and print each one's time (tests/run.sh).
 # check_vec.sh compiles the kernels for AVX2 and AVX-512 with these flags.
 # With CUDA on, the CUDA tests are built here too (CI compiles them) but run
 # only by test-cuda.
-test check: $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so) $(if $(filter 0,$(CUDA)),,$(CUDA_TESTS))
-	@HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
-	    VEC_CC="$(CC)" VEC_CFLAGS="$(filter-out -march=% -MMD -MP -g -fsanitize=%,$(CFLAGS))" sh tests/run.sh $(TESTS)
+TEST_ENV = HPT=./$(HPT_BIN) BUILD=$(BUILD) SANITIZED=$(SANITIZE) VARIANT_BUILD=$(VARIANT) \
+    VEC_CC="$(CC)" VEC_CFLAGS="$(filter-out -march=% -MMD -MP -g -fsanitize=%,$(CFLAGS))"
+TEST_DEPS = $(HPT_BIN) $(TESTS) $(if $(VARIANT),,python/hpt/libhpt.so) $(if $(filter 0,$(CUDA)),,$(CUDA_TESTS))
+test: $(TEST_DEPS)
+	@$(TEST_ENV) TIER=fast sh tests/run.sh $(TESTS)
+check: $(TEST_DEPS)
+	@$(TEST_ENV) TIER=all sh tests/run.sh $(TESTS)
 
 # On the GPU machine (bench/gpu_session.sh runs it): tests/cuda/'s programs,
 # then its CLI scripts, one closing line "N passed, N failed". With CUDA=emu

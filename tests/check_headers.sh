@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # check_headers.sh — every public header (include/*.h) compiles alone, first
 # in a file, as C11 with -Wall -Wextra -Werror (and as C++ where g++ is
 # installed), and declares what it names there: hpt.h includes

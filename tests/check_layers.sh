@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # check_layers.sh — the library's rooms depend one way (issue 25 item 3):
 # every arrow between rooms goes to a room the table below lets it use, and
 # the table itself has no circle. Two kinds of arrow are derived, not listed:

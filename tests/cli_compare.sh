@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_compare.sh — `hpt compare` end to end on a tiny model: every arm, an
 # LR sweep of two values, two seeds. Checks what can fail:
 #   - exit 0; results.json parses, has the headline fields as

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_compare_sf.sh — `hpt compare --arms baseline,schedule-free` on a tiny
 # model (6 runs of 60 steps; no timing is judged):
 #   - the schedule-free arm sweeps --lrs on the first seed like the

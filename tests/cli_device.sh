@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_device.sh — --device (the device table, src/device): cpu is the default
 # and trains to the default's bits; a device this build lacks (cuda without
 # nvcc) or an unknown one is refused before anything is written, by hpt

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # CLI tests of the fashion-mnist task: bad IDX files are named in a clear
 # error with a non-zero exit; a short real MLP run writes accuracy into the
 # metrics and summary; a saved classifier reloads (sample refuses it: it has

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_flags.sh — hpt train's flags, which come from the settings table
 # (src/train/settings.h). For every row of the table (listed by
 # `test_settings --dump`): it appears in `hpt --help`, a valid value parses,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # hpt import / eval / export against PyTorch (issue 14 items 2, 3; issue 27
 # A, 2, 5, 6, 8): the fixtures of tools/ref/gpt2_hf_ref.py (a random GPT-2,
 # vocab 256, named by transformers' module tree: F32 GPT2Model names as the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # CLI invariants of --mode hybrid (issue: the hybrid predictive trainer):
 #   - the phased controller (coast) with Predict disabled (threshold > 1), and
 #     the outer path (the default) with no jump due (--outer-interval beyond

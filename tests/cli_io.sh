@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # Smaller I/O defects of issue 16.8: a FIFO as --data or --model is refused
 # at once (not a hang in open); a run started with a relative --data resumes
 # from any working directory; hpt plot fails with status 1 (not 2, usage)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # The run directory's advisory lock: a second trainer (or a resume) on a
 # directory in use is refused with the holder's pid and a non-zero exit, and
 # nothing of the first run is overwritten; after the first dies (SIGKILL

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # Memory guard rails: --rss-warn logs one warning; --rss-limit saves an
 # emergency checkpoint and stops with a clear message and status 1; the run
 # then resumes (with the limit lifted) to the same parameters as a run that

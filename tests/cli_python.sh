@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_python.sh — the Python binding's tests (python/tests, pytest): zero-copy
 # views, gradients against finite differences through them, hpt.train equal to
 # `hpt train` bit for bit, errors, close(), and docs/python.md's examples.

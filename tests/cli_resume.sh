@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_resume.sh — checkpoints and bit-exact resume of `hpt train` (baseline
 # mode). Run by tests/run.sh from the repository root after `make`.
 #

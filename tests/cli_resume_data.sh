@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_resume_data.sh — a resume checks that the data is the data the run
 # began with (issue 27 item 4: `--resume` trained on silently after the
 # data file changed). Checkpoints record the data's size and CRC-32 (DSRC):

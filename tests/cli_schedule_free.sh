@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_schedule_free.sh — `hpt train --optimizer schedule-free`. Run by
 # tests/run.sh from the repository root after `make`.
 #   (a) a tiny model learns: val loss at the end well below the first

@@ -1,4 +1,5 @@
 #!/bin/sh
+# tier: fast (make test; tests/run.sh)
 # cli_train.sh — the hpt command line end to end. Run by tests/run.sh from the
 # repository root after `make` has built ./hpt; prints one line per check and
 # exits non-zero if any failed.

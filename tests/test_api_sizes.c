@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_api_sizes.c — the public entry points that read a caller's buffer
  * check its size against the model's (issue 27.1). hpt_model_forward reads

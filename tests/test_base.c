@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_base.c — the layers under the model: CRC-32, the RNG, atomic saves,
  * the text corpus (tokenizers, split, training and validation windows) and

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_checkpoint.c — whole-training-state checkpoints (src/train/checkpoint.c):
  * the section layout, a save/resume round trip that restores every piece of

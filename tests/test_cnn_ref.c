@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_cnn_ref.c — hpt's CNN classifier and optimizer step against PyTorch.
  *

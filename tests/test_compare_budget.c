@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_compare_budget.c — the budget sweep's arithmetic of `hpt compare
  * --budgets` (cli/compare_budget.c, linked alone): the crossing between the

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_compare_sweep.c — when `hpt compare` extends an arm's LR sweep
  * (cli/compare_sweep.c, linked alone): the best inside is left alone; the

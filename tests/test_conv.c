@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_conv.c — the image-classifier kernels (conv.c) and models (mlp.c,
  * cnn.c), without torch (tests/test_cnn_ref.c compares against PyTorch):

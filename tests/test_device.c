@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_device.c — the device table (src/device): the lookup and its refusals,
  * and every operation of the CPU row against the plain formula or the kernel

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_divergence.c — the divergence monitor: NaN/Inf are critical at once;
  * a loss spike is judged by its z-score against the window as it was before

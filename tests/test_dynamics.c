@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_dynamics.c — the dynamics model (src/hybrid/phased/dynamics.h).
  *

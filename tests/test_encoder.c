@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_encoder.c — the training-state encoder (src/hybrid/phased/encoder.h):
  *   - the slot table: HPT_ENC_NFEAT slots, each named, names unique, and

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_gpt2_ref.c — hpt's GPT-2 and optimizer step against PyTorch.
  *

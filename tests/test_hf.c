@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_hf.c — hpt import's memory (issue 27 item 2), through the library:
  *   (a) a parameters-only GPT-2 (hpt_gpt2_init_params_only, what the import

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_hybrid.c — the hybrid layer's invariants at module level:
  *   - every predictor changes the parameters in place and runs no backward

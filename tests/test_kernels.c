@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_kernels.c — finite-difference gradient checks of every backward kernel
  * in src/kernels/kernels.h, plus forward fast-vs-reference agreement, AdamW

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_model.c — whole-model checks of the GPT-2 family on a tiny config
  * (V 11 -> Vp 16, block 6, L 2, NH 2, C 8, batches reserved for 2x6):

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_outer_sf.c — the hybrid's outer step under schedule-free AdamW
  * (docs/hybrid.md, "The outer step under schedule-free"; pred_outer.c with

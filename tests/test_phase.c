@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_phase.c — the phase state machine, transition by transition: every
  * row of the table fires somewhere below (checked at the end), with its

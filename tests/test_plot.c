@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_plot.c — the chart writer (src/report/plot.c), read back as a viewer
  * would: the PNG through cairo's own PNG reader (size, the series' palette

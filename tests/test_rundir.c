@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_rundir.c — the run-directory reader (hpt_rundir_*) on hand-made
  * directories: metrics columns with NaN where a line lacks a value, a torn

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_schedule.c — the learning-rate schedules (src/train/schedule.c):
  *   - cosine is the trainer's formula before the schedule table, bit for bit

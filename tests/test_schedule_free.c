@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_schedule_free.c — schedule-free AdamW (src/train/optim.c, hpt_sf_*):
  *   - hpt_sf_step on a small arena (two tensors, one with weight decay) over

@@ -1,3 +1,4 @@
+/* tier: fast (make test; tests/run.sh) */
 /*
  * test_settings.c — the settings table (src/train/settings.h): every row
  * parses its range and refuses what is outside it naming its flag; the
