@@ -1,8 +1,7 @@
 #!/bin/sh
 # Is training from Python as fast as the CLI? (issue 17: the thread count and
-# OpenBLAS's core selection must behave as in `hpt train`, which re-execs
-# itself to pick the core; `import hpt` sets OPENBLAS_CORETYPE before the
-# library loads instead.) nanoGPT's CPU config, STEPS steps, 2 threads, no
+# OpenBLAS's core selection must behave as in `hpt train`: libhpt makes it
+# as it loads, in both.) nanoGPT's CPU config, STEPS steps, 2 threads, no
 # evaluation until the end; `./hpt train` and `hpt.train(...)` alternate
 # REPEATS times each, and the median of each one's median_step_ms is
 # compared. Both must end at the same param_crc32 (the same run).

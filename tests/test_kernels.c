@@ -974,9 +974,9 @@ static void test_threads(void) {
 
 /* The thread test again in child processes running OpenBLAS' Haswell and
  * SkylakeX kernels (where the CPU has them): OpenBLAS 0.3.21 does not
- * recognise recent CPUs and falls back to "Prescott", so `hpt` re-executes
- * itself with a better OPENBLAS_CORETYPE (hpt_blas_better_core): those
- * kernels are what trains, while this process runs whatever it was given. */
+ * recognise recent CPUs and falls back to "Prescott", and libhpt then
+ * switches to Haswell's or SkylakeX's (hpt_blas_origin): those kernels are
+ * what trains wherever the CPU has them, so both are checked here. */
 static void test_threads_other_cores(const char *self) {
     static const char *cores[] = {"Haswell", "SkylakeX"};
     static const char *needs[] = {"avx2", "avx512f"};
