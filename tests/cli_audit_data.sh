@@ -189,6 +189,15 @@ run "$HPT" eval --model "$tmp/rs/model.bin" --data "$tmp/ev"
 [ $rc -eq 0 ] && grep -q '"tokens"' "$tmp/out" && pass "(6) eval reads the validation files only (a bad train.bin beside)" ||
     fail "(6) eval opened the train files: exit $rc"
 
+mkdir "$tmp/vo" && cp "$tmp/sh/shard_val_000000.bin" "$tmp/vo/x_val_0.bin"
+ok=1
+for d in "$tmp/vo" "$tmp/vo/*val*.bin" "$tmp/ev/val.bin"; do
+    run "$HPT" eval --model "$tmp/rs/model.bin" --data "$d"; [ $rc -eq 0 ] || ok=0
+done
+run "$HPT" train --data "$tmp/vo" --tokenizer byte $S --max-iters 2 --out "$tmp/rvo"
+[ $ok = 1 ] && [ $rc -eq 1 ] && pass "(6) eval takes validation files alone (a directory, a glob, val.bin); train still needs both" ||
+    fail "(6) validation files alone: eval ok $ok, train exit $rc"
+
 # ---------------------------------------------------------------- (8)
 cp -r "$tmp/sh" "$tmp/b8" && ids "$tmp/b8" "shard_*.bin" set0=250
 run "$HPT" train --data "$tmp/b8" $S --max-iters 2 --out "$tmp/r8"

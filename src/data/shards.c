@@ -489,8 +489,9 @@ static hpt_status refuse_unfinished(const char *dir) {
                     "the directory", dir, n, first, n > 1 ? ", ..." : "");
 }
 
-/* The files spec names, into s (no file opened yet). */
-static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t dir_n, int *manifest) {
+/* The files spec names, into s (no file opened yet). val_only (hpt eval):
+ * a source of validation files alone is enough. */
+static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t dir_n, int *manifest, int val_only) {
     char p[4400], esc[4300];
     int n;
     *manifest = 0;
@@ -521,8 +522,8 @@ static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t 
         if (!s->nf[0] && !s->nf[1])
             return hpt_fail(HPT_ERR_DATA, "directory '%s' holds no token shards: no " HPT_SHARD_MANIFEST " (hpt "
                             "tokenize --out), no nanoGPT train.bin, no llm.c *train*.bin / *val*.bin", spec);
-        if (!s->nf[0]) return hpt_fail(HPT_ERR_DATA, "directory '%s' has validation shards but no train shards "
-                                       "(*train*.bin)", spec);
+        if (!s->nf[0] && !val_only) return hpt_fail(HPT_ERR_DATA, "directory '%s' has validation shards but no "
+                                                    "train shards (*train*.bin)", spec);
         if (!s->nf[1]) return hpt_fail(HPT_ERR_DATA, "directory '%s' has train shards but no validation shards "
                                        "(*val*.bin)", spec);
         return HPT_OK;
@@ -537,6 +538,7 @@ static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t 
     int literal = stat(spec, &sb) == 0;  /* a path that exists is that file, whatever its characters */
     if (literal && is_nanogpt_name(spec)) {
         s->format = "nanoGPT";
+        if (!strcmp(b, "val.bin") && val_only) return add_file(s, 1, spec);
         if (!strcmp(b, "val.bin"))
             return hpt_fail(HPT_ERR_DATA, "'%s' is validation data: pass its train.bin (or their directory)", spec);
         HPT_TRY(add_file(s, 0, spec));
@@ -551,6 +553,7 @@ static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t 
         n = 1;
     } else HPT_TRY(add_glob(s, spec, -1, &n));
     if (n == 0) return hpt_fail(HPT_ERR_DATA, "no file matches '%s'", spec);
+    if (!s->nf[0] && val_only) return HPT_OK;
     if (!s->nf[0])
         return hpt_fail(HPT_ERR_DATA, "'%s' names validation shards only: pass the train shards (*train*.bin; "
                         "the *val*.bin beside them are found) or their directory", spec);
@@ -575,7 +578,7 @@ static hpt_status find_files(hpt_shards *s, const char *spec, char *dir, size_t 
  * vocabulary left to the caller. val_only: the train files are dropped
  * unopened (hpt eval reads validation only). */
 static hpt_status open_files(hpt_shards *s, const char *spec, int val_only, char *dir, size_t dir_n, int *manifest) {
-    HPT_TRY(find_files(s, spec, dir, dir_n, manifest));
+    HPT_TRY(find_files(s, spec, dir, dir_n, manifest, val_only));
     if (val_only) {
         for (int i = 0; i < s->nf[0]; i++) free(s->f[0][i].path);
         s->nf[0] = 0;
