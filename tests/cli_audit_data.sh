@@ -144,6 +144,25 @@ kill -9 $p3 2>/dev/null; wait $p3; rc=$?
 if [ $rc -eq 1 ] && grep -q "shard_train_.*changed while hpt read it" "$tmp/r3.err" && [ "$(nckpt "$tmp/r3")" -ge 1 ]; then
     pass "(3) shards truncated under a run: exit 1 naming the shard, $(nckpt "$tmp/r3") checkpoint(s) kept"
 else fail "(3) shards truncated under a run: exit $rc ($(tail -c 200 "$tmp/r3.err"))"; fi
+# ids rewritten in place (same size) under a running train: the first bad id
+# read is exit 1 naming the shard and position (it was exit 2, "invalid
+# argument", from the model)
+cp -r "$tmp/sh" "$tmp/sh8"
+"$HPT" train --data "$tmp/sh8" $S --max-iters 1000000 --save-interval 20 --eval-interval 100000 --out "$tmp/r38" \
+    >/dev/null 2>"$tmp/r38.err" &
+p8=$!; pids="$pids $p8"
+i=0; while [ "$(nckpt "$tmp/r38")" -lt 1 ] && kill -0 $p8 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+python3 - "$tmp/sh8" <<'EOF'
+import glob, sys
+for p in glob.glob(sys.argv[1] + "/shard_train_*.bin"):
+    with open(p, "r+b") as f:
+        f.seek(1024); n = len(f.read()); f.seek(1024); f.write(b"\xff" * n)
+EOF
+i=0; while kill -0 $p8 2>/dev/null && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+kill -9 $p8 2>/dev/null; wait $p8; rc=$?
+[ $rc -eq 1 ] && grep -q "shard_train_.*token id 65535 at token .* changed after the run opened it" "$tmp/r38.err" &&
+    pass "(3, 8) ids rewritten in place under a run: exit 1 naming the shard and position" ||
+    fail "(3, 8) ids rewritten under a run: exit $rc ($(tail -c 200 "$tmp/r38.err"))"
 if command -v strace >/dev/null 2>&1; then
     # the input's mmap (strace -P: calls on that file only) held for 2 s
     # while it is truncated; LeakSanitizer cannot run under ptrace
