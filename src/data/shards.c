@@ -431,7 +431,7 @@ static hpt_status read_manifest(hpt_shards *s, const char *dir, const char *path
             if (st == HPT_OK) {
                 shard_file *f = &s->f[k][s->nf[k] - 1];
                 f->max_id = (int)max_id;
-                f->n = (size_t)ntok;  /* checked against the file's header when mapped */
+                f->n = (size_t)ntok;  /* checked against the file's header when opened */
             }
             continue;
         }

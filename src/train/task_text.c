@@ -53,7 +53,7 @@ static void text_describe(const hpt_task *t, char *buf, size_t n) {
 
 static size_t text_data_bytes(const hpt_task *t) {
     const text_task *tt = t->impl;
-    /* shards are mapped, not allocated: the page cache holds what is read */
+    /* shards are read window by window, not held: the page cache holds what is read */
     size_t corpus = tt->shards ? 0 : (hpt_text_tokens(tt->text, 0) + hpt_text_tokens(tt->text, 1)) * sizeof(int);
     return corpus + 2 * (size_t)tt->B * tt->T * sizeof(int);
 }
