@@ -73,6 +73,20 @@ run "$HPT" train --resume "$tmp/r0"
     pass "(1) an older hpt's shard checkpoint (DSRC 0 bytes, CRC 0): resumed with a note" ||
     fail "(1) older shard checkpoint: exit $rc"
 
+# a char manifest's vocabulary is part of the identity: one codepoint moved
+# (the ids unchanged) is other data
+"$HPT" tokenize --out "$tmp/chs" --tokenizer char --threads 1 "$tmp/c.txt" 2>/dev/null
+run "$HPT" train --data "$tmp/chs" $S --max-iters 20 --save-interval 10 --out "$tmp/rch"
+cut_after "$tmp/rch" 10; rm -f "$tmp/rch/summary.json"
+python3 - "$tmp/chs/manifest.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1])); m["codepoints"][-1] += 1
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+EOF
+run "$HPT" train --resume "$tmp/rch"
+[ $rc -eq 1 ] && grep -q "changed since" "$tmp/err" && pass "(1) a char manifest's codepoint moved: resume refused" ||
+    fail "(1) char manifest's codepoints changed: exit $rc"
+
 mkdir "$tmp/ng"
 python3 - "$tmp/c.txt" "$tmp/ng" <<'EOF'
 import struct, sys

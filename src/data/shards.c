@@ -75,6 +75,7 @@ struct hpt_shards {
     size_t *cum[2];
     size_t starts[2];
     int *win;               /* (T+1) ids of one window */
+    int manifest_vocab;     /* kind, V and cps came from a manifest: part of the identity */
 };
 
 /* ---------------------------------------------------------------- what --data names */
@@ -394,6 +395,7 @@ static hpt_status read_manifest(hpt_shards *s, const char *dir, const char *path
         st = hpt_fail(HPT_ERR_FORMAT, "'%s' has no \"shards\" list", path);
     if (st == HPT_OK) {
         s->kind = (hpt_tokenizer_kind)kind;
+        s->manifest_vocab = 1;
         s->V = (int)V;
     }
     if (st == HPT_OK && kind == HPT_TOK_CHAR) {
@@ -661,7 +663,10 @@ void hpt_shards_free(hpt_shards *s) {
 
 /* Every file in order, train then validation: its split and size (so that
  * a file moved between the splits, or bytes moved between files, differ),
- * then its bytes' CRC-32, combined into one CRC over that stream. */
+ * then its bytes' CRC-32, combined into one CRC over that stream; then the
+ * vocabulary when a manifest gives it (what the ids mean: a char manifest's
+ * codepoints edited is other data, as a changed text file is). Without a
+ * manifest the ids' tokenizer is --tokenizer, the run's own setting. */
 static void identity_of(const hpt_shards *s, uint64_t *bytes, uint32_t *crc) {
     *bytes = 0;
     *crc = 0;
@@ -676,6 +681,11 @@ static void identity_of(const hpt_shards *s, uint64_t *bytes, uint32_t *crc) {
             *crc = (uint32_t)crc32_combine(*crc, f->crc, (z_off_t)f->size);
             *bytes += f->size;
         }
+    if (s->manifest_vocab) {
+        int32_t v[2] = {(int32_t)s->kind, s->V};
+        *crc = hpt_crc32(*crc, v, sizeof v);
+        if (s->cps) *crc = hpt_crc32(*crc, s->cps, (size_t)s->V * sizeof *s->cps);
+    }
 }
 
 void hpt_shards_identity(const hpt_shards *s, uint64_t *bytes, uint32_t *crc) { identity_of(s, bytes, crc); }
@@ -706,6 +716,10 @@ hpt_status hpt_data_identity(const char *spec, uint64_t *bytes, uint32_t *crc) {
     char dir[4200];
     int manifest;
     hpt_status st = open_files(s, spec, 0, dir, sizeof dir, &manifest);
+    char p[4300];
+    if (st == HPT_OK) snprintf(p, sizeof p, "%s/" HPT_SHARD_MANIFEST, dir);
+    /* a manifest beside llm.c files: its vocabulary, as hpt_shards_open reads it */
+    if (st == HPT_OK && !manifest && exists(p, 0)) st = read_manifest(s, dir, p, 0);
     if (st == HPT_OK) identity_of(s, bytes, crc);
     hpt_shards_free(s);
     return st;
