@@ -656,8 +656,8 @@ static hpt_status check_out_dir(const job *j, const char *dir, int *lock) {
         /* an input inside --out is the user's, whatever its name: never cleared */
         int input = 0;
         struct stat es;
-        for (int i = 0; i < j->nfiles && fstatat(fd, e->d_name, &es, AT_SYMLINK_NOFOLLOW) == 0; i++)
-            input |= es.st_dev == j->files[i].dev && es.st_ino == j->files[i].ino;
+        if (hpt_shard_leftover_name(e->d_name) && fstatat(fd, e->d_name, &es, AT_SYMLINK_NOFOLLOW) == 0)
+            for (int i = 0; i < j->nfiles; i++) input |= es.st_dev == j->files[i].dev && es.st_ino == j->files[i].ino;
         if (!strcmp(e->d_name, HPT_SHARD_MANIFEST)) finished = 1;
         else if (hpt_shard_leftover_name(e->d_name) && !input) left++;
         else if (other++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
