@@ -48,15 +48,7 @@ done
 # memory, a SIGSEGV on a GPU, which the guard row turns into a crash here).
 # The NaN is forced by --init from the default run's model.bin with every
 # parameter NaN (CRC rewritten), so the first forward's loss is NaN.
-python3 - "$tmp/default/model.bin" "$tmp/nan.bin" <<'PY'
-import struct, sys, zlib
-b = bytearray(open(sys.argv[1], "rb").read())
-i = b.find(b"PARM") + 16                       # the chunk's payload: u64 count, then the floats
-n = struct.unpack_from("<Q", b, i)[0]
-b[i + 8:i + 8 + 4 * n] = struct.pack("<f", float("nan")) * n
-b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
-open(sys.argv[2], "wb").write(b)
-PY
+nan_model "$tmp/default/model.bin" "$tmp/nan.bin"
 for extra in "" "--grad-accum 2" "--mode hybrid"; do
     rm -rf "$tmp/nan"
     run $HPT train $small $extra --init "$tmp/nan.bin" --device guard --out "$tmp/nan"

@@ -6,7 +6,8 @@
 # Gives: $HPT (./hpt unless set), a fresh $tmp removed on exit (after
 # SIGKILLing every pid listed in $pids, so no trainer outlives its test),
 # pass/fail counting, run (status in $rc, output in $tmp/out and $tmp/err),
-# crc_of DIR, words_text SEED (reproducible English-ish text), and finish,
+# crc_of DIR, words_text SEED (reproducible English-ish text), nan_model
+# SRC DST (a model.bin whose parameters are NaN), and finish,
 # the closing line and exit status. Exits at once if ./hpt is not built.
 set -u
 HPT=${HPT:-./hpt}
@@ -194,4 +195,18 @@ outer_resume_suite() {
         pass "(d) a checkpoint every step: crc $_x, $1 jumps, $2 kept, $3 rolled back"
     else fail "(d) a checkpoint every step: status $rc, crc '$_x', summary '$*'"; fi
     outer_resumes "$tmp/a" "$_x" $_args
+}
+
+# nan_model SRC DST: SRC's model.bin with every parameter NaN (its CRC
+# rewritten), so a run started from it (--init DST) has a NaN first loss
+nan_model() {
+    python3 - "$1" "$2" <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"PARM") + 16                       # the chunk's payload: u64 count, then the floats
+n = struct.unpack_from("<Q", b, i)[0]
+b[i + 8:i + 8 + 4 * n] = struct.pack("<f", float("nan")) * n
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
 }
