@@ -274,5 +274,11 @@ mkdir "$tmp/ff" && cp "$tmp/sh/shard_val_000000.bin" "$tmp/ff/a_val_0.bin" && mk
 run "$HPT" train --data "$tmp/ff" --tokenizer byte $S --max-iters 2 --out "$tmp/rf"
 [ $rc -eq 1 ] && grep -q "a_train_0.bin' (matched by .*) is not a regular file" "$tmp/err" &&
     pass "a FIFO named *_train_*.bin: refused by name" || fail "FIFO shard: exit $rc"
+# --shard-tokens so small that the corpus would be over 10,000 shards: refused
+# before any work where the tokenizer gives the count a floor (byte: 60 KB;
+# gpt2's count is checked as it goes: cli_tokenize.sh)
+run "$HPT" tokenize --out "$tmp/tiny" --tokenizer byte --threads 1 --shard-tokens 2 "$tmp/c.txt"
+[ $rc -eq 2 ] && grep -q "more than 10000 shards" "$tmp/err" && [ ! -e "$tmp/tiny" ] &&
+    pass "tokenize --shard-tokens 2 (byte): refused at once" || fail "tokenize --shard-tokens 2: exit $rc"
 
 finish

@@ -16,6 +16,8 @@
 #       a vocab.bpe that does not make encoder.json's tokens, a bad id to
 #       --decode, a NUL byte in --decode's input (it was taken for a
 #       separator), a model file made with another vocabulary
+#   (e) a --shard-tokens that would make over 10,000 shards (gpt2: stopped
+#       by the count as it writes)
 test_name=cli_tokenize; . tests/lib.sh
 F=tests/fixtures/gpt2_tok
 VOCAB=${HPT_VOCAB:-/usr/local/share/hpt/gpt2}
@@ -128,5 +130,15 @@ run "$HPT" sample --model "$tmp/other.bin" --tokens 5
 if [ $rc -eq 1 ] && grep -q "GPT-2 vocabulary whose token table has CRC" "$tmp/err"; then
     pass "(d) a model file of another vocabulary: exit 1 naming the CRCs"
 else fail "(d) other vocabulary's model: status $rc"; fi
+
+# --shard-tokens so small that a gpt2 corpus would be over 10,000 shards: its
+# count has no floor to check up front (cli_audit_data.sh has byte's), so the
+# 10,001st shard stops it, exit 2, nothing left behind (2 x 20 KB of text:
+# 33,000 tokens)
+words_text 4 >"$tmp/w4.txt"; words_text 5 >>"$tmp/w4.txt"; words_text 6 >>"$tmp/w4.txt"
+run "$HPT" tokenize --out "$tmp/tiny" --tokenizer gpt2 --threads 1 --shard-tokens 2 "$tmp/w4.txt" "$tmp/w4.txt"
+if [ $rc -eq 2 ] && grep -q "more than 10000 shards" "$tmp/err" && [ -z "$(ls -A "$tmp/tiny" 2>/dev/null)" ]; then
+    pass "(e) tokenize --shard-tokens 2 (gpt2): refused at the 10,001st shard, nothing left"
+else fail "(e) tokenize --shard-tokens 2 (gpt2): exit $rc"; fi
 
 finish

@@ -56,6 +56,10 @@
 #define CHUNK (256u << 10)          /* bytes per chunk: enough rounds for 2 threads on 1 MB */
 #define SEP_LOOKAHEAD (64u << 10)   /* a document boundary this close past a chunk's target is preferred */
 #define WBUF 65536                  /* ids buffered per write */
+/* At most this many shards from one tokenize: training holds every shard
+ * open, and each is a 1 KiB header and an fsync (--shard-tokens 2 had
+ * made 150,000 files of 300 KB and not finished in a minute). */
+#define MAX_SHARDS 10000
 
 void hpt_tokenize_options_default(hpt_tokenize_options *o) {
     *o = (hpt_tokenize_options){.tokenizer = HPT_TOK_GPT2, .shard_tokens = 100000000, .val_tokens = -1};
@@ -483,8 +487,24 @@ static hpt_status close_part(job *j) {
     return st;
 }
 
+static hpt_status too_many_shards(const job *j) {
+    return hpt_fail(HPT_ERR_ARG, "--shard-tokens %zu makes more than %d shards of this input: give a larger "
+                    "--shard-tokens (training holds every shard open)", j->o->shard_tokens, MAX_SHARDS);
+}
+
+/* Before any work, where the token count has a floor: a byte is a token
+ * under byte, a UTF-8 character (1 to 4 bytes) under char. gpt2's tokens
+ * have no useful floor: emit's count is its only check. */
+static hpt_status check_shard_count(const job *j) {
+    size_t bytes = 0;
+    for (int i = 0; i < j->nfiles; i++) bytes += j->files[i].n;
+    size_t floor = j->o->tokenizer == HPT_TOK_BYTE ? bytes : j->o->tokenizer == HPT_TOK_CHAR ? bytes / 4 : 0;
+    return floor / j->o->shard_tokens > MAX_SHARDS ? too_many_shards(j) : HPT_OK;
+}
+
 static hpt_status emit(job *j, int id) {
     if (j->fd < 0 || j->parts[j->nparts - 1].n == j->o->shard_tokens) {
+        if (j->nparts >= MAX_SHARDS + 1) return too_many_shards(j);  /* the validation split may take one more */
         HPT_TRY(close_part(j));
         part *pp = realloc(j->parts, (size_t)(j->nparts + 1) * sizeof *pp);
         if (!pp) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
@@ -760,6 +780,7 @@ hpt_status hpt_tokenize_shards(const char *out_dir, const char *const *inputs, i
     }
     if (st == HPT_OK) st = make_chunks(j);
     if (st == HPT_OK && j->nchunks == 0) st = hpt_fail(HPT_ERR_DATA, "nothing to tokenize: the input is empty");
+    if (st == HPT_OK) st = check_shard_count(j);
     if (st == HPT_OK && o->tokenizer == HPT_TOK_GPT2) {
         j->bpe = calloc((size_t)nt, sizeof *j->bpe);
         if (!j->bpe) st = hpt_fail(HPT_ERR_NOMEM, "out of memory");
