@@ -20,7 +20,7 @@
  * average as the ema arm is; hybrid-sf: the hybrid (its outer step, the
  * hybrid flags passed through) on schedule-free AdamW at the schedule-free
  * arm's tuned LR (it needs that arm); outer-snoo and outer-124m: the outer
- * step at its authors' published settings for small models (issue 26), on
+ * step at its authors' published settings for small models, on
  * the tuned baseline's schedule and LR (SNOO on GPT-2 Medium in
  * modded-nanogpt: outer lr 0.68, momentum 0.37, every 28 steps; a 124M
  * outer-Nesterov wrapper: 0.7, 0.5, every 30), inner state kept, their

@@ -55,8 +55,8 @@ static void md_setup(const cJSON *r, FILE *o) {
     char ema[32], mlr[32];
     if (get(r, "cpu")) fprintf(o, "Measured on: %s.\n\n", str(r, "cpu"));
     /* without --schedules: the runs' one schedule (the task's default,
-     * linear, unless --schedule; a results.json from before issue 12 has
-     * none and ran cosine); with --schedules: the ones swept and the
+     * linear, unless --schedule; a results.json of an hpt from before D2Z
+     * was the default has none and ran cosine); with --schedules: the ones swept and the
      * baseline's tuned one, and the end of the cosine row's decay */
     char sched[256];
     snprintf(sched, sizeof sched, "%.40s", *str(r, "baseline_schedule") ? str(r, "baseline_schedule") : "cosine");

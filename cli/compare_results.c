@@ -264,7 +264,7 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON *tuned = cJSON_AddObjectToObject(o, "tuned_lr");
     for (int a = 0; a < NARMS; a++)
         if (c->arms[a]) cJSON_AddItemToObject(tuned, compare_arm_names[a], jnum(compare_arm_lr(c, a)));
-    /* issue 12: the schedules swept (--schedules), and each arm's */
+    /* the schedules swept (--schedules), and each arm's */
     if (c->nscheds) {
         cJSON *sc = cJSON_AddArrayToObject(o, "schedules");
         for (int i = 0; i < c->nscheds; i++) cJSON_AddItemToArray(sc, cJSON_CreateString(compare_sched_name(c, i)));

@@ -516,7 +516,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
  * task read); a resume whose data no longer matches it is refused
  * (HPT_ERR_DATA, naming the file and both identities) unless flags holds
  * HPT_RESUME_ALLOW_DATA_CHANGE, which goes on and logs what that changes.
- * A checkpoint without the record (hpt before issue 27) resumes with a note.
+ * A checkpoint without the record (an older hpt's) resumes with a note.
  * hpt_trainer_resume is this with flags 0. */
 #define HPT_RESUME_ALLOW_DATA_CHANGE 1u
 hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,

@@ -7,7 +7,7 @@
  * The files are read with pread, window by window, not memory-mapped: a
  * mapping turns a file truncated under the run (data regenerated in place)
  * into SIGBUS, which no status can report, and its pages count in the
- * process's resident memory (--rss-limit tripped by the corpus, issue 42).
+ * process's resident memory (--rss-limit would trip on the corpus).
  * A window is one system call of T+1 ids, nothing beside a step's matmuls;
  * the page cache still serves every run after the first, and the run's own
  * memory does not grow with the corpus. Each file stays open for the run
@@ -475,7 +475,7 @@ int hpt_shard_leftover_name(const char *name) {
 /* A directory without a manifest that holds hpt tokenize's part files or
  * shard names is an unfinished (interrupted, or still running) tokenize:
  * its shards are only those renamed in so far, and reading them as llm.c
- * shards trained on part of the corpus (issue 42). */
+ * shards would train on part of the corpus: refused. */
 static hpt_status refuse_unfinished(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return HPT_OK;  /* the listing that follows says why */

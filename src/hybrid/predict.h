@@ -50,7 +50,8 @@ typedef struct hpt_pred_ops {
     /* the history it needs: snapshots in the ring before its begin may run
      * (0: it reads only the moments). The controller waits in Full until
      * the ring holds them, whatever the confidence threshold (a Predict
-     * phase with threshold 0 once began on an empty ring: issue 27 B).
+     * phase with threshold 0 once began on an empty ring, and predicted from
+     * no history).
      * At most ring_c; a ring made smaller by hpt_pred_init lowers it to
      * ring_c. */
     int min_history;

@@ -72,7 +72,7 @@ void layernorm_backward_first(float *dinp, float *dweight, float *dbias, const f
                               const float *rstd, int N, int C);
 
 /* FLOP-equivalents per element of the elementwise kernels, for the profile's
- * rates (issue 28's per-core goal): the float operations the code does,
+ * rates (each kernel's GFLOP/s): the float operations the code does,
  * counted from it. hpt_expf 25 (2 clamps, the reduction 7, the degree-5
  * polynomial 10 and its finish 4, the scale, the NaN select), hpt_tanhf 31;
  * GELU forward 39 (u 5, tanh, the product 3), backward 50 (u 5, tanh,

@@ -9,8 +9,8 @@
  *   DATA  the task's data cursor (opaque bytes, see task.h)
  *   LOGS  metrics.jsonl's length at the save (resume cuts it back to that)
  *   DSRC  the data's identity (task.h): u64 size, u32 CRC-32. A resume
- *         whose data differs is refused unless allowed (issue 27: it
- *         trained on silently); absent in checkpoints of an older hpt,
+ *         whose data differs is refused unless allowed (a resume must
+ *         not train on silently on other data); absent in checkpoints of an older hpt,
  *         and 0 bytes / CRC 0 in an older hpt's checkpoints of token
  *         shards: both resume with a note
  *   EMAW  (TCFG ema_decay > 0) the weight average, like PARM
@@ -507,8 +507,8 @@ static hpt_status data_matches(const hpt_trainer *tr, const hpt_state_sec *secs,
     memcpy(&crc, ds->p + 8, 4);
     if (size == t->data_size && crc == t->data_crc) return HPT_OK;
     if (size == 0 && crc == 0) {
-        /* no data is 0 bytes (an empty file is refused): an hpt before
-         * issue 42 recorded this for token shards, whose identity it did
+        /* no data is 0 bytes (an empty file is refused): an older hpt
+         * recorded this for token shards, whose identity it did
          * not know; like a missing record, it cannot be checked */
         hpt_logf(log, ctx, "note       '%s' holds no identity of its data (an older hpt wrote it for token shards): "
                  "'%s' cannot be checked against the data the run began with; checkpoints from here on record it",

@@ -39,7 +39,8 @@ static double constant(const hpt_train_config *c, double t, int span) { return 1
  * p = (it - (max_iters - D)) / D = 1 - (1 - t) span / D, so its last step
  * is at 1 - 1/D: a cooldown of 1 step (or 0, --decay-frac 0.05 over 10
  * steps rounds to 1, 0.04 to 0) never lowers the rate. A decay_frac > 0
- * gets at least 2 steps, the fewest that decay (issue 27); a rounded D of 2
+ * gets at least 2 steps, the fewest that decay (a short cooldown still
+ * cools); a rounded D of 2
  * or more is left as it was, so those runs keep their rates bit for bit. */
 static double wsd(const hpt_train_config *c, double t, int span) {
     double d = floor((double)c->decay_frac * c->max_iters + 0.5);

@@ -249,7 +249,7 @@
  * included, and hpt_setting_find looks a flag up among all three. */
 /* After decoding a TCFG of `version`: the rows it lacks get the value runs
  * of that version had, where it differs from today's default (a version-2
- * run decayed by cosine; the default is linear to 0 since issue 12). */
+ * run decayed by cosine; the default is now linear to 0, D2Z). */
 void hpt_train_config_legacy(hpt_train_config *c, unsigned version);
 
 /* Each value of cfg against its row. */

@@ -29,7 +29,7 @@ struct hpt_task {
      * four IDX payloads after gunzip, train images and labels, then test
      * images and labels) and their CRC-32, zlib's.
      * Checkpoints record it (DSRC) and a resume compares, so a run does not
-     * train on silently after its data changed (issue 27). data_source
+     * train on silently after its data changed. data_source
      * names the file or directory in messages (the trainer's string). */
     uint64_t data_size;
     uint32_t data_crc;
