@@ -5,10 +5,11 @@
  *
  * The protocol, in the order it runs:
  *   1. sweep: on the first seed, the baseline and the hybrid each train at
- *      every --lrs value (warmup + cosine to lr x min-lr ratio over the same
- *      budget), and with --schedules under every schedule listed (cosine to
- *      lr x min-lr ratio, d2z, wsd: issue 12); the lowest final val loss
- *      picks each arm's tuned LR (and schedule);
+ *      every --lrs value over the same budget, under the runs' one schedule
+ *      (--schedule, else the task's default: D2Z, linear to 0) or, with
+ *      --schedules, under every schedule listed (cosine to lr x min-lr
+ *      ratio, d2z, wsd); the lowest final val loss picks each arm's tuned
+ *      LR (and schedule);
  *      an arm whose best rate lies at an edge of its rates trains at one
  *      more rate beyond that edge at the sweep's ratio there, until the
  *      best is inside or --extend-sweep (3) rates were added
@@ -18,8 +19,9 @@
  *      baseline (no schedules: its rate is constant after the warmup);
  *   2. seeds: every arm trains at its tuned LR and schedule on every seed
  *      (the controls borrow them: stale-adam, linear and hybrid-ema the
- *      hybrid's, ema the baseline's);
- *   3. budgets (--budgets, issue 12 item 6): every arm on every seed again
+ *      hybrid's; ema, outer-snoo and outer-124m the baseline's; hybrid-sf
+ *      schedule-free's);
+ *   3. budgets (--budgets): every arm on every seed again
  *      at each fraction f < 1 of its full run's steps, --max-iters
  *      round(f x steps), so its schedule (warmup kept, decay compressed)
  *      ends there. Under a decayed schedule the loss falls most in the
@@ -70,7 +72,7 @@ const char *const compare_arm_flags[NARMS][8] = {
     [ARM_O124] = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL},
 };
 
-/* --schedules (issue 12's names): cosine to lr x --min-lr-ratio; d2z, the
+/* --schedules' names: cosine to lr x --min-lr-ratio; d2z, the
  * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
  * cooldown to zero over the last 20% (Hägele et al. 2024). A new one is a row. */
 const compare_sched compare_scheds[] = {
@@ -346,7 +348,7 @@ static void settle(compare *c, const seen *sn) {
     hpt_train_config d;
     hpt_train_config_default_for(&d, sn->task, sn->model);
     if (!c->nlrs) { c->lrs[0] = d.lr; c->nlrs = 1; }
-    /* --schedules' cosine row is issue 12's cosine to 10% unless told; the
+    /* --schedules' cosine row decays to 10% of lr unless told; the
      * runs without --schedules follow the task's defaults (D2Z: ratio 0) */
     if (c->min_lr_ratio < 0) c->min_lr_ratio = c->nscheds ? 0.1f : d.min_lr / d.lr;
     if (!c->train_schedule) c->train_schedule = d.schedule;

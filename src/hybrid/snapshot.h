@@ -1,10 +1,11 @@
 /*
- * snapshot.h — the one preallocated copy of the training state that a
- * rollback returns to: parameters and both AdamW moments, taken before each
- * Predict phase, and under schedule-free AdamW its base sequence z, its
- * average x and rate sums too (the parameters are its gradient point y, the
- * second moment its v). It is the only copy of the parameter arena hpt ever
- * makes.
+ * snapshot.h — the hybrid's one preallocated copy of the training state
+ * that a rollback returns to: parameters and both AdamW moments, taken
+ * before each jump (the outer step's, or a phased Predict phase), and under
+ * schedule-free AdamW its base sequence z, its average x and rate sums too
+ * (the parameters are its gradient point y, the second moment its v). Other
+ * parts keep their own copies of the parameters (the outer step's anchor,
+ * an EMA, the phased predictors' rings); this one is the rollback's.
  */
 #ifndef HPT_SNAPSHOT_H
 #define HPT_SNAPSHOT_H
