@@ -3,7 +3,7 @@
 # check_headers.sh — every public header (include/*.h) compiles alone, first
 # in a file, as C11 with -Wall -Wextra -Werror (and as C++ where g++ is
 # installed), and declares what it names there: hpt.h includes
-# hpt_hybrid.h, hpt_settings.h and hpt_rundir.h at its end (issue 25 item 4),
+# hpt_hybrid.h, hpt_settings.h and hpt_rundir.h at its end,
 # and each of those includes hpt.h before its guard, so either order works.
 test_name=check_headers; . tests/lib.sh
 cc=${VEC_CC:-cc}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# check_layers.sh — the library's rooms depend one way (issue 25 item 3):
+# check_layers.sh — the library's rooms depend one way:
 # every arrow between rooms goes to a room the table below lets it use, and
 # the table itself has no circle. Two kinds of arrow are derived, not listed:
 #   - includes: each `#include "..."` of a room's sources (.c, .h, .cu),

@@ -1,6 +1,6 @@
 #!/bin/sh
 # check_vec.sh — the hand-written kernels stay vectorised on every x86 target
-# hpt is built for, whatever machine runs the check (issue 28: on AVX2-only
+# hpt is built for, whatever machine runs the check (on AVX2-only
 # CPUs every exp/tanh loop and attention's 16-lane blocks had silently gone
 # scalar, which the AVX-512 machines hid). For x86-64-v3 (AVX2+FMA) and
 # x86-64-v4 (AVX-512) it compiles each kernel file, only compiling, and fails

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# Allocations are planned before they are made (issue 16.4): a model file
+# Allocations are planned before they are made: a model file
 # whose config passes every format check but asks for hundreds of GiB of
 # activations, and legal flags far beyond the machine, are refused at once
 # with the figures (needed vs available) and status 1 (a resource limit of

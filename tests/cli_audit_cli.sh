@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast
-# cli_audit_cli.sh — issue 42's defects on import/export, sample, compare and
+# cli_audit_cli.sh — the audit's defects on import/export, sample, compare and
 # train's flags, each as the audit reproduced it (../shared/reference/
 # audit-2026-11-27.md): (4) --out a device node or FIFO, or under /dev,
 # refused and left as it was; (11) NaN weights refused by import (the tensor

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast
-# cli_audit_data.sh — issue 42's defects on token shards, tokenize and
+# cli_audit_data.sh — the audit's defects on token shards, tokenize and
 # compare's data identity, each as the audit reproduced it (../shared/
 # reference/audit-2026-11-27.md), on a few KB of shards:
 #   (1) a resume notices that shards changed (same sizes, same max id,

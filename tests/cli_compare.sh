@@ -14,11 +14,11 @@
 #     --warmup-steps would exit 2)
 #   - the same command again reuses every run and writes the same results,
 #     replacing results.json and results.md atomically (a new file renamed
-#     over the old, never rewritten in place: issue 16.7)
+#     over the old, never rewritten in place)
 #   - hpt compare --report DIR prints the tables of results.md again
 #   - a path holding '"' (in --data and --out) still gives valid results.json
 #   - a finished run is redone, not reused, when its data file's content
-#     changed, even at the same size and mtime (issue 16.7)
+#     changed, even at the same size and mtime
 #   - usage errors exit 2: a flag compare owns, an unknown arm, no baseline,
 #     a bad --lrs; a failing run exits 1 naming its log
 test_name=cli_compare; . tests/lib.sh
@@ -49,7 +49,7 @@ for a in ("baseline", "hybrid"):
     best = min(sweep, key=lambda s: s["final_val_loss"])
     if len(sweep) != 2 or r["tuned_lr"][a] != best["lr"]:
         errs.append("%s: tuned lr %r, sweep %r" % (a, r["tuned_lr"][a], sweep))
-# updates to the target (issue 12): every arm, the baseline's own exactly 1
+# updates to the target: every arm, the baseline's own exactly 1
 for a in arms:
     if len(arms[a].get("speedup_steps_to_target", {}).get("per_seed", [])) != 2:
         errs.append("%s: no speedup_steps_to_target per seed" % a)
@@ -105,7 +105,7 @@ run "$HPT" compare --report "$OUT"
 if [ $rc -eq 0 ] && cmp -s "$tmp/out" "$OUT/results.md"; then pass "compare --report DIR prints results.md from results.json"
 else fail "--report: status $rc, $(cmp "$tmp/out" "$OUT/results.md" 2>&1)"; fi
 
-# one small run for the defects of issue 16.7
+# one small run for the atomic outputs and the data check above
 SMALL="--n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-iters 20 --warmup-iters 2 \
        --eval-iters 1 --threads 1 --arms baseline --seeds 1"
 q="$tmp/da\"ta"

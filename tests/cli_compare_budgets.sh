@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_compare_budgets.sh — `hpt compare --budgets` (issue 12 item 6), the
+# cli_compare_budgets.sh — `hpt compare --budgets`, the
 # hybrid-ema arm and --predictor outer's pass-through, on a tiny model
 # (no timing is judged):
 #   - --budgets 1,0.5 --arms baseline,hybrid,hybrid-ema, 2 seeds: 12 runs

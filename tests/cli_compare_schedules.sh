@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_compare_schedules.sh — `hpt compare --schedules` (issue 12) on a tiny
+# cli_compare_schedules.sh — `hpt compare --schedules` on a tiny
 # model, mechanism only (no timing is judged):
 #   - the baseline and the hybrid sweep schedules x --lrs on the first seed,
 #     one run directory per arm, schedule, LR; each run got the schedule's

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
 # cli_compare_snoo.sh — hpt compare's arms at the outer step's published
-# settings (issue 26): outer-snoo (SNOO's outer lr 0.68, momentum 0.37,
+# settings: outer-snoo (SNOO's outer lr 0.68, momentum 0.37,
 # every 28 steps) and outer-124m (0.7, 0.5, every 30) train as the hybrid
 # with --predictor outer and those flags after the passed-through hybrid
 # flags, at the tuned baseline's LR and schedule, take outer jumps, and get

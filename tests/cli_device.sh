@@ -44,7 +44,7 @@ for extra in "" "--grad-accum 2" "--optimizer schedule-free" "--ema 0.9" "--init
     else fail "--device guard ${extra:-(plain)} (rc $grc/$rc, crc $(crc_of "$tmp/g") vs $(crc_of "$tmp/c"))"; fi
 done
 # a non-finite loss on the device: the trainer zeroes the step's gradient
-# before it stops with the reason (issue 39: that was a host memset of device
+# before it stops with the reason (that was once a host memset of device
 # memory, a SIGSEGV on a GPU, which the guard row turns into a crash here).
 # The NaN is forced by --init from the default run's model.bin with every
 # parameter NaN (CRC rewritten), so the first forward's loss is NaN.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# hpt train --init (issue 14 item 4): fine-tuning from an imported GPT-2
+# hpt train --init: fine-tuning from an imported GPT-2
 # (tests/fixtures/hf, vocab 256, 48 positions, L2 H2 C32). The run starts
 # from the model's weights (one step at lr 1e-8 evaluates as torch's loss),
 # takes its tokenizer and architecture (mismatched flags refused with the

@@ -5,7 +5,7 @@
 # `test_settings --dump`): it appears in `hpt --help`, a valid value parses,
 # and a value below or above its range (or a bad name, or a value given to a
 # switch) is a usage error (exit 2) naming the flag. Then the products of
-# flags that must fit the step counter (issue 16.3): --epochs x batches per
+# flags that must fit the step counter: --epochs x batches per
 # epoch beyond --max-iters' limit, and --batch-size x --grad-accum beyond an
 # int, are usage errors naming the flags, before anything is written. Last,
 # a checkpoint whose TCFG holds an out-of-range setting (CRC repaired) is
@@ -53,7 +53,7 @@ done <"$tmp/table.tsv"
 if [ "$rows" -gt 50 ]; then pass "all $rows flags of the table: in --help, parse, refuse out-of-range values with exit 2"
 else fail "only $rows rows in the table dump"; fi
 
-# ---------------------------------------------------------------- products (issue 16.3)
+# ---------------------------------------------------------------- products
 
 words_text 7 >"$tmp/data.txt"
 # ~20 KB of text: ~18k windows per epoch at --batch-size 1, so 40000 epochs is

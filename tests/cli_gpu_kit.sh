@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast
-# cli_gpu_kit.sh — the GPU kit brings its record back (issue 39): a dry run
+# cli_gpu_kit.sh — the GPU kit brings its record back: a dry run
 # of bench/gpu_session.sh (no GPU: hpt's runs on the CPU at a tiny shape,
 # make test-cuda, memcheck and PyTorch faked; the same file plumbing, the
 # same table and record) must leave $OUT within what the GPU machine sends
@@ -8,9 +8,9 @@
 # $OUT/a/b/file, names of [A-Za-z0-9._-]; the kit's own rule: at most 6
 # files, record.md among them, no model, checkpoint or plot, in $OUT or in
 # its tarball), end its output with the record, keep nothing outside $OUT,
-# and run its steps in issue 39's order. Then a step that hangs: cut at its
-# limit (the kill reaches it), the steps after it skipped for time and said
-# so, the script within its budget.
+# and run its steps in the order of their value (what a cut-off keeps).
+# Then a step that hangs: cut at its limit (the kill reaches it), the steps
+# after it skipped for time and said so, the script within its budget.
 test_name=cli_gpu_kit; . tests/lib.sh
 order="build hpt-gpt2-124m-bf16 profile-gpt2-124m-bf16 torch-gpt2-124m-bf16 test-cuda hpt-gpt2-124m-tf32
 hpt-gpt2-124m-fp32 torch-gpt2-124m-tf32-fp32 profile-gpt2-124m-fp32 profile-gpt2-124m-tf32
@@ -61,7 +61,7 @@ r=$tmp/out1/record.md
 steps() { awk '/^## / { on = /^## Steps/ } on && /^\| [a-z0-9-]+ \| / && !/^\| step \|/' "$1"; }
 ran=$(steps "$r" | cut -d' ' -f2 | tr '\n' ' ')
 want=$(echo $order)
-[ "$ran" = "$want " ] && pass "the steps in issue 39's order, make test-cuda after PyTorch bf16, the nanoGPT shape last" ||
+[ "$ran" = "$want " ] && pass "the steps in the order of their value, make test-cuda after PyTorch bf16, the nanoGPT shape last" ||
     fail "the steps' order: '$ran', want '$want'"
 nok=$(steps "$r" | grep -c '^| [a-z0-9-]* | ok |')
 [ "$nok" -eq 19 ] && pass "every step ok in the dry run (19)" || fail "$nok of 19 steps ok: $(steps "$r" | grep -v '| ok |' | head -n 3)"

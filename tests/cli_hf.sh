@@ -1,7 +1,7 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# hpt import / eval / export against PyTorch (issue 14 items 2, 3; issue 27
-# A, 2, 5, 6, 8): the fixtures of tools/ref/gpt2_hf_ref.py (a random GPT-2,
+# hpt import / eval / export against PyTorch: the fixtures of
+# tools/ref/gpt2_hf_ref.py (a random GPT-2,
 # vocab 256, named by transformers' module tree: F32 GPT2Model names as the
 # hub's file, wte.weight, ..., with the mask buffers; F16 GPT2LMHeadModel's
 # transformer.-prefixed names with the tied lm_head.weight, no buffers; BF16
@@ -134,7 +134,7 @@ assert all(qkv[i * 3 * C + o] == p[q0 + o * C + i] for i in range(C) for o in ra
 print("V %d padded to %d: %d rows exported, c_attn [%d, %d] = qkvw transposed" % (V, Vp, V, C, 3 * C))
 PY
 [ $rc -eq 0 ] && pass "(g) $(cat $tmp/out)" || fail "(g) padded vocabulary: $(cat $tmp/out $tmp/err)"
-# ... and carries its character table in __metadata__ (issue 27 item 8), so
+# ... and carries its character table in __metadata__, so
 # the import gives back the trained model file byte for byte: the same
 # config, the same 12 characters, every parameter (the padded rows were 0)
 run "$HPT" import --from $tmp/char.safetensors --out $tmp/char_back.bin --n-head 2
@@ -151,8 +151,8 @@ run "$HPT" eval --model $tmp/char_back.bin --data $tmp/c.txt --threads 1
 "$HPT" export --model $tmp/char_back.bin --out $tmp/char_back.safetensors 2>/dev/null && cmp -s $tmp/char.safetensors $tmp/char_back.safetensors &&
     pass "(g) char model: export(import(export)) = export byte for byte" || fail "(g) second export differs"
 
-# (i) the input is never the output, an existing output only with --overwrite
-# (issue 27 item 5): exit 2 and the file as it was
+# (i) the input is never the output, an existing output only with --overwrite:
+# exit 2 and the file as it was
 cp $tmp/f32.bin $tmp/keep.bin
 run "$HPT" export --model $tmp/keep.bin --out $tmp/keep.bin --overwrite
 [ $rc -eq 2 ] && grep -q "is the input file" $tmp/err && cmp -s $tmp/keep.bin $tmp/f32.bin &&
@@ -180,7 +180,7 @@ run "$HPT" export --model $tmp/f32.bin --out $tmp/f16.safetensors --overwrite
     fail "export --overwrite: rc $rc"
 ls $tmp | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls $tmp | grep '\.tmp\.')"
 
-# (j) issue 27 item 2: a 137 KB file naming 64 blocks of width 256 whose
+# (j) a 137 KB file naming 64 blocks of width 256 whose
 # tensors are empty is refused by the shape check before anything is
 # allocated (before the fix it reserved and zeroed 0.4 GB of parameters and
 # gradients first), at a few MB of peak RSS

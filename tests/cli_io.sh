@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# Smaller I/O defects of issue 16.8: a FIFO as --data or --model is refused
+# Smaller I/O defects: a FIFO as --data or --model is refused
 # at once (not a hang in open); a run started with a relative --data resumes
 # from any working directory; hpt plot fails with status 1 (not 2, usage)
 # on a run whose data it cannot draw; a full disk's message names the file;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# metrics.jsonl write errors (issue 16.8): a run whose metrics.jsonl cannot
+# metrics.jsonl write errors: a run whose metrics.jsonl cannot
 # be written (here: a file size limit, which makes the write past it fail
 # with EFBIG, as a full disk fails with ENOSPC) stops with status 1 and a
 # message naming metrics.jsonl, instead of going on and reporting success

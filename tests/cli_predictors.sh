@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every predictor over short warmups and phases (issue 27 B): a Predict phase
+# Every predictor over short warmups and phases: a Predict phase
 # must never begin before the predictor holds the history it reads (shrink
 # with --confidence-threshold 0 and --warmup-steps 5 --full-steps 5 began
 # one with an empty ring and died of SIGSEGV). Each predictor named by

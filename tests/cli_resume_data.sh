@@ -1,8 +1,8 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
 # cli_resume_data.sh — a resume checks that the data is the data the run
-# began with (issue 27 item 4: `--resume` trained on silently after the
-# data file changed). Checkpoints record the data's size and CRC-32 (DSRC):
+# began with (`--resume` once trained on silently after the data file
+# changed). Checkpoints record the data's size and CRC-32 (DSRC):
 #   (a) the file changed, same size other content: resume exits 1 naming
 #       the file and --allow-data-change; with the flag it goes on, saying
 #       what changes, and its checkpoints record the new data

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# A run directory holds one run (issue 16.1). A new run into a directory that
+# A run directory holds one run. A new run into a directory that
 # holds one is refused (status 2) naming it and the ways on, and leaves it
 # untouched; --overwrite replaces it wholly (no stale checkpoints, logs or
 # phases), but only after every check of the new run passed: an --overwrite

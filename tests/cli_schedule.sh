@@ -9,7 +9,7 @@
 #       uninterrupted run's param_crc32 and metrics (bit-exact), the
 #       schedule restored from the checkpoint; the same in hybrid mode
 #   (c) linear and constant runs record their schedule (no wsd fields), and
-#       a default run says linear to 0 (D2Z, the default since issue 12)
+#       a default run says linear to 0 (D2Z, the default schedule)
 #   (d) bad values exit 2 naming the flag; --schedule with --resume too
 #   (e) a TCFG version-2 checkpoint (before --schedule; committed fixture,
 #       written by the previous binary) resumes as cosine, to that binary's

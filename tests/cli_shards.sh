@@ -1,6 +1,6 @@
 #!/bin/sh
 # tier: fast (make test; tests/run.sh)
-# cli_shards.sh — token shards (issue 29): hpt tokenize --out, and --data
+# cli_shards.sh — token shards: hpt tokenize --out, and --data
 # reading hpt's shard directories, llm.c's shards and nanoGPT's train.bin
 # (fixtures written here in each format with python3's struct module).
 #

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cli_stdout.sh — a failed write to standard output fails the command
-# (issue 27.3): every subcommand that prints, run with stdout on /dev/full
+# (not a silent loss): every subcommand that prints, run with stdout on /dev/full
 # (every write fails with ENOSPC, as on a full disk), exits 1 with a message
 # naming standard output; before, tokenize, eval, sample and --help exited 0
 # having written nothing. Also: a command with nothing to print does not

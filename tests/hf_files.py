@@ -15,7 +15,7 @@ hf_files.py — safetensors helpers for tests/cli_hf.sh (plain python3, no torch
                                         DIR/cases.txt: "case
                                         words-the-refusal-must-contain"
     hf_files.py widen GOOD OUT V        GOOD with wte.weight grown to V rows
-    hf_files.py hollow OUT C L          issue 27's file: a wte of 256 x C and a
+    hf_files.py hollow OUT C L          a hollow file: a wte of 256 x C and a
                                         wpe of 1 x C (F16 zeros, under hpt's old
                                         names wte / wpe, which import still
                                         takes) and L zero-length
@@ -115,7 +115,7 @@ def craft(good, out):
     case("offsets_negative", "outside the data", edit(lambda x: x["wpe.weight"].__setitem__("data_offsets", [-8, 0])))
     case("overlap", "overlap", edit(lambda x: x["ln_f.bias"].__setitem__("data_offsets", list(x["ln_f.weight"]["data_offsets"]))))
     def hidden_overlap(x):
-        """issue 27 item 6: ln_f.weight moved to overlap ln_f.bias's last half,
+        """ln_f.weight moved to overlap ln_f.bias's last half,
         an empty entry between the two starts (in offset order: ln_f.bias,
         the empty one, ln_f.weight), which a neighbours-only check skips"""
         a, b = x["ln_f.bias"]["data_offsets"]
@@ -143,7 +143,7 @@ def craft(good, out):
         x["ln_f.bias"] = dict(x["ln_f.bias"], dtype="U8", shape=[128])
     case("param_u8", "a parameter must be F32, F16 or BF16", edit(bias_u8))
     def old_names(x):
-        """hpt export's names before issue 27"""
+        """the names an older hpt export wrote (wte, wpe)"""
         x["wte"] = x.pop("wte.weight")
         x["wpe"] = x.pop("wpe.weight")
     case("old_hpt_names", "", edit(old_names))

@@ -1,7 +1,7 @@
 /* tier: fast (make test; tests/run.sh) */
 /*
  * test_api_sizes.c — the public entry points that read a caller's buffer
- * check its size against the model's (issue 27.1). hpt_model_forward reads
+ * check its size against the model's. hpt_model_forward reads
  * a classifier's features as (B, x_dim) floats: a batch whose x_dim is not
  * the model's input width was read as (B, n_in) regardless, past the end of
  * a narrower array (SIGSEGV for big batches) or misaligned for a wider one.

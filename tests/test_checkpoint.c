@@ -172,7 +172,7 @@ static int patch_section(const char *path, const char *tag, size_t at, const voi
 
 /* Damaged TCFG, TRST and LOGS fields (CRC repaired) make a checkpoint
  * unusable, named with the reason, and resume falls back to the previous
- * one; a data cursor that does not fit the data is refused (issue 16.2). */
+ * one; a data cursor that does not fit the data is refused. */
 static void test_damaged_sections(const char *data) {
     const char *out = tmp_path("dmg");
     hpt_train_config c;

@@ -100,7 +100,7 @@ static void test_cap(void) {
     const double v[2] = {2.5, 2.4};
     s = compare_sweep_next(2, big, v, 0, 3, 1e-9f, 10);
     CHECK(s.status == SWEEP_LIMIT && s.edge == 1, "16 > 10: limit (status %d)", s.status);
-    /* and the lower one (issue 42, 7): 2e-9 of {2e-9, 10} would go on to
+    /* and the lower one: 2e-9 of {2e-9, 10} would go on to
      * 4e-19, a rate train refuses; 1e-9 itself is still tried */
     const float wide[2] = {2e-9f, 10.0f}, low[2] = {2e-9f, 4e-9f};
     const double vl[2] = {2.4, 2.5};

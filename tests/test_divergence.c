@@ -388,7 +388,7 @@ static float step_grad(int i) { return i % 70 == 0 ? NAN : i % 9 == 0 ? HPT_DIV_
 
 /* Saved while its rings fill and after, loaded into a fresh monitor: both
  * judge the next steps alike and save the same bytes. A ring position or
- * count past the window (which would write out of bounds: issue 16.2), a
+ * count past the window (which would write out of bounds), a
  * bad counter or a non-finite ring value is refused. */
 static void test_checkpoint(void) {
     hpt_div_config cfg;

@@ -1,7 +1,7 @@
 /* tier: fast */
 /*
  * test_errmsg.c — error messages that wrap the previous one, and saves that
- * must not replace what is not a regular file (issue 42, defects 4 and 12).
+ * must not replace what is not a regular file (the audit's defects 4 and 12).
  *
  * hpt_fail(st, "... (%s)", hpt_errmsg()) passes the message buffer as an
  * argument of the format that writes it; it must read as the inner message

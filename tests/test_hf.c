@@ -1,6 +1,6 @@
 /* tier: fast (make test; tests/run.sh) */
 /*
- * test_hf.c — hpt import's memory (issue 27 item 2), through the library:
+ * test_hf.c — hpt import's memory, through the library:
  *   (a) a parameters-only GPT-2 (hpt_gpt2_init_params_only, what the import
  *       builds): the tensor table and arena length of hpt_gpt2_init's model,
  *       parameters zeroed, no gradient arena (hpt_model_grads NULL,

@@ -593,7 +593,7 @@ static void test_disabled(void) {
     collect(&c);
 }
 
-/* A predictor that lacks its history waits (issue 27 B): with threshold 0
+/* A predictor that lacks its history waits: with threshold 0
  * every confidence passes, so only the wait keeps Predict off; a Full or
  * Correct phase at its end goes on as if unsure, logging the wait; once the
  * wait lifts, the next decision enters Predict. */

@@ -126,7 +126,8 @@ static void test_formulas(void) {
     near(hpt_lr_at(&c, 102), (1 - sqrt(25 / 26.0)) * lr, "its last step", "wsd, 25.75 steps");
 }
 
-/* schedule.c's wsd before issue 27: the cooldown rounded to whole steps */
+/* schedule.c's wsd before short cooldowns got 2 steps: the cooldown rounded
+ * to whole steps */
 static double old_wsd_lr(const hpt_train_config *c, int it) {
     if (it < c->warmup_iters) return c->lr * (float)(it + 1) / (float)c->warmup_iters;
     int span = c->max_iters - c->warmup_iters;
@@ -142,7 +143,7 @@ static double old_wsd_lr(const hpt_train_config *c, int it) {
     return (float)(c->min_lr + k * (c->lr - c->min_lr));
 }
 
-/* A short cooldown still cools (issue 27): --decay-frac 0.05 over 10 steps
+/* A short cooldown still cools: --decay-frac 0.05 over 10 steps
  * rounded to a cooldown of 1 step (0.04: 0 steps), and a 1-step cooldown
  * runs its one step at progress 0, the full rate: the run never decayed.
  * A decay-frac > 0 now gets at least 2 steps (the fewest whose last step

@@ -126,7 +126,7 @@ static void test_defaults(void) {
     hpt_train_config_default_for(&t, "text", NULL);
     t.data_path = "x.txt";
     CHECK(hpt_train_config_check(&t) == HPT_OK, "text defaults: %s", hpt_errmsg());
-    /* min_lr 0 (was 1e-4 / 1e-5 with cosine) since D2Z became the default schedule (issue 12) */
+    /* min_lr 0 (was 1e-4 / 1e-5 with cosine) since D2Z became the default schedule */
     CHECK(t.batch_size == 12 && t.lr == 1e-3f && t.min_lr == 0.0f && t.beta2 == 0.99f && t.eps == 1e-8f &&
           t.eval_interval == 250 && t.seed == 1337 && t.keep_last == 2 && t.tokenizer == HPT_TOK_CHAR &&
           !strcmp(t.out_dir, "runs/latest") && t.epochs == 0, "text defaults as before the table");
@@ -150,7 +150,7 @@ static void test_defaults(void) {
     hpt_div_config_default(&dc);
     hpt_hyb_to_div_config(&h, &dt);
     CHECK(!memcmp(&dc, &dt, sizeof dc), "hybrid defaults = divergence monitor defaults");
-    /* the predictor: outer since issue 12 (coast before) */
+    /* the predictor: outer (coast in older versions) */
     CHECK(!strcmp(h.predictor, "outer") && h.outer_interval == 50 && h.outer_lr == 1.0f && h.outer_momentum == 0.5f &&
           !h.outer_adapt && !h.outer_gate && !h.outer_moments && h.correction_interval == 4 && h.probe_batches == 2 && !h.whole_phase &&
           h.count_cost == 1 && h.ensemble == 3 && h.hidden == 32 && h.bptt == 16, "hybrid defaults as before");

@@ -1,5 +1,5 @@
-"""Model.sample's bounds and a model that is not finite (issue 42, defects
-11 and 13), and saves that must not replace a FIFO (defect 4).
+"""Model.sample's bounds and a model that is not finite (the audit's
+defects 11 and 13), and saves that must not replace a FIFO (defect 4).
 tier: fast
 """
 import os

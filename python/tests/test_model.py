@@ -114,7 +114,7 @@ def test_errors_raise_with_the_message():
 
 
 def test_forward_refuses_the_wrong_input_width():
-    """Issue 27.1: the classifiers read (B, n_in) floats whatever the array
+    """The classifiers once read (B, n_in) floats whatever the array
     held: too few features read past it (SIGSEGV for a big batch), too many
     were misread. The library refuses, naming both widths."""
     rng = np.random.default_rng(0)
@@ -152,7 +152,7 @@ def test_forward_of_a_narrow_batch_does_not_crash():
 
 
 def test_ids_must_be_int32_integers():
-    """Issue 27.7: ids were cast to int32 unchecked (2**32 + 1 became 1, 1.7
+    """Ids were once cast to int32 unchecked (2**32 + 1 became 1, 1.7
     became 1): a float, bool or object dtype and a value outside int32 are
     refused, tokens and targets alike; integer dtypes of any width in range
     still work."""

@@ -1,4 +1,4 @@
-"""hpt_version and the binding's struct checks (issue 25 item 4): the
+"""hpt_version and the binding's struct checks: the
 version is the library's one definition (hpt --version, hpt.version(),
 pyproject's), and every struct python/hpt/_lib.py mirrors by hand has the
 library's sizeof; a mirror that does not stops `import hpt` with an

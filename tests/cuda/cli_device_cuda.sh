@@ -35,7 +35,7 @@ fi
 if [ "$rc" -eq 0 ]; then pass "--device cuda trains"; else fail "--device cuda (rc $rc: $(cat "$tmp/err"))"; fi
 
 # a non-finite loss: the step's gradient is zeroed through the row before the
-# run stops with the reason (issue 39: it was a host memset of device memory,
+# run stops with the reason (once a host memset of device memory,
 # a SIGSEGV on a GPU). The NaN: --init from the probe's model.bin with every
 # parameter NaN (tests/cli_device.sh does the same on the guard device).
 nan_model "$tmp/probe/model.bin" "$tmp/nan.bin"
@@ -164,7 +164,7 @@ if [ "$rc" -eq 0 ] && [ -n "$(crc_of "$tmp/hg")" ] && [ "$(crc_of "$tmp/hk")" = 
     pass "the hybrid killed ($how) and resumed on the GPU: the uninterrupted GPU run's bits"
 else fail "hybrid kill/resume on the GPU (rc $rc, crc $(crc_of "$tmp/hk") vs $(crc_of "$tmp/hg"))"; fi
 
-# GPU-resident training (issue 24 items 3 and 5): what a step moves between
+# GPU-resident training: what a step moves between
 # host and device, counted by the CUDA emulator (HPT_CUDA_EMU_STATS: every
 # cudaMemcpy each way), so only there. A run of 80 steps against one of 40:
 # the difference is 40 steps' traffic, without the start's upload and the
