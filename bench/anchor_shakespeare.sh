@@ -2,7 +2,7 @@
 # Quality anchor: nanoGPT's CPU shakespeare_char config (char-level, L4 H4
 # C128, block 64, batch 12, lr 1e-3, 100 warmup, 2000 iterations, no
 # dropout), decaying to 1e-4 linearly: hpt's default schedule since D2Z
-# (issue 12; nanoGPT's recipe decays by cosine) on
+# (nanoGPT's recipe decays by cosine) on
 # bench/data/tinyshakespeare.txt. nanoGPT
 # reports val 1.88; PyTorch on this machine kind reached 1.897
 # (docs/references.md section 2.2). Validation: 200 batches of 12

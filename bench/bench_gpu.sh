@@ -1,6 +1,6 @@
 #!/bin/sh
-# bench_gpu.sh — hpt against PyTorch on the same GPU in one call (issue 24's
-# benchmark, ordered by issue 39): GPT-2 124M at batch 16 x 1024 (GPT-2's
+# bench_gpu.sh — hpt against PyTorch on the same GPU in one call (the GPU
+# benchmark, ordered by value): GPT-2 124M at batch 16 x 1024 (GPT-2's
 # BPE on Tiny Shakespeare) and nanoGPT's small CPU shape (4 layers, 4 heads,
 # 128 wide, batch 12 x 64, characters), every precision mode hpt has against
 # PyTorch's same mode, plus PyTorch's bf16 + torch.compile, and hpt's
@@ -276,7 +276,7 @@ case ${1:-} in
     ""|-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 2 ;;
 esac
 
-# Every run, in the order of issue 39's value (what a cut-off keeps): hpt's
+# Every run, in the order of its value (what a cut-off keeps): hpt's
 # headline, its profile, PyTorch's bf16 beside it, the other modes, the
 # other profiles, the nanoGPT shape. No time limits here: the session sets
 # them (this is for a GPU machine of one's own).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_isa.sh — issue 28's figures for each vector ISA this CPU can run:
+# bench_isa.sh — the speed figures for each vector ISA this CPU can run:
 # hpt vs PyTorch at nanoGPT's CPU config (bench_vs_torch.sh) and the
 # per-kernel profile of a training step (bench_step --profile: ms/step and
 # GFLOP/s of every GEMM, attention, GELU, layernorm, softmax), for hpt built

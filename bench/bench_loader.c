@@ -1,6 +1,6 @@
 /*
- * bench_loader.c — the token shard loader's own throughput (issue 29: it
- * must never be what a GPU waits on, goal >= 10M tokens/s): training
+ * bench_loader.c — the token shard loader's own throughput (it must
+ * never be what a GPU waits on, goal >= 10M tokens/s): training
  * batches of B x T drawn from a shard source as the trainer draws them
  * (hpt_shards_train_batch: random windows over all shards from the seeded
  * cursor, uint16 ids read and widened to the model's ints). Built by `make bench`

@@ -1,7 +1,7 @@
 #!/bin/sh
-# The benchmark comparisons of issues 6 and 12: `hpt compare` on three
-# workloads, each arm timed to the tuned baseline's final val loss on the
-# training clock; the tuned-* workloads are issue 12's protocol (below).
+# The benchmark comparisons: `hpt compare` on three workloads, each arm
+# timed to the tuned baseline's final val loss on the training clock; the
+# tuned-* workloads are the tuned protocol (below).
 #
 #   sh bench/compare.sh [WORKLOAD ...]     (default: all three, ~85 min on 2 cores)
 #
@@ -11,8 +11,9 @@
 #                      400 steps; LR sweep 5e-4..4e-3 (x2), 3 seeds; baseline, hybrid, ema
 #   fashion-cnn        the Fashion-MNIST CNN, 2 epochs (938 steps), evaluated
 #                      every 94 steps; LR sweep 1e-3..8e-3 (x2), 5 seeds, all arms
-#   tuned-*            issue 12's protocol on those workloads (below)
-#   issue26-*          issue 26's arms under that protocol (below)
+#   tuned-*            the tuned protocol on those workloads (below)
+#   issue26-*          the outer step's published settings under that protocol
+#                      (below; the name is the workload's, kept for its results)
 #
 # BENCH_TAG=T (e.g. the machine) keeps a re-measurement apart: runs go to
 # runs/bench-compare-<workload>-T/ and results to bench/results/compare-<workload>-T/.
@@ -49,14 +50,14 @@ run_workload() {
 }
 
 workloads=${*:-shakespeare-cpu shakespeare-6x384 fashion-cnn}
-# issue 12's protocol (the strongest tuned baselines): each arm tuned over
+# the tuned protocol (the strongest tuned baselines): each arm tuned over
 # --schedules cosine (to 10%), d2z, wsd x --lrs on the first seed; arms
 # baseline, hybrid (its default predictor: outer), ema, schedule-free and
 # hybrid-ema; every arm also at --budgets 0.9 and 0.8 of the steps
 # (speedup_budget_to_target). About 110 min (shakespeare-cpu), 50 min
 # (fashion-cnn) and 60 min (shakespeare-6x384) on 2 idle cores.
 I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-ema --budgets 0.9,0.8"
-# issue 26's: the same schedules, sweeps (extended until each arm's best rate
+# issue26-*: the same schedules, sweeps (extended until each arm's best rate
 # is inside) and budgets, with the arms baseline (the best tuned schedule),
 # schedule-free, hybrid (the outer step on the best schedule), hybrid-sf (on
 # schedule-free) and the outer step at SNOO's and a 124M wrapper's published

@@ -6,8 +6,9 @@
 # killed with SIGKILL and resumed (its line must equal the uninterrupted one).
 #   sh bench/crc_invariance.sh [HPT] > before.txt
 # Lines that changed on purpose: hybrid-linear, hybrid-shrink and the resumed
-# shrink run at issue 27 B (their Predict phases no longer begin before the
-# predictor's ring holds its snapshots: 20 and 120 updates here).
+# shrink run when a predictor began to wait for its history (their Predict
+# phases no longer begin before the predictor's ring holds its snapshots: 20
+# and 120 updates here).
 set -u
 HPT=${1:-./hpt}
 data=${DATA:-data/fortunes.txt}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu_session.sh — the one prepared script for a session that is lent the GPU
 # machine: it builds hpt there with nvcc and the carried Debian packages,
-# then runs, in the order of issue 39's value, hpt's GPT-2 124M step in bf16,
+# then runs, in the order of their value, hpt's GPT-2 124M step in bf16,
 # its per-kernel profile, PyTorch bf16 and bf16 + torch.compile beside it,
 # `make test-cuda`, hpt and PyTorch in tf32 and fp32, the other profiles,
 # compute-sanitizer's memcheck, and the nanoGPT shape last, each step under

@@ -1,5 +1,5 @@
 #!/bin/sh
-# mpi.sh — data parallelism on one machine (issue 13 item 5). nanoGPT's CPU
+# mpi.sh — data parallelism on one machine. nanoGPT's CPU
 # config (L4 H4 C128, block 64, tinyshakespeare), 24 sequences per optimizer
 # step in every row, STEPS steps:
 #   1proc-2threads        one process, --threads 2, --batch-size 12 --grad-accum 2

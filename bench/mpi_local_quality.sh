@@ -1,6 +1,6 @@
 #!/bin/sh
 # mpi_local_quality.sh — local-step mode against synchronous data-parallel
-# training at equal tokens (issue 13 item 4): quality only, not time. Two
+# training at equal tokens: quality only, not time. Two
 # ranks of a small GPT (MODEL: L2 H4 C64, block 64, batch 12 per rank, so 24
 # sequences a step either way), tinyshakespeare, STEPS steps at --lr LR
 # (linear decay to 0), 1 thread per rank. Rows: synchronous (one all-reduce

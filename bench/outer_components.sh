@@ -1,6 +1,6 @@
 #!/bin/sh
-# The outer predictor and the schedules, component by component (issue 12
-# items 3, 4 and 7), on three workloads: nanoGPT's CPU config (txt-*: L4 H4
+# The outer predictor and the schedules, component by component, on three
+# workloads: nanoGPT's CPU config (txt-*: L4 H4
 # C128, block 64, batch 12, 2000 steps, tinyshakespeare), the Fashion-MNIST
 # CNN (cnn-*: 2 epochs, 938 steps; mlp-*: the MLP's 10 epochs, schedules only) and the 6x384 GPT reduced to 400 steps
 # (x6-*). Plain training under each schedule, and the hybrid's outer

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Is training from Python as fast as the CLI? (issue 17: the thread count and
+# Is training from Python as fast as the CLI? (The thread count and
 # OpenBLAS's core selection must behave as in `hpt train`: libhpt makes it
 # as it loads, in both.) nanoGPT's CPU config, STEPS steps, 2 threads, no
 # evaluation until the end; `./hpt train` and `hpt.train(...)` alternate

@@ -1,5 +1,5 @@
 #!/bin/sh
-# shards.sh — issue 29's measurements, on an idle machine, one run each side
+# shards.sh — token shards' measurements, on an idle machine, one run each side
 # by side:
 #   1. `hpt tokenize --out` throughput (MB/s) at 1 and 2 threads on a corpus
 #      of HPT_SHARDS_MB megabytes (default 1100: over 1 GB), built in /tmp

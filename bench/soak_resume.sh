@@ -1,5 +1,5 @@
 #!/bin/sh
-# Soak test of checkpoint/resume (issue 16, not run by CI): a small hybrid
+# Soak test of checkpoint/resume (not run by CI): a small hybrid
 # run (Predict phases kept and rolled back, a checkpoint every 10 steps) is
 # SIGKILLed at 20 random moments, one per trial, each in a fresh directory,
 # and `hpt train --resume` continues it to the end. Each trial must end

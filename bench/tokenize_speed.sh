@@ -1,6 +1,6 @@
 #!/bin/sh
 # tokenize_speed.sh — how fast --tokenizer gpt2 encodes the 1 MB benchmark
-# corpus (issue 14: well under a second): `hpt tokenize` on
+# corpus (the goal: well under a second): `hpt tokenize` on
 # bench/data/tinyshakespeare.txt against the same on a 1-byte file (the
 # vocabulary's loading and checks, and the process), median of 7 runs each,
 # alternating. Writes bench/results/tokenize.json. Time it on an idle machine.

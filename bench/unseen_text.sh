@@ -1,5 +1,5 @@
 #!/bin/sh
-# unseen_text.sh — issue 12's check on text the hybrid was not tuned on: the
+# unseen_text.sh — a check on text the hybrid was not tuned on: the
 # outer-momentum hybrid (its defaults, chosen on tinyshakespeare) against the
 # tuned baseline on the fortunes corpus (data/fortunes.txt, `make` builds it
 # from Debian's fortunes packages), nanoGPT's CPU config (L4 H4 C128, block

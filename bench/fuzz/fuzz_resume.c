@@ -11,7 +11,7 @@
  *   hpt_trainer_run_hybrid, whose load_state restores HYBR), stopped by
  *   hpt_request_stop (which saves a checkpoint: the save path runs too).
  * A load that passes must leave a state the steps can run on: that is what
- * a crafted divergence-monitor ring position broke (issue 16.2), which a
+ * a crafted divergence-monitor ring position broke, which a
  * load-only target missed. Any status is fine; a crash, hang, leak,
  * sanitizer report or out-of-memory is a bug.
  *
