@@ -37,17 +37,6 @@ BASE="$CFG --max-iters 200 --eval-interval 50"
 HYB="--mode hybrid --warmup-steps 20 --full-steps 5 --min-predict-steps 10 --max-predict-steps 30 --correct-steps 2 \
      --confidence-threshold 0 --predict-waste-budget 1 --backoff-after 1000 --predictor shrink"
 
-# same_metrics A B: every line equal but time_s and rss_bytes
-same_metrics() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
-import json, sys
-def load(p):
-    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "rss_bytes")} for l in open(p)]
-sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
-EOF
-}
-# field DIR KEY: a summary.json member
-field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$1/summary.json" "$2" 2>/dev/null; }
 # files DIR: the run directory's names, one line
 files() { ls -A "$1" | tr '\n' ' '; }
 
@@ -59,22 +48,22 @@ if [ $rc -eq 0 ] && [ -n "$(crc_of "$tmp/one")" ] && [ "$(crc_of "$tmp/one")" = 
 else fail "2 ranks x accum 1: status $rc, crc '$(crc_of "$tmp/two")' (want '$(crc_of "$tmp/one")')"; fi
 if same_metrics "$tmp/one" "$tmp/two"; then pass "metrics.jsonl equal but the clocks"
 else fail "metrics.jsonl differs from the single process's"; fi
-if [ "$(field "$tmp/two" ranks)" = 2 ] && [ "$(field "$tmp/two" allreduce_calls)" = 200 ] &&
-   [ "$(field "$tmp/two" allreduce_bytes)" -gt 0 ] && [ -n "$(field "$tmp/two" comm_s)" ]; then
+if [ "$(summary_field "$tmp/two" ranks)" = 2 ] && [ "$(summary_field "$tmp/two" allreduce_calls)" = 200 ] &&
+   [ "$(summary_field "$tmp/two" allreduce_bytes)" -gt 0 ] && [ -n "$(summary_field "$tmp/two" comm_s)" ]; then
     pass "summary.json: ranks 2, allreduce_calls 200 (one per step), bytes and comm_s"
-else fail "summary.json: ranks '$(field "$tmp/two" ranks)', allreduce_calls '$(field "$tmp/two" allreduce_calls)'"; fi
+else fail "summary.json: ranks '$(summary_field "$tmp/two" ranks)', allreduce_calls '$(summary_field "$tmp/two" allreduce_calls)'"; fi
 if [ "$(files "$tmp/two")" = "$(files "$tmp/one")" ] && [ "$(wc -l <"$tmp/two/metrics.jsonl")" -eq 200 ] &&
-   [ -z "$(field "$tmp/one" ranks)" ]; then
+   [ -z "$(summary_field "$tmp/one" ranks)" ]; then
     pass "one writer: the single run's files ($(files "$tmp/two")), 200 metrics lines; no ranks member alone"
 else fail "run directory: '$(files "$tmp/two")' vs '$(files "$tmp/one")', $(wc -l <"$tmp/two/metrics.jsonl") lines"; fi
 
 # (b) hybrid
 run "$HPT" train $BASE $HYB --grad-accum 2 --out "$tmp/h1"
 run timeout 60 $MPI "$HPT" train $BASE $HYB --grad-accum 1 --out "$tmp/h2"
-calls=$(field "$tmp/h2" allreduce_calls)
+calls=$(summary_field "$tmp/h2" allreduce_calls)
 if [ $rc -eq 0 ] && [ -n "$(crc_of "$tmp/h1")" ] && [ "$(crc_of "$tmp/h1")" = "$(crc_of "$tmp/h2")" ] &&
    cmp -s "$tmp/h1/phases.jsonl" "$tmp/h2/phases.jsonl" && [ "$calls" -lt 200 ] &&
-   [ "$calls" = "$(field "$tmp/h2" optimizer_updates)" ]; then
+   [ "$calls" = "$(summary_field "$tmp/h2" optimizer_updates)" ]; then
     pass "hybrid: 2 ranks = 1 process x accum 2 (crc $(crc_of "$tmp/h2"), phases.jsonl equal, $calls all-reduces for 200 steps)"
 else fail "hybrid: status $rc, crc '$(crc_of "$tmp/h2")' vs '$(crc_of "$tmp/h1")', all-reduces '$calls'"; fi
 
@@ -83,9 +72,9 @@ else fail "hybrid: status $rc, crc '$(crc_of "$tmp/h2")' vs '$(crc_of "$tmp/h1")
 run "$HPT" train $CFG --max-iters 60 --eval-interval 60 --grad-accum 4 --out "$tmp/a4"
 run timeout 60 $MPI "$HPT" train $CFG --max-iters 60 --eval-interval 60 --grad-accum 2 --out "$tmp/a22"
 if [ $rc -eq 0 ] && python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-3)' \
-       "$(field "$tmp/a4" final_val_loss)" "$(field "$tmp/a22" final_val_loss)"; then
-    pass "2 ranks x accum 2 ~ 1 process x accum 4: val $(field "$tmp/a22" final_val_loss) vs $(field "$tmp/a4" final_val_loss)"
-else fail "2 ranks x accum 2: status $rc, val '$(field "$tmp/a22" final_val_loss)' vs '$(field "$tmp/a4" final_val_loss)'"; fi
+       "$(summary_field "$tmp/a4" final_val_loss)" "$(summary_field "$tmp/a22" final_val_loss)"; then
+    pass "2 ranks x accum 2 ~ 1 process x accum 4: val $(summary_field "$tmp/a22" final_val_loss) vs $(summary_field "$tmp/a4" final_val_loss)"
+else fail "2 ranks x accum 2: status $rc, val '$(summary_field "$tmp/a22" final_val_loss)' vs '$(summary_field "$tmp/a4" final_val_loss)'"; fi
 
 # (d) SIGKILL one rank after the 3rd checkpoint, resume on 2 ranks
 kill_rank_after "$tmp/k" 3 $MPI "$HPT" train $BASE --grad-accum 1 --save-interval 20 --keep-last 10 --out "$tmp/k"

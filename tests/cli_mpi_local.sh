@@ -26,22 +26,13 @@ test_name=cli_mpi_local; . tests/lib.sh
 
 words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 --eval-iters 2 --threads 1"
-field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$1/summary.json" "$2" 2>/dev/null; }
-same_metrics() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
-import json, sys
-def load(p):
-    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "rss_bytes")} for l in open(p)]
-sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
-EOF
-}
 
 # (a) one replica at eta 1, mu 0: the outer step leaves the weights alone
 run "$HPT" train $CFG --max-iters 120 --eval-interval 40 --out "$tmp/base"
 run "$HPT" train $CFG --max-iters 120 --eval-interval 40 --sync-interval 10 --sync-outer-lr 1 --sync-outer-momentum 0 \
     --out "$tmp/one"
 if [ $rc -eq 0 ] && [ -n "$(crc_of "$tmp/base")" ] && [ "$(crc_of "$tmp/one")" = "$(crc_of "$tmp/base")" ] &&
-   [ "$(field "$tmp/one" sync_interval)" = 10 ]; then
+   [ "$(summary_field "$tmp/one" sync_interval)" = 10 ]; then
     pass "one process, --sync-interval 10 at lr 1 momentum 0 = baseline (crc $(crc_of "$tmp/one"))"
 else fail "one process local-step: status $rc, crc '$(crc_of "$tmp/one")' (want '$(crc_of "$tmp/base")')"; fi
 
@@ -63,16 +54,16 @@ LOCAL="$CFG --max-iters 205 --eval-interval 50 --sync-interval 10"
 
 # (c) one all-reduce per 10 steps, learning, ranks equal at the end
 run timeout 60 $MPI "$HPT" train $LOCAL --out "$tmp/two"
-n=$(field "$tmp/two" params)
+n=$(summary_field "$tmp/two" params)
 first=$(head -n 1 "$tmp/two/metrics.jsonl" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["train_loss"])' 2>/dev/null)
-if [ $rc -eq 0 ] && [ "$(field "$tmp/two" allreduce_calls)" = 21 ] && [ -n "$n" ] &&
-   [ "$(field "$tmp/two" allreduce_bytes)" = $((21 * (n + 1) * 4)) ]; then
-    pass "2 ranks, H 10, 205 steps: 21 all-reduces of $n parameters + 1 flag ($(field "$tmp/two" allreduce_bytes) bytes)"
-else fail "2 ranks local-step: status $rc, allreduce_calls '$(field "$tmp/two" allreduce_calls)' (want 21), bytes '$(field "$tmp/two" allreduce_bytes)'"; fi
+if [ $rc -eq 0 ] && [ "$(summary_field "$tmp/two" allreduce_calls)" = 21 ] && [ -n "$n" ] &&
+   [ "$(summary_field "$tmp/two" allreduce_bytes)" = $((21 * (n + 1) * 4)) ]; then
+    pass "2 ranks, H 10, 205 steps: 21 all-reduces of $n parameters + 1 flag ($(summary_field "$tmp/two" allreduce_bytes) bytes)"
+else fail "2 ranks local-step: status $rc, allreduce_calls '$(summary_field "$tmp/two" allreduce_calls)' (want 21), bytes '$(summary_field "$tmp/two" allreduce_bytes)'"; fi
 if [ -n "$first" ] && python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < 0.6 * float(sys.argv[2]))' \
-       "$(field "$tmp/two" final_val_loss)" "$first"; then
-    pass "learns: final val $(field "$tmp/two" final_val_loss) from a first train loss of $first; the end-of-run drift check passed"
-else fail "local-step did not learn: final val '$(field "$tmp/two" final_val_loss)', first train loss '$first'"; fi
+       "$(summary_field "$tmp/two" final_val_loss)" "$first"; then
+    pass "learns: final val $(summary_field "$tmp/two" final_val_loss) from a first train loss of $first; the end-of-run drift check passed"
+else fail "local-step did not learn: final val '$(summary_field "$tmp/two" final_val_loss)', first train loss '$first'"; fi
 
 # (d) checkpoints at syncs; SIGKILL one rank; resume bit-exact
 kill_rank_after "$tmp/k" 3 $MPI "$HPT" train $LOCAL --save-interval 25 --keep-last 10 --out "$tmp/k"

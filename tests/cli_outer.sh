@@ -85,18 +85,8 @@ done
 
 # ---------------------------------------------------------------- (f)
 
-cat >"$tmp/version.py" <<'EOF'
-import struct, sys, zlib
-p, v = sys.argv[1], int(sys.argv[2])
-b = bytearray(open(p, "rb").read())
-off = 32
-while bytes(b[off:off + 4]) != b"HYBR": off += 16 + struct.unpack_from("<Q", b, off + 8)[0]
-struct.pack_into("<I", b, off + 16, v)
-struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
-open(p, "wb").write(b)
-EOF
 rm -rf "$tmp/f"; cp -r "$tmp/a" "$tmp/f"; cut_after "$tmp/f" 100
-python3 "$tmp/version.py" "$tmp/f/checkpoints/ckpt-00000100.bin" 4
+set_hybr_version "$tmp/f/checkpoints/ckpt-00000100.bin" 4
 run "$HPT" train --resume "$tmp/f"
 if [ $rc -eq 1 ] && grep -q 'HYBR version 4 was written by an older hpt' "$tmp/err" && grep -q 'outer' "$tmp/err"; then
     pass "(f) HYBR version 4: exit 1, '$(grep -o 'HYBR version 4.*' "$tmp/err" | cut -c1-110)...'"

@@ -145,19 +145,8 @@ else fail "(f) could not craft the checkpoint"; fi
 
 # ---------------------------------------------------------------- (g)
 
-# set_hybr_version CKPT V: the HYBR section's version word, CRC repaired
-cat >"$tmp/version.py" <<'EOF'
-import struct, sys, zlib
-p, v = sys.argv[1], int(sys.argv[2])
-b = bytearray(open(p, "rb").read())
-off = 32
-while bytes(b[off:off + 4]) != b"HYBR": off += 16 + struct.unpack_from("<Q", b, off + 8)[0]
-struct.pack_into("<I", b, off + 16, v)
-struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
-open(p, "wb").write(b)
-EOF
 rm -rf "$tmp/g"; cp -r "$tmp/a" "$tmp/g"; cut_after "$tmp/g" 100
-python3 "$tmp/version.py" "$tmp/g/checkpoints/ckpt-00000100.bin" 3
+set_hybr_version "$tmp/g/checkpoints/ckpt-00000100.bin" 3
 run "$HPT" train --resume "$tmp/g"
 if [ $rc -eq 1 ] && grep -q 'HYBR version 3 was written by an older hpt' "$tmp/err"; then
     pass "(g) HYBR version 3: exit 1, '$(grep -o 'HYBR version 3.*' "$tmp/err" | cut -c1-110)...'"

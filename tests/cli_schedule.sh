@@ -21,16 +21,6 @@ CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --b
      --max-iters 200 --warmup-iters 20 --eval-interval 50 --eval-iters 2 --save-interval 20 --threads 1"
 WSD="--schedule wsd --decay-frac 0.3 --cooldown sqrt --min-lr 1e-4"
 
-# same_metrics A B: every line equal but the wall-clock fields
-same_metrics() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
-import json, sys
-def load(p):
-    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "rss_bytes", "step_ms")}
-            for l in open(p)]
-sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
-EOF
-}
 # field DIR KEY: a member of DIR/summary.json ("absent" if missing)
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], "absent"))' "$1/summary.json" "$2" 2>/dev/null; }
 

@@ -6,9 +6,10 @@
 # Gives: $HPT (./hpt unless set), a fresh $tmp removed on exit (after
 # SIGKILLing every pid listed in $pids, so no trainer outlives its test),
 # pass/fail counting, run (status in $rc, output in $tmp/out and $tmp/err),
-# crc_of DIR, words_text SEED (reproducible English-ish text), nan_model
-# SRC DST (a model.bin whose parameters are NaN), and finish,
-# the closing line and exit status. Exits at once if ./hpt is not built.
+# crc_of DIR, summary_field DIR KEY, same_metrics A B, words_text SEED
+# (reproducible English-ish text), nan_model SRC DST (a model.bin whose
+# parameters are NaN), set_hybr_version CKPT V, and finish, the closing line
+# and exit status. Exits at once if ./hpt is not built.
 set -u
 HPT=${HPT:-./hpt}
 tmp=$(mktemp -d "/tmp/hpt_${test_name}.XXXXXX") || exit 1
@@ -29,6 +30,21 @@ run() { "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?; }
 
 # crc_of DIR: the run's param_crc32 from its summary.json ("" if none)
 crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_crc32"])' "$1/summary.json" 2>/dev/null; }
+
+# summary_field DIR KEY: a member of DIR/summary.json ("" if missing)
+summary_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$1/summary.json" "$2" 2>/dev/null; }
+
+# same_metrics A B: A's and B's metrics.jsonl equal line for line but for the
+# wall-clock fields (time_s, rss_bytes, step_ms)
+same_metrics() {
+    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
+import json, sys
+def load(p):
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "rss_bytes", "step_ms")}
+            for l in open(p)]
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+EOF
+}
 
 # words_text SEED: ~20 KB of sentences of common words drawn by an LCG, the
 # same on every machine for a seed
@@ -208,5 +224,20 @@ n = struct.unpack_from("<Q", b, i)[0]
 b[i + 8:i + 8 + 4 * n] = struct.pack("<f", float("nan")) * n
 b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
 open(sys.argv[2], "wb").write(b)
+PY
+}
+
+# set_hybr_version CKPT V: CKPT's HYBR section with version word V (the
+# file's CRC rewritten), for the refusals of a section an older hpt wrote
+set_hybr_version() {
+    python3 - "$1" "$2" <<'PY'
+import struct, sys, zlib
+p, v = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read())
+off = 32
+while bytes(b[off:off + 4]) != b"HYBR": off += 16 + struct.unpack_from("<Q", b, off + 8)[0]
+struct.pack_into("<I", b, off + 16, v)
+struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(p, "wb").write(b)
 PY
 }
