@@ -158,26 +158,23 @@ def craft(good, out):
         a, b = h[name]["data_offsets"]
         return d[a:b]
 
-    x, dd = appended("h.0.attn.extra", h["ln_f.bias"], bytes_of("ln_f.bias"))
-    case("unknown_tensor", "not part of hpt's GPT-2", x, dd)
-    x, dd = appended("transformer.wte.weight", h["wte.weight"], bytes_of("wte.weight"))
-    case("duplicate", "given twice", x, dd)
-    x, dd = appended("wte", h["wte.weight"], bytes_of("wte.weight"))
-    case("duplicate_old_name", "given twice", x, dd)
-    x, dd = appended("lm_head.weight", h["wpe.weight"], bytes_of("wpe.weight"))
-    case("lm_head_shape", "lm_head.weight's dtype or shape", x, dd)
-    w = bytearray(bytes_of("wte.weight"))
-    w[4 * 1000 + 3] ^= 0x40
-    x, dd = appended("lm_head.weight", h["wte.weight"], bytes(w))
-    case("lm_head_untied", "differs from wte.weight at element 1000", x, dd)
-    x, dd = appended("lm_head.weight", h["wte.weight"], bytes_of("wte.weight"))
-    case("lm_head_tied_ok", "", x, dd)
-    x, dd = appended("h.300.attn.bias", h["h.0.attn.masked_bias"], bytes_of("h.0.attn.masked_bias"))
-    case("block_300", "1 to 256 transformer blocks", x, dd)
-    x, dd = appended("h.2.attn.bias", h["h.0.attn.masked_bias"], bytes_of("h.0.attn.masked_bias"))
-    case("block_gap", "no tensor 'h.2.ln_1.weight'", x, dd)
-    x, dd = appended("h.01.ln_1.weight", h["h.0.ln_1.weight"], bytes_of("h.0.ln_1.weight"))
-    case("block_leading_zero", "not part of hpt's GPT-2", x, dd)
+    untied = bytearray(bytes_of("wte.weight"))
+    untied[4 * 1000 + 3] ^= 0x40
+    # (case, what the refusal names, the tensor appended, the one whose
+    # dtype, shape and bytes it copies, those bytes changed where not None)
+    for name, want, tensor, like, data in (
+            ("unknown_tensor", "not part of hpt's GPT-2", "h.0.attn.extra", "ln_f.bias", None),
+            ("duplicate", "given twice", "transformer.wte.weight", "wte.weight", None),
+            ("duplicate_old_name", "given twice", "wte", "wte.weight", None),
+            ("lm_head_shape", "lm_head.weight's dtype or shape", "lm_head.weight", "wpe.weight", None),
+            ("lm_head_untied", "differs from wte.weight at element 1000", "lm_head.weight", "wte.weight",
+             bytes(untied)),
+            ("lm_head_tied_ok", "", "lm_head.weight", "wte.weight", None),
+            ("block_300", "1 to 256 transformer blocks", "h.300.attn.bias", "h.0.attn.masked_bias", None),
+            ("block_gap", "no tensor 'h.2.ln_1.weight'", "h.2.attn.bias", "h.0.attn.masked_bias", None),
+            ("block_leading_zero", "not part of hpt's GPT-2", "h.01.ln_1.weight", "h.0.ln_1.weight", None)):
+        x, dd = appended(tensor, h[like], bytes_of(like) if data is None else data)
+        case(name, want, x, dd)
     # the mask as transformers registered it later: bool, 1 byte each (the
     # F32 one's bytes are left as an unreferenced gap)
     P = h["h.0.attn.bias"]["shape"][-1]
