@@ -161,6 +161,19 @@ def openblas_info():
     return {"config": None, "core": None}
 
 
+def write_json(path, obj):
+    """obj as indented JSON at path, its folder made if missing; written to
+    path.tmp and renamed, so a reader never sees half a file"""
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,14 +321,7 @@ def main():
           f"{res['tokens_per_s']:.0f} tok/s, {res['gflops_per_s']:.1f} GFLOP/s, final val {val:.4f}",
           file=sys.stderr)
     if a.json:
-        d = os.path.dirname(a.json)
-        if d:
-            os.makedirs(d, exist_ok=True)
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, a.json)
+        write_json(a.json, res)
 
 
 if __name__ == "__main__":

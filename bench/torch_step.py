@@ -19,7 +19,6 @@ libraries mapped into the process, OpenBLAS' core) so that a comparison says
 what it compared against.
 """
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -29,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt import GPT, padded_vocab, blas_libraries, openblas_info  # noqa: E402
+from torch_gpt import GPT, padded_vocab, blas_libraries, openblas_info, write_json  # noqa: E402
 
 
 def main():
@@ -106,11 +105,7 @@ def main():
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, a.json)
+        write_json(a.json, res)
 
 
 if __name__ == "__main__":
