@@ -27,40 +27,12 @@
  *
  * Without a usable GPU it prints "skip: ..." and exits 0.
  */
-#include "../../src/base/base.h"
-#include "../../src/cuda/kernels_cuda.h"
-#include "../../src/kernels/kernels.h"
-#include "../test.h"
-
-#include <cuda_runtime_api.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-static hpt_rng g_rng;
+#include "cuda_test.h"
 
 #define TOL_EXACT (-1.0)
 #define TOL_BF16 1e-2
 
 /* ---------------------------------------------------------------- buffers */
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) { fprintf(stderr, "out of host memory (%zu bytes)\n", bytes); exit(2); }
-    return p;
-}
-
-static void cuda_or_die(cudaError_t e, const char *what) {
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "FAIL %s: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-}
-
-static void *dmalloc(size_t bytes) {
-    void *p = NULL;
-    cuda_or_die(cudaMalloc(&p, bytes ? bytes : 4), "cudaMalloc");
-    return p;
-}
 
 static void synced(const char *what) {
     int rc = kernels_cuda_sync();
@@ -72,18 +44,6 @@ static void synced(const char *what) {
 static float *hrand_bf16(size_t n, float std) {
     float *p = xmalloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) p[i] = kc_bf16_float(kc_bf16_of(std * hpt_rng_normal(&g_rng)));
-    return p;
-}
-
-static float *hrand(size_t n, float std) {
-    float *p = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = std * hpt_rng_normal(&g_rng);
-    return p;
-}
-
-static float *hcopy(const float *x, size_t n) {
-    float *p = xmalloc(n * sizeof(float));
-    memcpy(p, x, n * sizeof(float));
     return p;
 }
 

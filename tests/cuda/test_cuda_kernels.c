@@ -59,54 +59,13 @@
  *   already holds kernels_cuda.o: leave the object out of the cc line then)
  *   build/test_cuda_kernels
  */
-#include "../../src/base/base.h"
-#include "../../src/cuda/kernels_cuda.h"
-#include "../../src/kernels/kernels.h"
-#include "../test.h"
-
-#include <cuda_runtime_api.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-static hpt_rng g_rng;
+#include "cuda_test.h"
 
 /* ---------------------------------------------------------------- host and device buffers */
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) { fprintf(stderr, "out of host memory (%zu bytes)\n", bytes); exit(2); }
-    return p;
-}
-
-static float *hrand(size_t n, float std) {
-    float *p = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = std * hpt_rng_normal(&g_rng);
-    return p;
-}
 
 static float *hzeros(size_t n) {
     float *p = xmalloc(n * sizeof(float));
     memset(p, 0, n * sizeof(float));
-    return p;
-}
-
-static float *hcopy(const float *src, size_t n) {
-    float *p = xmalloc(n * sizeof(float));
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-
-/* A device failure ends the program: every later comparison would be noise. */
-static void cuda_or_die(cudaError_t e, const char *what) {
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "FAIL %s: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-}
-
-static void *dmalloc(size_t bytes) {
-    void *p = NULL;
-    cuda_or_die(cudaMalloc(&p, bytes ? bytes : 4), "cudaMalloc");
     return p;
 }
 
@@ -191,6 +150,15 @@ static void same(const char *shape, const char *what, const float *a, const floa
     CHECK(ok, "%s %s: two GPU runs differ", shape, what);
 }
 
+/* run[0] against the CPU's cpu (cmp), then run[1] bit for bit against run[0]
+ * (same): the kernel agrees with the CPU and with itself */
+static double cmp_runs(const char *shape, const char *what, float *const run[2], const float *cpu, size_t n,
+                       double tol) {
+    const double rel = cmp(shape, what, run[0], cpu, n, tol);
+    same(shape, what, run[0], run[1], n);
+    return rel;
+}
+
 /* ---------------------------------------------------------------- shapes */
 
 typedef struct shape {
@@ -240,10 +208,8 @@ static void test_encoder(const shape *s) {
         down(rte[r], dwte, VC * sizeof(float));
         down(rpe[r], dwpe, TC * sizeof(float));
     }
-    cmp(s->name, "encoder_backward dwte", rte[0], gte, VC, TOL_EXACT);
-    cmp(s->name, "encoder_backward dwpe", rpe[0], gpe, TC, TOL_EXACT);
-    same(s->name, "encoder_backward dwte", rte[0], rte[1], VC);
-    same(s->name, "encoder_backward dwpe", rpe[0], rpe[1], TC);
+    cmp_runs(s->name, "encoder_backward dwte", rte, gte, VC, TOL_EXACT);
+    cmp_runs(s->name, "encoder_backward dwpe", rpe, gpe, TC, TOL_EXACT);
 
     cudaFree(dtok); cudaFree(dwte); cudaFree(dwpe); cudaFree(dout); cudaFree(ddo); cudaFree(scratch);
     free(tok); free(wte); free(wpe); free(out); free(g1); free(g2); free(gte0); free(gpe0); free(d);
@@ -273,12 +239,9 @@ static void test_layernorm(const shape *s) {
         down(gm[r], dmean, (size_t)N * sizeof(float));
         down(gr[r], drstd, (size_t)N * sizeof(float));
     }
-    cmp(s->name, "layernorm_forward out", go[0], out, NC, tol);
-    cmp(s->name, "layernorm_forward mean", gm[0], mean, (size_t)N, tol);
-    cmp(s->name, "layernorm_forward rstd", gr[0], rstd, (size_t)N, tol);
-    same(s->name, "layernorm_forward out", go[0], go[1], NC);
-    same(s->name, "layernorm_forward mean", gm[0], gm[1], (size_t)N);
-    same(s->name, "layernorm_forward rstd", gr[0], gr[1], (size_t)N);
+    cmp_runs(s->name, "layernorm_forward out", go, out, NC, tol);
+    cmp_runs(s->name, "layernorm_forward mean", gm, mean, (size_t)N, tol);
+    cmp_runs(s->name, "layernorm_forward rstd", gr, rstd, (size_t)N, tol);
 
     /* backward from the CPU's mean/rstd (the same inputs on both sides) */
     up(dmean, mean, (size_t)N * sizeof(float));
@@ -304,12 +267,9 @@ static void test_layernorm(const shape *s) {
             down(rw[r], ddw, (size_t)C * sizeof(float));
             down(rb[r], ddb, (size_t)C * sizeof(float));
         }
-        cmp(s->name, first ? "layernorm_backward_first dinp" : "layernorm_backward dinp", rx[0], gx, NC, tol);
-        cmp(s->name, first ? "layernorm_backward_first dweight" : "layernorm_backward dweight", rw[0], gw, (size_t)C, tol);
-        cmp(s->name, first ? "layernorm_backward_first dbias" : "layernorm_backward dbias", rb[0], gb, (size_t)C, tol);
-        same(s->name, "layernorm_backward dinp", rx[0], rx[1], NC);
-        same(s->name, "layernorm_backward dweight", rw[0], rw[1], (size_t)C);
-        same(s->name, "layernorm_backward dbias", rb[0], rb[1], (size_t)C);
+        cmp_runs(s->name, first ? "layernorm_backward_first dinp" : "layernorm_backward dinp", rx, gx, NC, tol);
+        cmp_runs(s->name, first ? "layernorm_backward_first dweight" : "layernorm_backward dweight", rw, gw, (size_t)C, tol);
+        cmp_runs(s->name, first ? "layernorm_backward_first dbias" : "layernorm_backward dbias", rb, gb, (size_t)C, tol);
         free(gx); free(gw); free(gb);
         for (int r = 0; r < 2; r++) { free(rx[r]); free(rw[r]); free(rb[r]); }
     }
@@ -340,8 +300,7 @@ static void test_matmul(const shape *s, const char *layer, int N, int C, int OC,
         down(g[r], dout, NO * sizeof(float));
     }
     snprintf(what, sizeof what, "matmul_forward %s", layer);
-    cmp(s->name, what, g[0], out, NO, gemm_tol(C));
-    same(s->name, what, g[0], g[1], NO);
+    cmp_runs(s->name, what, g, out, NO, gemm_tol(C));
     for (int r = 0; r < 2; r++) free(g[r]);
 
     float *d = hrand(NO, 1.0f), *gx0 = hrand(NC, 1.0f), *gw0 = hrand(OCC, 1.0f), *gb0 = hrand((size_t)OC, 1.0f);
@@ -362,8 +321,7 @@ static void test_matmul(const shape *s, const char *layer, int N, int C, int OC,
             down(rx[r], ddx, NC * sizeof(float));
         }
         snprintf(what, sizeof what, "matmul_bwd_dinp%s %s", first ? "_first" : "", layer);
-        cmp(s->name, what, rx[0], gx, NC, gemm_tol(OC));
-        same(s->name, what, rx[0], rx[1], NC);
+        cmp_runs(s->name, what, rx, gx, NC, gemm_tol(OC));
         /* dweight (+ dbias) */
         float *gw = first ? hzeros(OCC) : hcopy(gw0, OCC);
         float *gb = first ? hzeros((size_t)OC) : hcopy(gb0, (size_t)OC);
@@ -380,12 +338,10 @@ static void test_matmul(const shape *s, const char *layer, int N, int C, int OC,
             down(rb[r], ddb, (size_t)OC * sizeof(float));
         }
         snprintf(what, sizeof what, "matmul_bwd_dweight%s %s", first ? "_first" : "", layer);
-        cmp(s->name, what, rw[0], gw, OCC, gemm_tol(N));
-        same(s->name, what, rw[0], rw[1], OCC);
+        cmp_runs(s->name, what, rw, gw, OCC, gemm_tol(N));
         if (b) {
             snprintf(what, sizeof what, "matmul_bwd_dbias%s %s", first ? "_first" : "", layer);
-            cmp(s->name, what, rb[0], gb, (size_t)OC, 1e-5);
-            same(s->name, what, rb[0], rb[1], (size_t)OC);
+            cmp_runs(s->name, what, rb, gb, (size_t)OC, 1e-5);
         }
         free(gx); free(gw); free(gb);
         for (int r = 0; r < 2; r++) { free(rx[r]); free(rw[r]); free(rb[r]); }
@@ -420,8 +376,7 @@ static void test_gemm_math(const shape *s, int N, int C, int OC) {
             down(g[r], dout, NO * sizeof(float));
         }
         snprintf(what, sizeof what, "matmul_forward %s", modes[m].name);
-        const double rel = cmp(s->name, what, g[0], out, NO, modes[m].tol);
-        same(s->name, what, g[0], g[1], NO);
+        const double rel = cmp_runs(s->name, what, g, out, NO, modes[m].tol);
         const int rounded = rel > modes[m].least;
         printf("  %-4s %-4s matmul_forward %s rounds its inputs (rel %.3g, more than %g)\n", rounded ? "ok" : "FAIL",
                s->name, modes[m].name, rel, modes[m].least);
@@ -447,8 +402,7 @@ static void test_elementwise(const shape *s) {
         synced("gelu_forward_cuda");
         down(g[r], dout, n * sizeof(float));
     }
-    cmp(s->name, "gelu_forward", g[0], out, n, TOL_1ULP);
-    same(s->name, "gelu_forward", g[0], g[1], n);
+    cmp_runs(s->name, "gelu_forward", g, out, n, TOL_1ULP);
 
     float *g0 = hrand(n, 1.0f);
     for (int first = 0; first < 2; first++) {
@@ -463,8 +417,7 @@ static void test_elementwise(const shape *s) {
             synced("gelu_backward_cuda");
             down(g[r], dout, n * sizeof(float));
         }
-        cmp(s->name, first ? "gelu_backward_first" : "gelu_backward", g[0], gx, n, TOL_1ULP);
-        same(s->name, first ? "gelu_backward_first" : "gelu_backward", g[0], g[1], n);
+        cmp_runs(s->name, first ? "gelu_backward_first" : "gelu_backward", g, gx, n, TOL_1ULP);
         free(gx);
     }
 
@@ -474,8 +427,7 @@ static void test_elementwise(const shape *s) {
         synced("residual_forward_cuda");
         down(g[r], dout, n * sizeof(float));
     }
-    cmp(s->name, "residual_forward", g[0], out, n, TOL_EXACT);
-    same(s->name, "residual_forward", g[0], g[1], n);
+    cmp_runs(s->name, "residual_forward", g, out, n, TOL_EXACT);
 
     /* da += dout, db += dout, onto random a and b (dx, dy hold them) */
     float *a = hcopy(x, n), *b = hcopy(y, n), *ga = hzeros(n), *gb = hzeros(n);
@@ -516,10 +468,8 @@ static void test_xent(const shape *s) {
         down(gp[r], dl, NV * sizeof(float));
         down(gl[r], dloss, (size_t)N * sizeof(float));
     }
-    cmp(s->name, "softmax_xent_forward probs", gp[0], probs, NV, 1e-5);
-    cmp(s->name, "softmax_xent_forward losses", gl[0], loss, (size_t)N, 1e-5);
-    same(s->name, "softmax_xent_forward probs", gp[0], gp[1], NV);
-    same(s->name, "softmax_xent_forward losses", gl[0], gl[1], (size_t)N);
+    cmp_runs(s->name, "softmax_xent_forward probs", gp, probs, NV, 1e-5);
+    cmp_runs(s->name, "softmax_xent_forward losses", gl, loss, (size_t)N, 1e-5);
 
     /* backward from the CPU's probabilities */
     const float dscale = 1.0f / (float)N;
@@ -531,8 +481,7 @@ static void test_xent(const shape *s) {
         synced("softmax_xent_backward_cuda");
         down(gp[r], dl, NV * sizeof(float));
     }
-    cmp(s->name, "softmax_xent_backward", gp[0], dlog, NV, TOL_EXACT);
-    same(s->name, "softmax_xent_backward", gp[0], gp[1], NV);
+    cmp_runs(s->name, "softmax_xent_backward", gp, dlog, NV, TOL_EXACT);
 
     cudaFree(dtgt); cudaFree(dl); cudaFree(dloss);
     free(logits); free(probs); free(loss); free(tgt); free(dlog);
@@ -556,10 +505,8 @@ static void test_attention(const shape *s) {
         down(go[r], dout, BTC * sizeof(float));
         down(ga[r], datt, ATT * sizeof(float));
     }
-    cmp(s->name, "attention_forward out", go[0], out, BTC, tol);
-    cmp(s->name, "attention_forward att", ga[0], att, ATT, tol);
-    same(s->name, "attention_forward out", go[0], go[1], BTC);
-    same(s->name, "attention_forward att", ga[0], ga[1], ATT);
+    cmp_runs(s->name, "attention_forward out", go, out, BTC, tol);
+    cmp_runs(s->name, "attention_forward att", ga, att, ATT, tol);
 
     /* backward from the CPU's att */
     up(datt, att, ATT * sizeof(float));
@@ -578,8 +525,7 @@ static void test_attention(const shape *s) {
             synced("attention_backward_cuda");
             down(r2[r], ddi, BT3C * sizeof(float));
         }
-        cmp(s->name, first ? "attention_backward_first dinp" : "attention_backward dinp", r2[0], gi, BT3C, tol);
-        same(s->name, first ? "attention_backward_first dinp" : "attention_backward dinp", r2[0], r2[1], BT3C);
+        cmp_runs(s->name, first ? "attention_backward_first dinp" : "attention_backward dinp", r2, gi, BT3C, tol);
         free(gi); free(r2[0]); free(r2[1]);
     }
     cudaFree(dqkv); cudaFree(dout); cudaFree(datt); cudaFree(ddo); cudaFree(ddi); cudaFree(scratch);

@@ -59,6 +59,26 @@ static void compare_grads(const hpt_model *cpu, const hpt_model *gpu, const char
     free(g);
 }
 
+/* Both models from one seed start with the same weights, bit for bit */
+static void same_weights(const hpt_model *cpu, const hpt_model *gpu, const shape *s) {
+    float *w = download_all(gpu, gpu->params);
+    CHECK(!memcmp(w, cpu->params, cpu->nparams * sizeof(float)), "%s: the same seed gives the same weights", s->name);
+    free(w);
+}
+
+/* B x T tokens and targets drawn from seed 99, the same in every test */
+static void random_batch(const shape *s, int **tok, int **tgt) {
+    const size_t n = (size_t)s->B * s->T;
+    *tok = malloc(n * sizeof(int));
+    *tgt = malloc(n * sizeof(int));
+    hpt_rng r;
+    hpt_rng_seed(&r, 99);
+    for (size_t i = 0; i < n; i++) {
+        (*tok)[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
+        (*tgt)[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
+    }
+}
+
 static void test_shape(const shape *s) {
     printf("%s: V%d L%d NH%d C%d, batch %dx%d\n", s->name, s->V, s->L, s->NH, s->C, s->B, s->T);
     hpt_gpt2_config cfg = {.vocab_size = s->V, .block_size = s->T, .n_layer = s->L, .n_head = s->NH, .n_embd = s->C};
@@ -83,18 +103,10 @@ static void test_shape(const shape *s) {
     printf("  activations: cpu %zu B, gpu %zu B (%s attention)\n", cpu->act_bytes, gpu->act_bytes,
            mat ? "T x T" : "flash");
 
-    float *w = download_all(gpu, gpu->params);
-    CHECK(!memcmp(w, cpu->params, cpu->nparams * sizeof(float)), "%s: the same seed gives the same weights", s->name);
-    free(w);
-
+    same_weights(cpu, gpu, s);
     const size_t n = (size_t)s->B * s->T;
-    int *tok = malloc(n * sizeof(int)), *tgt = malloc(n * sizeof(int));
-    hpt_rng r;
-    hpt_rng_seed(&r, 99);
-    for (size_t i = 0; i < n; i++) {
-        tok[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
-        tgt[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
-    }
+    int *tok, *tgt;
+    random_batch(s, &tok, &tgt);
     hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
 
     /* logits, without targets (the probabilities overwrite them otherwise) */
@@ -173,18 +185,10 @@ static void test_shape_bf16(const shape *s) {
           fp32_floats * sizeof(float));
     printf("  activations: bf16 %zu B (of which the weights' bf16 copy %zu B), fp32 %zu B\n",
            bf16_floats * sizeof(float), wcopy, fp32_floats * sizeof(float));
-    float *w = download_all(gpu, gpu->params);
-    CHECK(!memcmp(w, cpu->params, cpu->nparams * sizeof(float)), "%s: the same seed gives the same weights", s->name);
-    free(w);
-
+    same_weights(cpu, gpu, s);
     const size_t n = (size_t)s->B * s->T;
-    int *tok = malloc(n * sizeof(int)), *tgt = malloc(n * sizeof(int));
-    hpt_rng r;
-    hpt_rng_seed(&r, 99);
-    for (size_t i = 0; i < n; i++) {
-        tok[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
-        tgt[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
-    }
+    int *tok, *tgt;
+    random_batch(s, &tok, &tgt);
     hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt}, nb = b;
     nb.targets = NULL;
     CHECK(hpt_model_forward(cpu, &nb, NULL) == HPT_OK && hpt_model_forward(gpu, &nb, NULL) == HPT_OK,
