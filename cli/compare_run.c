@@ -3,7 +3,9 @@
  * (same binary, its stderr to DIR/train.log, progress polled from its
  * metrics), or a finished identical run reused, or a stopped one resumed.
  * A run is identical when its arguments, the hpt binary (CRC) and the data
- * (size, mtime, CRC) are: all in DIR/compare-args.txt, the reuse key.
+ * (the identity a checkpoint records, size and CRC; a fashion-mnist
+ * directory's files by size, mtime and CRC) are: all in
+ * DIR/compare-args.txt, the reuse key.
  */
 #include "cli.h"
 #include "compare.h"

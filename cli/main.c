@@ -1,10 +1,11 @@
 /*
  * main.c — the hpt command line: `hpt train`, `hpt sample`, and the
- * dispatch to `hpt compare` (compare.c).
+ * dispatch to the other subcommands (compare: compare.c; import, export,
+ * eval: hf.c; tokenize: tokenize.c; plot: runlog.c).
  *
- * The only place that prints to the terminal or exits: the library returns
- * statuses and messages, this file turns them into text and exit codes
- * (0 success, 1 runtime failure, 2 usage error).
+ * The CLI (cli/) is the only place that prints to the terminal or exits:
+ * the library returns statuses and messages, the CLI turns them into text
+ * and exit codes (0 success, 1 runtime failure, 2 usage error).
  */
 #include "cli.h"
 #include "../src/base/base.h"   /* hpt_fail */

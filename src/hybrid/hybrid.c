@@ -11,9 +11,10 @@
  *      confident, outer_gate_open): snapshot params, m and v, apply the outer
  *      step in place, start a new interval at the result (outer_jump);
  *   2. one real step: the trainer's, then what the driver learns from it
- *      (real_step: the loss ring, the predictor's observation, the
- *      divergence guard's verdict; a critical divergence or a non-finite
- *      step while a snapshot is held rolls back to it, rollback);
+ *      (hpt_hyb_real_step: the loss ring, the predictor's observation, the
+ *      learned dynamics' when they exist, the divergence guard's verdict; a
+ *      critical divergence or a non-finite step while a snapshot is held
+ *      rolls back to it, rollback);
  *   3. while a jump is under check, its loss is scored (outer_check): kept
  *      after K real steps, or rolled back.
  * A jump moves no step: the LR schedule's position is the real steps'.
