@@ -36,6 +36,13 @@ static void refill(hpt_div *d, const hpt_div_config *cfg, hpt_rng *r) {
     fill(d, r, cfg->window, 2.0f, 0.01f, 1.0f);
 }
 
+/* The default config, r seeded, and d's window full of a steady run */
+static void filled(hpt_div_config *cfg, hpt_div *d, hpt_rng *r, uint64_t seed) {
+    hpt_div_config_default(cfg);
+    hpt_rng_seed(r, seed);
+    refill(d, cfg, r);
+}
+
 static void mean_sd(const hpt_div_ring *r, double *mean, double *sd) {
     double s = 0, q = 0;
     for (int i = 0; i < r->n; i++) s += r->v[i];
@@ -181,13 +188,10 @@ static void test_loss_spike(void) {
 
 static void test_grad(void) {
     hpt_div_config cfg;
-    hpt_div_config_default(&cfg);
     hpt_div d;
     hpt_rng r;
     const char *why;
-    hpt_rng_seed(&r, 12);
-
-    refill(&d, &cfg, &r);
+    filled(&cfg, &d, &r, 12);
     hpt_div_level l = hpt_div_observe(&d, 500, 2.0f, 15.0f, &why);
     CHECK(l == HPT_DIV_WARNING && has(why, "grad norm 15 is") && has(why, "(>= 10)"), "15x: %s (%s)",
           hpt_div_level_name(l), why);
@@ -276,12 +280,10 @@ static void test_oscillation(void) {
 
 static void test_escalation(void) {
     hpt_div_config cfg;
-    hpt_div_config_default(&cfg);
     hpt_div d;
     hpt_rng r;
     const char *why;
-    hpt_rng_seed(&r, 21);
-    refill(&d, &cfg, &r);
+    filled(&cfg, &d, &r, 21);
     /* grad norm 30x its mean: a warning that stays a warning as it enters
      * the window (the mean creeps up only by 30/64 per step) */
     hpt_div_level l1 = hpt_div_observe(&d, 100, 2.0f, 30.0f, NULL);
