@@ -400,7 +400,7 @@ typedef struct hpt_train_config {
     const char *schedule;
     float decay_frac;
     const char *cooldown;
-    /* "adamw", or "schedule-free" (schedule-free AdamW, Defazio et al. 2024,
+    /* "adamw", "muon" (below), or "schedule-free" (schedule-free AdamW, Defazio et al. 2024,
      * arXiv 2405.15682: gradients at y, an interpolation of the SGD-like
      * iterate z and the running average x; evaluation, model.bin and
      * summary.json's param_crc32 use x). With schedule-free the learning
@@ -427,6 +427,18 @@ typedef struct hpt_train_config {
      * AdamW moments. Stored in checkpoints from TCFG version 6. */
     int sync_interval;
     float sync_outer_lr, sync_outer_momentum;
+    /* optimizer "muon" (Jordan et al. 2024; docs/usage.md): Muon at rate lr
+     * on the hidden weight matrices (attention and MLP matrices, convolution
+     * kernels, an MLP's hidden layers): Nesterov momentum muon_momentum,
+     * then muon_ns_steps Newton-Schulz steps orthogonalise the update,
+     * scaled by muon_scale: "spectral" (max(1, rows/cols)^0.5) or "rms"
+     * (Moonlight's 0.2 sqrt(max(rows, cols)): AdamW's update RMS); AdamW at
+     * adam_lr on the rest (embeddings, the head, biases, gains). Both rates
+     * follow the schedule; weight decay is decoupled in both. The CPU only.
+     * Stored in checkpoints from TCFG version 8 (older ones: adamw). */
+    float adam_lr, muon_momentum;
+    int muon_ns_steps;
+    const char *muon_scale;
 } hpt_train_config;
 
 /* Defaults: nanoGPT's CPU shakespeare_char recipe (L4 H4 C128, block 64,

@@ -46,7 +46,9 @@
     X(BWD_MEMSET,  "bwd scratch memset")                    \
     X(ZERO_GRAD,   "zero_grad")                             \
     X(GRAD_NORM,   "grad norm")                             \
-    X(ADAMW,       "adamw (+ clip scale)")
+    X(ADAMW,       "adamw (+ clip scale)")                  \
+    X(MUON,        "muon momentum + update")                \
+    X(MUON_NS,     "muon newton-schulz gemms")
 
 #define HPT_PROF_ENUM_(id, name) HPT_PROF_##id,
 enum { HPT_PROF_SLOTS(HPT_PROF_ENUM_) HPT_PROF_NSLOTS };

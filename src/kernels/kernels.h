@@ -144,6 +144,16 @@ void adamw_update_scaled(float *params, const float *grads, float *m, float *v, 
 void sf_adamw_update_scaled(float *y, const float *g, float *z, float *x, float *v, size_t n, float gscale, float lr,
                             float beta1, float beta2, float eps, float weight_decay, float c, int t);
 
+/* Muon's orthogonalisation (optim.h's hpt_muon_step): out (rows, cols) =
+ * the Newton-Schulz iteration's approximation of U V^T for g = U S V^T, g
+ * normalised by its Frobenius norm + eps, then `steps` times
+ * X <- a X + (b A + c A A) X with A = X X^T, on the short side (g^T where
+ * rows > cols). scratch: newton_schulz_scratch_floats(rows, cols) floats.
+ * out and g may be the same buffer. */
+size_t newton_schulz_scratch_floats(int rows, int cols);
+void newton_schulz(float *out, const float *g, int rows, int cols, int steps, float a, float b, float c, float eps,
+                   float *scratch);
+
 /* DiLoCo's outer Nesterov step (optim.h's hpt_outer_step says how). */
 void outer_step(float *theta, float *anchor, float *u, const float *d, size_t n, float mu, float a, float b);
 /* The outer step under schedule-free AdamW (optim.h's hpt_sf_outer_step says how). */

@@ -181,10 +181,10 @@ hpt_status hpt_cnn_init(hpt_model **out, const hpt_cnn_config *cfg, int B, uint6
     const int C0 = c->in_c, c1 = c->c1, c2 = c->c2, HD = c->hidden, K = c->n_classes, F = g->F;
     const size_t S0 = (size_t)g->H0 * g->W0, S1 = (size_t)g->H1 * g->W1;
     const hpt_tensor_spec specs[NUM_PARAM_TENSORS] = {
-        {"conv1w", 4, {c1, C0, KS, KS}, 1}, {"conv1b", 1, {c1}, 0},
-        {"conv2w", 4, {c2, c1, KS, KS}, 1}, {"conv2b", 1, {c2}, 0},
-        {"fc1w", 2, {HD, F}, 1},            {"fc1b", 1, {HD}, 0},
-        {"fc2w", 2, {K, HD}, 1},            {"fc2b", 1, {K}, 0},
+        {"conv1w", 4, {c1, C0, KS, KS}, 1, 1}, {"conv1b", 1, {c1}, 0, 0},
+        {"conv2w", 4, {c2, c1, KS, KS}, 1, 1}, {"conv2b", 1, {c2}, 0, 0},
+        {"fc1w", 2, {HD, F}, 1, 1},            {"fc1b", 1, {HD}, 0, 0},
+        {"fc2w", 2, {K, HD}, 1, 0},            {"fc2b", 1, {K}, 0, 0},
     };
     hpt_status st = hpt_model_alloc_params(m, specs, NUM_PARAM_TENSORS);
     if (st != HPT_OK) { hpt_model_free(m); return st; }

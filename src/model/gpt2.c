@@ -391,14 +391,14 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
     m->max_B = B; m->max_T = T;
 
     const hpt_tensor_spec specs[NUM_PARAM_TENSORS] = {
-        {"wte", 2, {Vp, C}, 1},          {"wpe", 2, {maxT, C}, 1},
-        {"ln1w", 2, {L, C}, 0},          {"ln1b", 2, {L, C}, 0},
-        {"qkvw", 3, {L, 3 * C, C}, 1},   {"qkvb", 2, {L, 3 * C}, 0},
-        {"attprojw", 3, {L, C, C}, 1},   {"attprojb", 2, {L, C}, 0},
-        {"ln2w", 2, {L, C}, 0},          {"ln2b", 2, {L, C}, 0},
-        {"fcw", 3, {L, 4 * C, C}, 1},    {"fcb", 2, {L, 4 * C}, 0},
-        {"fcprojw", 3, {L, C, 4 * C}, 1}, {"fcprojb", 2, {L, C}, 0},
-        {"lnfw", 1, {C}, 0},             {"lnfb", 1, {C}, 0},
+        {"wte", 2, {Vp, C}, 1, 0},          {"wpe", 2, {maxT, C}, 1, 0},
+        {"ln1w", 2, {L, C}, 0, 0},          {"ln1b", 2, {L, C}, 0, 0},
+        {"qkvw", 3, {L, 3 * C, C}, 1, 1},   {"qkvb", 2, {L, 3 * C}, 0, 0},
+        {"attprojw", 3, {L, C, C}, 1, 1},   {"attprojb", 2, {L, C}, 0, 0},
+        {"ln2w", 2, {L, C}, 0, 0},          {"ln2b", 2, {L, C}, 0, 0},
+        {"fcw", 3, {L, 4 * C, C}, 1, 1},    {"fcb", 2, {L, 4 * C}, 0, 0},
+        {"fcprojw", 3, {L, C, 4 * C}, 1, 1}, {"fcprojb", 2, {L, C}, 0, 0},
+        {"lnfw", 1, {C}, 0, 0},             {"lnfb", 1, {C}, 0, 0},
     };
     m->params_only = params_only;
     hpt_status st = hpt_model_alloc_params(m, specs, NUM_PARAM_TENSORS);

@@ -155,8 +155,9 @@ hpt_status hpt_mlp_init(hpt_model **out, const hpt_mlp_config *cfg, int B, uint6
         "fc1w", "fc1b", "fc2w", "fc2b", "fc3w", "fc3b", "fc4w", "fc4b", "fc5w", "fc5b"};
     hpt_tensor_spec specs[2 * (HPT_MLP_MAX_HIDDEN + 1)];
     for (int l = 0; l <= nh; l++) {
-        specs[2 * l] = (hpt_tensor_spec){names[2 * l], 2, {g->dout[l], g->din[l]}, 1};
-        specs[2 * l + 1] = (hpt_tensor_spec){names[2 * l + 1], 1, {g->dout[l]}, 0};
+        /* every layer's weights but the output head's are hidden matrices */
+        specs[2 * l] = (hpt_tensor_spec){names[2 * l], 2, {g->dout[l], g->din[l]}, 1, l < nh};
+        specs[2 * l + 1] = (hpt_tensor_spec){names[2 * l + 1], 1, {g->dout[l]}, 0, 0};
     }
     hpt_status st = hpt_model_alloc_params(m, specs, 2 * g->nl);
     if (st != HPT_OK) { hpt_model_free(m); return st; }

@@ -4,6 +4,7 @@
  */
 #include "model.h"
 #include "../base/prof.h"
+#include "../kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, in
         t->name = specs[i].name;
         t->ndim = specs[i].ndim;
         t->decay = specs[i].decay;
+        m->hidden[i] = specs[i].hidden != 0;
         t->numel = 1;
         for (int d = 0; d < 4; d++) t->shape[d] = d < t->ndim ? specs[i].shape[d] : 1;
         for (int d = 0; d < t->ndim; d++) t->numel *= (size_t)specs[i].shape[d];
@@ -236,6 +238,55 @@ hpt_status hpt_model_conf_params(const uint32_t *conf, int nconf, size_t *out) {
     if (n > 1e11) return hpt_fail(HPT_ERR_FORMAT, "model config describes %.3g parameters", n);
     *out = (size_t)n;
     return HPT_OK;
+}
+
+int hpt_muon_matrix(const hpt_model *m, int i, int *count, int *rows, int *cols) {
+    const hpt_tensor_info *t = &m->tensors[i];
+    if (!m->hidden[i]) return 0;
+    /* a 3-D tensor is a stack of per-layer matrices; any other shape is one
+     * matrix of its first dimension by the rest (a convolution kernel:
+     * out-channels x in-channels x the window) */
+    *count = t->ndim == 3 ? t->shape[0] : 1;
+    *rows = t->ndim == 3 ? t->shape[1] : t->shape[0];
+    *cols = (int)(t->numel / ((size_t)*count * (size_t)*rows));
+    return 1;
+}
+
+/* the larger of the scratch the current largest and one more matrix need:
+ * the update (rows x cols) beside the iteration's own, as optim.c's
+ * hpt_muon_scratch_floats counts it (tests/test_muon.c holds them equal) */
+static size_t ns_max(size_t cur, double rows, double cols) {
+    size_t f = (size_t)rows * (size_t)cols + newton_schulz_scratch_floats((int)rows, (int)cols);
+    return f > cur ? f : cur;
+}
+
+size_t hpt_model_conf_muon_floats(const uint32_t *conf, int nconf) {
+    size_t n, f = 0;
+    if (hpt_model_conf_params(conf, nconf, &n) != HPT_OK) return 0;
+    /* the hidden matrices of each family's tensor table (gpt2.c, mlp.c,
+     * cnn.c: the specs with hidden 1) */
+    switch (conf[0]) {
+    case HPT_FAMILY_GPT2: {
+        double C = conf[5];
+        f = ns_max(ns_max(f, 3 * C, C), 4 * C, C);
+        break;
+    }
+    case HPT_FAMILY_MLP: {
+        double din = conf[1];
+        for (uint32_t l = 0; l < conf[3]; l++) {
+            f = ns_max(f, conf[4 + l], din);
+            din = conf[4 + l];
+        }
+        break;
+    }
+    case HPT_FAMILY_CNN: {
+        double C0 = conf[1], c1 = conf[4], c2 = conf[5], HD = conf[6];
+        double F = c2 * (double)(conf[2] / 2 / 2) * (double)(conf[3] / 2 / 2);
+        f = ns_max(ns_max(ns_max(f, c1, C0 * 9), c2, c1 * 9), HD, F);
+        break;
+    }
+    }
+    return f;
 }
 
 /* ---------------------------------------------------------------- memory */

@@ -42,6 +42,10 @@ struct hpt_model {
     size_t nparams;
     hpt_tensor_info tensors[HPT_MAX_TENSORS];
     int ntensors;
+    /* per tensor, 1: a hidden weight matrix, the ones --optimizer muon
+     * orthogonalises (hpt_tensor_spec's hidden; not in the public table,
+     * whose layout bindings mirror) */
+    unsigned char hidden[HPT_MAX_TENSORS];
 
     size_t act_bytes;                /* activation arena(s) owned by impl */
     int max_B, max_T;                /* shapes reserved at init */
@@ -70,7 +74,11 @@ struct hpt_model {
 /* Fills m->tensors from parallel name/shape arrays, assigning consecutive
  * offsets, and allocates params and (unless m->params_only) grads. Used by
  * every family's init. */
-typedef struct hpt_tensor_spec { const char *name; int ndim; int shape[4]; int decay; } hpt_tensor_spec;
+/* hidden 1: a weight matrix between two hidden layers (a 3-D shape is a
+ * stack of shape[0] matrices, one per layer; a 4-D convolution kernel is
+ * the matrix out-channels x the rest), not an embedding, an output head, a
+ * bias or a gain: where --optimizer muon applies Muon (hpt_muon_matrix). */
+typedef struct hpt_tensor_spec { const char *name; int ndim; int shape[4]; int decay; int hidden; } hpt_tensor_spec;
 hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, int n);
 /* A GPT-2 holding its parameter arena only (zeroed): no gradients, no
  * activations, so forward and backward refuse it. For code that only fills
@@ -117,6 +125,14 @@ hpt_status hpt_model_check_memory(const uint32_t *conf, int nconf, int B, int T,
  * them. */
 uint32_t hpt_model_crc32(const hpt_model *m, const float *src, size_t n);
 void hpt_model_write(hpt_writer *w, const hpt_model *m, const float *src, size_t n);
+
+/* Tensor i as Muon sees it (m->hidden[i]): count matrices of rows x cols
+ * each, one after the other; 0 where it is not a hidden matrix. */
+int hpt_muon_matrix(const hpt_model *m, int i, int *count, int *rows, int *cols);
+/* The floats the Newton-Schulz scratch needs for the largest hidden matrix
+ * of the model this config builds (newton_schulz_scratch_floats), without
+ * building it: for the memory check before anything is allocated. */
+size_t hpt_model_conf_muon_floats(const uint32_t *conf, int nconf);
 
 /* Pointer to tensor i inside an arena (params or grads). */
 static inline float *hpt_tensor_ptr(float *arena, const hpt_model *m, int i) {

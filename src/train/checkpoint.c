@@ -5,7 +5,8 @@
  * model) plus four sections in the same container (docs/format.md):
  *   TCFG  the resolved training config (strings length-prefixed)
  *   TRST  step counters, clocks, the run loop's evaluation state
- *   ADAM  the AdamW moments, m then v
+ *   ADAM  the AdamW moments, m then v; under --optimizer muon m holds, on
+ *         the hidden matrices, Muon's momentum buffer (their v stays 0)
  *   DATA  the task's data cursor (opaque bytes, see task.h)
  *   LOGS  metrics.jsonl's length at the save (resume cuts it back to that)
  *   DSRC  the data's identity (task.h): u64 size, u32 CRC-32. A resume
@@ -50,10 +51,11 @@ int hpt_trainer_resumed_hybrid(const hpt_trainer *tr) { return tr->resumed && tr
 
 /* TCFG versions: 1 (session 1) ends at keep_last; 2 appends ema_decay; 3
  * appends schedule, decay_frac and cooldown; 4 appends optimizer; 5 appends init_path; 6 appends sync_interval,
- * sync_outer_lr and sync_outer_momentum (older: off); 7 precision (older: fp32). All load:
+ * sync_outer_lr and sync_outer_momentum (older: off); 7 precision (older: fp32); 8 adam_lr,
+ * muon_momentum, muon_ns_steps and muon_scale (--optimizer muon). All load:
  * a version-1 checkpoint resumes with the average off, versions 1 and 2
  * with the cosine schedule (the only one they knew), 1 to 3 with adamw. */
-#define TCFG_VERSION 7u
+#define TCFG_VERSION 8u
 #define TCFG_MAX 4 * (4 + 4096) + 256
 #define TRST_SIZE 56u
 #define SFRE_LEN(n) (8 + 16 + 2 * (uint64_t)(n) * sizeof(float))

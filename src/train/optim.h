@@ -29,6 +29,42 @@ hpt_adamw_bc hpt_adamw_bias(float beta1, float beta2, int64_t t);
  * Fails on a non-finite norm. */
 hpt_status hpt_optim_step(hpt_model *m, float *mom1, float *mom2, const hpt_adamw *opt, int t, float *grad_norm);
 
+/* ---------------------------------------------------------------- Muon
+ * Muon (Keller Jordan et al. 2024, "Muon: An optimizer for hidden layers in
+ * neural networks"; torch.optim.Muon since PyTorch 2.9) on the model's
+ * hidden matrices (hpt_muon_matrix), AdamW on every other tensor. For each
+ * hidden matrix G (rows x cols, the gradient times the clipping scale):
+ *   B <- B + (1 - mu) (G - B)         (torch's lerp: momentum mu)
+ *   U  = G + mu (B - G)                (Nesterov)
+ *   O  = newton_schulz(U, ns_steps, 3.4445, -4.7750, 2.0315, eps 1e-7)
+ *   W <- W (1 - lr wd) - lr s O
+ * with s = max(1, rows/cols)^0.5 (rms 0: Keller Jordan's) or
+ * 0.2 sqrt(max(rows, cols)) (rms 1: Moonlight's, AdamW's update RMS). B
+ * lives in AdamW's m arena at the matrix's offsets (so the checkpoint's
+ * ADAM section holds it); v stays 0 there. tools/ref/muon_ref.py is the
+ * PyTorch reference (tests/test_muon.c). */
+typedef struct hpt_muon {
+    float lr;        /* Muon's rate this step (the AdamW tensors take hpt_adamw's lr) */
+    float momentum;
+    int ns_steps;
+    int rms;         /* 1: Moonlight's RMS matching scale */
+} hpt_muon;
+
+#define HPT_MUON_NS_A 3.4445f
+#define HPT_MUON_NS_B (-4.7750f)
+#define HPT_MUON_NS_C 2.0315f
+#define HPT_MUON_EPS 1e-7f
+
+/* The scratch hpt_muon_step needs for m's largest hidden matrix, in
+ * floats (0: m has none); equals hpt_model_conf_muon_floats of m's config. */
+size_t hpt_muon_scratch_floats(const hpt_model *m);
+/* hpt_optim_step's Muon twin: clips, then Muon on the hidden matrices and
+ * AdamW (o, its lr) on the rest. scratch: hpt_muon_scratch_floats(m)
+ * floats of host memory; m's arenas, mom1 and mom2 must be host memory too
+ * (the CPU row). */
+hpt_status hpt_muon_step(hpt_model *m, float *mom1, float *mom2, float *scratch, const hpt_adamw *o,
+                         const hpt_muon *mu, int t, float *grad_norm);
+
 /* ---------------------------------------------------------------- schedule-free AdamW
  * Defazio et al. 2024, "The Road Less Scheduled" (arXiv 2405.15682), as
  * facebookresearch/schedule_free's AdamWScheduleFree (r = 0, weight_lr_power

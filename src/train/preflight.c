@@ -120,7 +120,9 @@ hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *con
     int outer = c->sync_interval > 0 ? 2 : 0;
     /* schedule-free: its z and x beside the moments */
     int sf = c->optimizer && !strcmp(c->optimizer, "schedule-free") ? 2 : 0;
-    const size_t extra = (size_t)((ema ? 3 : 2) + sf + sum + outer) * n * sizeof(float);
+    /* muon: its momentum is the moments' m; the Newton-Schulz scratch beside them */
+    const size_t muon = c->optimizer && !strcmp(c->optimizer, "muon") ? hpt_model_conf_muon_floats(conf, nconf) : 0;
+    const size_t extra = ((size_t)((ema ? 3 : 2) + sf + sum + outer) * n + muon) * sizeof(float);
     const hpt_device *dev;
     HPT_TRY(hpt_device_usable(c->device, &dev));
     if (dev->mem_info) {

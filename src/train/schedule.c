@@ -84,7 +84,11 @@ void hpt_schedule_intern(hpt_train_config *c) {
     for (int i = 0; i < NSCHED; i++)
         if (c->schedule && !strcmp(table[i].name, c->schedule)) c->schedule = table[i].name;
     if (c->cooldown) c->cooldown = !strcmp(c->cooldown, "linear") ? "linear" : "sqrt";
-    if (c->optimizer) c->optimizer = !strcmp(c->optimizer, "schedule-free") ? "schedule-free" : "adamw";
+    if (c->optimizer)
+        c->optimizer = !strcmp(c->optimizer, "schedule-free") ? "schedule-free"
+                       : !strcmp(c->optimizer, "muon")        ? "muon"
+                                                              : "adamw";
+    if (c->muon_scale) c->muon_scale = !strcmp(c->muon_scale, "rms") ? "rms" : "spectral";
 }
 
 int hpt_schedule_describe(const hpt_train_config *c, char *buf, size_t n) {
@@ -102,6 +106,7 @@ void hpt_schedule_summary(const hpt_train_config *c, cJSON *o) {
         return;
     }
     cJSON_AddStringToObject(o, "schedule", c->schedule);
+    if (c->optimizer && !strcmp(c->optimizer, "muon")) cJSON_AddStringToObject(o, "optimizer", "muon");
     if (strcmp(c->schedule, "wsd")) return;
     char frac[32];  /* as the table formats it: 0.3, not 0.300000012 */
     hpt_setting_format(hpt_setting_find("--decay-frac"), c, frac, sizeof frac);

@@ -277,6 +277,12 @@ hpt_status hpt_train_config_check(const hpt_train_config *c) {
     if (c->ema_decay > 0 && c->optimizer && !strcmp(c->optimizer, "schedule-free"))
         return hpt_fail(HPT_ERR_ARG, "--ema with --optimizer schedule-free: schedule-free already evaluates an "
                         "average of the weights; give one or the other");
+    /* Muon's step (optim.c) reads and writes the arenas from the host: the
+     * CPU row's memory alone (the GPU feature freeze keeps it off the cuda
+     * row until a GPU record exists; guard memory is the host's to crash on) */
+    if (c->optimizer && !strcmp(c->optimizer, "muon") && c->device && strcmp(c->device, "cpu"))
+        return hpt_fail(HPT_ERR_ARG, "--optimizer muon runs on --device cpu only (its Newton-Schulz step is CPU "
+                        "code; not yet on --device %s)", c->device);
     /* samples per optimizer step are counted in an int */
     if ((int64_t)c->batch_size * c->grad_accum > INT32_MAX)
         return hpt_fail(HPT_ERR_ARG, "--batch-size x --grad-accum must be at most %d (got %d x %d)", INT32_MAX,

@@ -79,7 +79,8 @@
     X(warmup_iters, "warmup-iters", INT, 0, HPT_STEPS_MAX, 0, 100, 100, 100, "N", "linear warmup steps")       \
     X(epochs, "epochs", INT, 0, 100000, 0, 0, 10, 5, "N",                                                      \
       "passes over the training set; sets --max-iters (0 = off)")                                              \
-    X(lr, "lr", FLOAT, 1e-9, 10, 0, 1e-3f, 1e-3f, 1e-3f, "X", "peak learning rate")                            \
+    X(lr, "lr", FLOAT, 1e-9, 10, 0, 1e-3f, 1e-3f, 1e-3f, "X",                                                  \
+      "peak learning rate (--optimizer muon: Muon's, on the hidden matrices)")                                 \
     X(min_lr, "min-lr", FLOAT, 0, 10, 0, 0.0f, 0.0f, 0.0f, "X",                                                \
       "learning rate at the end of the decay (--schedule), <= --lr")                                                 \
     X(weight_decay, "weight-decay", FLOAT, 0, 10, 0, 0.1f, 0.1f, 0.1f, "X",                                    \
@@ -112,9 +113,11 @@
       "when > 0: the fewest whose last step decays)")                                                          \
     X(cooldown, "cooldown", NAME, 0, 0, SINCE(3), "sqrt", "sqrt", "sqrt", CHOICES("linear", "sqrt"),            \
       "--schedule wsd: the cooldown's shape, linear or 1 - sqrt(progress) (Hagele et al. 2024) [sqrt]")      \
-    X(optimizer, "optimizer", NAME, 0, 0, SINCE(4), "adamw", "adamw", "adamw", CHOICES("adamw", "schedule-free"), \
-      "adamw, or schedule-free AdamW (Defazio et al. 2024: evaluated and saved at its averaged weights; "      \
-      "the learning rate is the warmup then constant --lr, --schedule and --min-lr do not apply) [adamw]")      \
+    X(optimizer, "optimizer", NAME, 0, 0, SINCE(4), "adamw", "adamw", "adamw",                                 \
+      CHOICES("adamw", "schedule-free", "muon"),                                                               \
+      "adamw, schedule-free AdamW (Defazio et al. 2024: evaluated and saved at its averaged weights; "         \
+      "the learning rate is the warmup then constant --lr, --schedule and --min-lr do not apply), or muon "    \
+      "(Muon at --lr on the hidden weight matrices, AdamW at --adam-lr on the rest; --device cpu) [adamw]")    \
     X(init_path, "init", STR, 0, 4095, SINCE(5), NULL, NULL, NULL, "FILE",                                       \
       "fine-tune: start from this model file's weights and tokenizer (hpt import's, or a model.bin); "         \
       "--n-layer, --n-head, --n-embd are taken from it, --block-size up to its positions [none]")              \
@@ -128,7 +131,18 @@
     X(precision, "precision", NAME, 0, 0, SINCE(7), "fp32", "fp32", "fp32",                                    \
       CHOICES("fp32", "tf32", "bf16"),                                                                         \
       "the device's arithmetic: fp32 (IEEE single, TF32 off), tf32 (a GPU's TF32 tensor cores, fp32 "        \
-      "storage) or bf16 (a GPU's bf16 tensor cores and bf16 activations, fp32 weights and optimizer) [fp32]")
+      "storage) or bf16 (a GPU's bf16 tensor cores and bf16 activations, fp32 weights and optimizer) [fp32]")  \
+    X(adam_lr, "adam-lr", FLOAT, 1e-9, 10, SINCE(8), 1e-3f, 1e-3f, 1e-3f, "X",                                 \
+      "--optimizer muon: AdamW's peak rate on the embeddings, the output head, biases and gains (--lr is "     \
+      "Muon's; both follow the schedule) [1e-3, AdamW's default --lr]")                                        \
+    X(muon_momentum, "muon-momentum", FLOAT, 0, 1, MAX_OPEN | SINCE(8), 0.95f, 0.95f, 0.95f, "X",              \
+      "--optimizer muon: Muon's Nesterov momentum")                                                            \
+    X(muon_ns_steps, "muon-ns-steps", INT, 1, 20, SINCE(8), 5, 5, 5, "N",                                      \
+      "--optimizer muon: Newton-Schulz steps per update (coefficients 3.4445, -4.7750, 2.0315)")               \
+    X(muon_scale, "muon-scale", NAME, 0, 0, SINCE(8), "spectral", "spectral", "spectral",                      \
+      CHOICES("spectral", "rms"),                                                                              \
+      "--optimizer muon: the update's scale, spectral (max(1, rows/cols)^0.5, Keller Jordan's) or rms "        \
+      "(0.2 sqrt(max(rows, cols)), Moonlight's: AdamW's update RMS, so that --lr can be AdamW's) [spectral]")
 
 /* Operational settings: what a run is asked to do now, never stored.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */

@@ -41,6 +41,7 @@ void hpt_trainer_free(hpt_trainer *tr) {
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
     free(tr->keep_steps);
+    free(tr->muon_scratch);
     free(tr->slots);
     free(tr->resume_state);
     hpt_dir_unlock(tr->lock_fd);
@@ -190,6 +191,12 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
         tr->ema = tr->opt_arena + (size_t)(2 + 2 * sf) * n;
         dev->copy(tr->ema, tr->model->params, n);
     }
+    if (hpt_trainer_muon(tr)) {
+        /* settings.c refused any device but the CPU row: the step runs on the host */
+        HPT_ASSERT(dev == &hpt_device_cpu);
+        tr->muon_scratch = malloc((hpt_muon_scratch_floats(tr->model) + 1) * sizeof(float));
+        if (!tr->muon_scratch) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
+    }
     tr->final_ema_val = NAN;
     tr->keep_steps = malloc((size_t)c->keep_last * sizeof(int));
     if (!tr->keep_steps) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
@@ -213,6 +220,10 @@ hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it) {
 }
 
 float hpt_trainer_lr(const hpt_trainer *tr, int it) { return hpt_lr_at(&tr->cfg, it); }
+
+int hpt_trainer_muon(const hpt_trainer *tr) {
+    return tr->cfg.optimizer && !strcmp(tr->cfg.optimizer, "muon");
+}
 
 int hpt_trainer_schedule_free(const hpt_trainer *tr) {
     return tr->cfg.optimizer && !strcmp(tr->cfg.optimizer, "schedule-free");
@@ -406,7 +417,13 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     /* bias correction counts real updates: predicted steps (hybrid) move
      * the schedule but add nothing to the moments */
     if (tr->sf_z) HPT_TRY(hpt_sf_step(m, tr->sf_z, tr->sf_x, tr->v, &tr->sf, &opt, tr->updates + 1, &norm));
-    else HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
+    else if (tr->muon_scratch) {
+        /* --lr is Muon's; AdamW's rate follows the same schedule from --adam-lr */
+        const hpt_muon mu = {.lr = opt.lr, .momentum = c->muon_momentum, .ns_steps = c->muon_ns_steps,
+                             .rms = !strcmp(c->muon_scale, "rms")};
+        opt.lr = (float)((double)opt.lr * c->adam_lr / c->lr);
+        HPT_TRY(hpt_muon_step(m, tr->m, tr->v, tr->muon_scratch, &opt, &mu, tr->updates + 1, &norm));
+    } else HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
     tr->updates++;
     tr->step++;
     if (tr->anchor && hpt_trainer_synced(tr)) HPT_TRY(local_sync(tr));
@@ -629,6 +646,7 @@ static ledger ledger_of(const hpt_trainer *tr) {
     hpt_model_bytes(tr->model, &l.params, &l.grads, &l.acts);
     l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0) + (tr->anchor ? 2 : 0)) * tr->model->nparams *
               sizeof(float);
+    if (tr->muon_scratch) l.adamw += (hpt_muon_scratch_floats(tr->model) + 1) * sizeof(float);
     l.data = tr->task_->data_bytes(tr->task_);
     /* the step's gradient sum (micro > 1): gradients too */
     if (tr->grad_sum) l.grads += (tr->model->nparams + (size_t)tr->micro + 1) * sizeof(float);
@@ -682,7 +700,8 @@ static void log_start(const run *r) {
     hpt_logf(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
           "data %.1f MiB: %.1f MiB allocated%s", mib(l.params), mib(l.grads), mib(l.adamw), mib(l.acts), mib(l.data),
           mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)"
-          : tr->anchor ? " (adamw includes the anchor and outer momentum)" : "");
+          : tr->anchor ? " (adamw includes the anchor and outer momentum)"
+          : tr->muon_scratch ? " (adamw includes Muon's momentum and Newton-Schulz scratch)" : "");
     if (r->hooks->log_config) r->hooks->log_config(r->hooks->hctx, log, ctx);
 }
 

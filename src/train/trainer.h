@@ -44,6 +44,8 @@ void hpt_trainer_add_time(hpt_trainer *tr, double s);
 hpt_adamw hpt_trainer_adamw(const hpt_trainer *tr, int it);
 /* The learning rate of step `it` (0-based). */
 float hpt_trainer_lr(const hpt_trainer *tr, int it);
+/* 1 when the run uses --optimizer muon (its momentum in the m arena). */
+int hpt_trainer_muon(const hpt_trainer *tr);
 /* 1 when the run uses --optimizer schedule-free (its evaluations, model.bin
  * and param_crc32 are at the average x; the params hold y while it trains). */
 int hpt_trainer_schedule_free(const hpt_trainer *tr);

@@ -24,6 +24,9 @@ struct hpt_trainer {
      * params hold the gradient point y. sf: its rate bookkeeping. */
     float *sf_z, *sf_x;
     hpt_sf_state sf;
+    /* --optimizer muon (else NULL): the Newton-Schulz scratch on the host
+     * (hpt_muon_scratch_floats); its momentum lives in m (optim.h) */
+    float *muon_scratch;
     float final_ema_val;
     /* the step counter (completed steps, real or predicted: the schedule
      * position) and the AdamW updates behind the moments: the trainer's
