@@ -59,7 +59,7 @@ typedef struct opts {
     int n_layer, n_head, n_embd, vocab, block_size, batch, seq, steps, warmup, threads;
     int profile, probe;
     long seed;
-    const char *json, *device, *precision;
+    const char *json, *device, *precision, *optimizer;
 } opts;
 
 static void usage(FILE *f) {
@@ -75,7 +75,8 @@ static void usage(FILE *f) {
 "  --profile        per-kernel table (ms/step, %% of step, GFLOP/s)\n"
 "  --sgemm-probe    no training: time the step's GEMM shapes alone (sgemm rate)\n"
 "  --device NAME    [cpu]    the device row the step runs on (cuda where built and present)\n"
-"  --precision P    [fp32]   the device's matrix arithmetic (cuda: fp32, tf32, bf16)\n");
+"  --precision P    [fp32]   the device's matrix arithmetic (cuda: fp32, tf32, bf16)\n"
+"  --optimizer O    [adamw]  adamw, or muon (Muon on the hidden matrices, AdamW on the rest; cpu only)\n");
 }
 
 static long parse_int(const char *flag, const char *v, long lo, long hi) {
@@ -111,10 +112,12 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--profile")) o->profile = 1;
         else if (!strcmp(a, "--sgemm-probe")) o->probe = 1;
         else if (!strcmp(a, "--seed")) { o->seed = parse_int(a, v, 0, LONG_MAX); i++; }
-        else if (!strcmp(a, "--json") || !strcmp(a, "--device") || !strcmp(a, "--precision")) {
+        else if (!strcmp(a, "--json") || !strcmp(a, "--device") || !strcmp(a, "--precision") ||
+                 !strcmp(a, "--optimizer")) {
             if (!v) { fprintf(stderr, "bench_step: %s needs a value\n", a); exit(2); }
             if (!strcmp(a, "--json")) o->json = v;
             else if (!strcmp(a, "--device")) o->device = v;
+            else if (!strcmp(a, "--optimizer")) o->optimizer = v;
             else o->precision = v;
             i++;
         } else {
@@ -358,6 +361,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
         return 1;
     }
+    const int muon = o.optimizer && !strcmp(o.optimizer, "muon");
+    if (o.optimizer && !muon && strcmp(o.optimizer, "adamw")) {
+        fprintf(stderr, "bench_step: --optimizer adamw or muon, got '%s'\n", o.optimizer);
+        return 2;
+    }
+    if (muon && dev != &hpt_device_cpu) {   /* as hpt train: Muon's step is host code */
+        fprintf(stderr, "bench_step: --optimizer muon runs on --device cpu only\n");
+        return 2;
+    }
     g_dev = dev;
     if (!dev->host_memory) hpt_prof_sync = dev_sync;
     double ti0 = hpt_now();
@@ -404,6 +416,13 @@ int main(int argc, char **argv) {
     hpt_rng_seed(&rng, (uint64_t)o.seed ^ 0xBE7C4ull);
     /* a small learning rate keeps random-token training finite for any step count */
     hpt_adamw opt = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
+    /* --optimizer muon: the trainer's defaults (settings.h), its scratch on the host */
+    const hpt_muon mu = {.lr = 1e-3f, .momentum = 0.95f, .ns_steps = 5};
+    float *muon_scratch = NULL;
+    if (muon && !(muon_scratch = malloc((hpt_muon_scratch_floats(m) + 1) * sizeof(float)))) {
+        fprintf(stderr, "bench_step: out of memory\n");
+        return 1;
+    }
     unsigned long long tot0 = 0, stl0 = 0, tot1, stl1;
     const double load0 = loadavg1();
     for (int s = 0; s < total; s++) {
@@ -425,7 +444,9 @@ int main(int argc, char **argv) {
         if (st == HPT_OK) st = hpt_model_backward_fresh(m, 1.0f);
         if (st == HPT_OK) st = dev->sync();   /* a device's kernels are asynchronous: each phase waits for its own */
         double t3 = hpt_now();
-        if (st == HPT_OK) st = hpt_optim_step(m, mom, mom + n, &opt, s + 1, &norm);
+        if (st == HPT_OK)
+            st = muon ? hpt_muon_step(m, mom, mom + n, muon_scratch, &opt, &mu, s + 1, &norm)
+                      : hpt_optim_step(m, mom, mom + n, &opt, s + 1, &norm);
         if (st == HPT_OK) st = dev->sync();
         double t4 = hpt_now();
         if (st != HPT_OK) {
