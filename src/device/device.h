@@ -8,10 +8,12 @@
  * optimizer updates, the weight average, the hybrid's snapshots and outer
  * step, the gradient norm) through the row's operations, so that a GPU
  * backend is a row and a file (src/cuda/device_cuda.cu, opened as a plugin
- * by device_cuda_load.c), and the code above never tests which device it
- * runs on. The CPU row calls the kernels of src/kernels: the same bits as
- * before the table existed; the guard row (device_guard.c) the same kernels
- * on memory the host may not touch.
+ * by device_cuda_load.c). The code above asks a row what it offers (its
+ * host_memory flag, its operations), and names a row only for what runs
+ * on the CPU alone (the MLP and CNN, Muon's step). The CPU row calls the
+ * kernels of src/kernels: the same bits as before the table existed; the
+ * guard row (device_guard.c) the same kernels on memory the host may not
+ * touch.
  *
  * Pointers passed to a row's operations are that row's memory (from its
  * alloc); upload/download are the only ones that take host memory. Every
