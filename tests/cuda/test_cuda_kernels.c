@@ -159,6 +159,24 @@ static double cmp_runs(const char *shape, const char *what, float *const run[2],
     return rel;
 }
 
+/* The CPU's attention backward into a fresh dqkv (B, T, 3C): the *_first
+ * twin's from zeros, the accumulating one's onto g0 */
+static float *cpu_attention_grad(int first, const float *g0, const float *d, const float *qkv, const float *att,
+                                 int B, int T, int C, int NH) {
+    const size_t n = (size_t)B * T * 3 * C;
+    float *gi = first ? hzeros(n) : hcopy(g0, n);
+    if (first) attention_backward_first(gi, d, qkv, att, B, T, C, NH);
+    else attention_backward(gi, d, qkv, att, B, T, C, NH);
+    return gi;
+}
+
+/* A device gradient of n floats before a backward: NaN for a *_first twin
+ * (which must not read it), g0 for the accumulating one */
+static void grad_start(float *dgrad, const float *g0, size_t n, int first) {
+    if (first) dnan(dgrad, n);
+    else up(dgrad, g0, n * sizeof(float));
+}
+
 /* ---------------------------------------------------------------- shapes */
 
 typedef struct shape {
@@ -313,8 +331,7 @@ static void test_matmul(const shape *s, const char *layer, int N, int C, int OC,
         else matmul_backward_dinp(gx, d, w, N, C, OC);
         float *rx[2] = {hzeros(NC), hzeros(NC)};
         for (int r = 0; r < 2; r++) {
-            if (first) dnan(ddx, NC);
-            else up(ddx, gx0, NC * sizeof(float));
+            grad_start(ddx, gx0, NC, first);
             if (first) matmul_backward_dinp_first_cuda(ddx, ddo, dw, N, C, OC);
             else matmul_backward_dinp_cuda(ddx, ddo, dw, N, C, OC);
             synced("matmul_backward_dinp_cuda");
@@ -410,8 +427,7 @@ static void test_elementwise(const shape *s) {
         if (first) gelu_backward_first(gx, x, y, n);
         else gelu_backward(gx, x, y, n);
         for (int r = 0; r < 2; r++) {
-            if (first) dnan(dout, n);
-            else up(dout, g0, n * sizeof(float));
+            grad_start(dout, g0, n, first);
             if (first) gelu_backward_first_cuda(dout, dx, dy, n);
             else gelu_backward_cuda(dout, dx, dy, n);
             synced("gelu_backward_cuda");
@@ -513,13 +529,10 @@ static void test_attention(const shape *s) {
     float *d = hrand(BTC, 1.0f), *g0 = hrand(BT3C, 1.0f), *ddo = dfrom(d, BTC), *ddi = dalloc(BT3C);
     float *scratch = dalloc(attention_backward_cuda_scratch(B, T, NH));
     for (int first = 0; first < 2; first++) {
-        float *gi = first ? hzeros(BT3C) : hcopy(g0, BT3C);
-        if (first) attention_backward_first(gi, d, qkv, att, B, T, C, NH);
-        else attention_backward(gi, d, qkv, att, B, T, C, NH);
+        float *gi = cpu_attention_grad(first, g0, d, qkv, att, B, T, C, NH);
         float *r2[2] = {hzeros(BT3C), hzeros(BT3C)};
         for (int r = 0; r < 2; r++) {
-            if (first) dnan(ddi, BT3C);
-            else up(ddi, g0, BT3C * sizeof(float));
+            grad_start(ddi, g0, BT3C, first);
             if (first) attention_backward_first_cuda(ddi, ddo, dqkv, datt, B, T, C, NH, scratch);
             else attention_backward_cuda(ddi, ddo, dqkv, datt, B, T, C, NH, scratch);
             synced("attention_backward_cuda");
@@ -623,13 +636,10 @@ static void test_flash_mode(const char *name, int B, int T, int C, int NH, int t
     const size_t ns = attention_flash_cuda_scratch(B, T, NH);
     float *scratch = dalloc(ns);
     for (int first = 0; first < 2; first++) {
-        float *gi = first ? hzeros(BT3C) : hcopy(g0, BT3C);
-        if (first) attention_backward_first(gi, d, qkv, att, B, T, C, NH);
-        else attention_backward(gi, d, qkv, att, B, T, C, NH);
+        float *gi = cpu_attention_grad(first, g0, d, qkv, att, B, T, C, NH);
         float *r2[2] = {hzeros(BT3C), hzeros(BT3C)};
         for (int r = 0; r < 2; r++) {
-            if (first) dnan(ddi, BT3C);
-            else up(ddi, g0, BT3C * sizeof(float));
+            grad_start(ddi, g0, BT3C, first);
             dnan(scratch, ns);   /* the row dots are the kernel's to write before it reads them */
             if (first) attention_backward_flash_first_cuda(ddi, ddo, dqkv, dout, dlse, B, T, C, NH, scratch);
             else attention_backward_flash_cuda(ddi, ddo, dqkv, dout, dlse, B, T, C, NH, scratch);

@@ -45,16 +45,27 @@ static double normwise(const float *a, const float *b, size_t n) {
     return s > 0.0 ? d / s : d;
 }
 
-static void compare_grads(const hpt_model *cpu, const hpt_model *gpu, const char *what) {
-    float *g = download_all(gpu, gpu->grads);
+/* The GPU's gradients g against the CPU's, tensor by tensor, each within tol
+ * of its largest value (checked as "LABEL dNAME"); the worst tensor's
+ * difference, its name in *name */
+static double worst_grad(const hpt_model *cpu, const float *g, double tol, const char *label, const char **name) {
     double worst = 0.0;
-    const char *worst_name = "";
+    *name = "";
     for (int i = 0; i < cpu->ntensors; i++) {
         const hpt_tensor_info *t = &cpu->tensors[i];
         double e = normwise(g + t->offset, cpu->grads + t->offset, t->numel);
-        CHECK(e <= 1e-4, "%s: d%s differs by %.3g of its largest value", what, t->name, e);
-        if (e > worst || e != e) { worst = e; worst_name = t->name; }
+        CHECK(e <= tol, "%s d%s differs by %.3g of its largest value", label, t->name, e);
+        if (e > worst || e != e) { worst = e; *name = t->name; }
     }
+    return worst;
+}
+
+static void compare_grads(const hpt_model *cpu, const hpt_model *gpu, const char *what) {
+    float *g = download_all(gpu, gpu->grads);
+    char label[96];
+    snprintf(label, sizeof label, "%s:", what);
+    const char *worst_name;
+    const double worst = worst_grad(cpu, g, 1e-4, label, &worst_name);
     printf("  %s: worst gradient d%s, %.3g normwise\n", what, worst_name, worst);
     free(g);
 }
@@ -214,14 +225,10 @@ static void test_shape_bf16(const shape *s) {
     CHECK(hpt_model_backward_fresh(cpu, 1.0f) == HPT_OK && hpt_model_backward_fresh(gpu, 1.0f) == HPT_OK,
           "backward: %s", hpt_errmsg());
     float *g = download_all(gpu, gpu->grads);
-    double gworst = 0.0;
-    const char *gname = "";
-    for (int i = 0; i < cpu->ntensors; i++) {
-        const hpt_tensor_info *t = &cpu->tensors[i];
-        double e = normwise(g + t->offset, cpu->grads + t->offset, t->numel);
-        CHECK(e <= 5e-2, "%s: bf16 d%s differs by %.3g of its largest value", s->name, t->name, e);
-        if (e > gworst || e != e) { gworst = e; gname = t->name; }
-    }
+    char label[96];
+    snprintf(label, sizeof label, "%s: bf16", s->name);
+    const char *gname;
+    const double gworst = worst_grad(cpu, g, 5e-2, label, &gname);
     CHECK(gworst > 1e-6, "%s: bf16 gradients within fp32 rounding (%.3g): the bf16 kernels did not run", s->name,
           gworst);
     printf("  one backward: worst gradient d%s, %.3g normwise\n", gname, gworst);

@@ -735,17 +735,32 @@ static float *rounded_copy(const float *X, int rows, int cols, int ld, int keep)
     return c;
 }
 
-static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                           int ldc, int keep) {
+/* op(A) is arows x acols as stored, op(B) brows x bcols */
+struct gemm_dims { int arows, acols, brows, bcols; };
+
+/* cuBLAS's checks of a GEMM call, in its order: the handle, a sticky
+ * error, the sizes and operations, the leading dimensions */
+static cublasStatus_t gemm_args(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                int lda, int ldb, int ldc, gemm_dims *g) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (g_sticky) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (m < 0 || n < 0 || k < 0 || ta > CUBLAS_OP_T || tb > CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
-    int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
-    int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-    if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) || ldc < (m > 1 ? m : 1))
+    g->arows = ta == CUBLAS_OP_N ? m : k;
+    g->acols = ta == CUBLAS_OP_N ? k : m;
+    g->brows = tb == CUBLAS_OP_N ? k : n;
+    g->bcols = tb == CUBLAS_OP_N ? n : k;
+    if (lda < (g->arows > 1 ? g->arows : 1) || ldb < (g->brows > 1 ? g->brows : 1) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc, int keep) {
+    gemm_dims g;
+    const cublasStatus_t st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc, &g);
+    if (st != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return st;
+    const int arows = g.arows, acols = g.acols, brows = g.brows, bcols = g.bcols;
     /* every matrix inside a device block, as the GPU would read and write it */
     size_t aspan = ((size_t)(acols - 1) * lda + arows) * sizeof(float);
     size_t bspan = ((size_t)(bcols - 1) * ldb + brows) * sizeof(float);
@@ -802,14 +817,10 @@ static uint16_t bf16_bits(float x) {
 static cublasStatus_t gemm_bf16(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                 float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                                 void *C, cudaDataType Ctype, int ldc) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (g_sticky) return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (m < 0 || n < 0 || k < 0 || ta > CUBLAS_OP_T || tb > CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
-    int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
-    int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-    if (lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) || ldc < (m > 1 ? m : 1))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    gemm_dims g;
+    const cublasStatus_t st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc, &g);
+    if (st != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return st;
+    const int arows = g.arows, acols = g.acols, brows = g.brows, bcols = g.bcols;
     const size_t csize = Ctype == CUDA_R_16BF ? 2 : 4;
     size_t aspan = ((size_t)(acols - 1) * lda + arows) * 2, bspan = ((size_t)(bcols - 1) * ldb + brows) * 2;
     size_t cspan = ((size_t)(n - 1) * ldc + m) * csize;
