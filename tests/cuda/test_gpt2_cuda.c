@@ -70,6 +70,15 @@ static void compare_grads(const hpt_model *cpu, const hpt_model *gpu, const char
     free(g);
 }
 
+/* Both models' forward of b's tokens without its targets: the logits stay
+ * logits (with targets the probabilities overwrite them) */
+static void forward_logits(hpt_model *cpu, hpt_model *gpu, const hpt_batch *b) {
+    hpt_batch nb = *b;
+    nb.targets = NULL;
+    CHECK(hpt_model_forward(cpu, &nb, NULL) == HPT_OK && hpt_model_forward(gpu, &nb, NULL) == HPT_OK,
+          "forward without targets: %s", hpt_errmsg());
+}
+
 /* Both models from one seed start with the same weights, bit for bit */
 static void same_weights(const hpt_model *cpu, const hpt_model *gpu, const shape *s) {
     float *w = download_all(gpu, gpu->params);
@@ -121,10 +130,7 @@ static void test_shape(const shape *s) {
     hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
 
     /* logits, without targets (the probabilities overwrite them otherwise) */
-    hpt_batch nb = b;
-    nb.targets = NULL;
-    CHECK(hpt_model_forward(cpu, &nb, NULL) == HPT_OK && hpt_model_forward(gpu, &nb, NULL) == HPT_OK,
-          "forward without targets: %s", hpt_errmsg());
+    forward_logits(cpu, gpu, &b);
     float *lc = malloc((size_t)s->V * sizeof(float)), *lg = malloc((size_t)s->V * sizeof(float));
     double worst = 0.0;
     for (int row = 0; row < (int)n; row += (int)n / 7 + 1) {
@@ -200,10 +206,8 @@ static void test_shape_bf16(const shape *s) {
     const size_t n = (size_t)s->B * s->T;
     int *tok, *tgt;
     random_batch(s, &tok, &tgt);
-    hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt}, nb = b;
-    nb.targets = NULL;
-    CHECK(hpt_model_forward(cpu, &nb, NULL) == HPT_OK && hpt_model_forward(gpu, &nb, NULL) == HPT_OK,
-          "forward without targets: %s", hpt_errmsg());
+    hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
+    forward_logits(cpu, gpu, &b);
     float *lc = malloc((size_t)s->V * sizeof(float)), *lg = malloc((size_t)s->V * sizeof(float));
     double worst = 0.0;
     for (int row = 0; row < (int)n; row += (int)n / 7 + 1) {
