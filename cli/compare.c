@@ -17,6 +17,8 @@
  *      the schedule-free control (--arms ...,schedule-free: schedule-free
  *      AdamW, evaluated at its average) sweeps --lrs too, tuned like the
  *      baseline (no schedules: its rate is constant after the warmup);
+ *      and the muon arm (--arms ...,muon: Muon with RMS matching, AdamW
+ *      at the same rate) sweeps --lrs x --schedules as the baseline does;
  *   2. seeds: every arm trains at its tuned LR and schedule on every seed
  *      (the controls borrow them: stale-adam, linear and hybrid-ema the
  *      hybrid's; ema, outer-snoo and outer-124m the baseline's; hybrid-sf
@@ -62,9 +64,9 @@
 #include <unistd.h>
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
-                                              "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m"};
+                                              "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m", "muon"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
-                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE};
+                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON};
 const char *const compare_arm_predictor[NARMS] = {
     [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer"};
 const char *const compare_arm_flags[NARMS][8] = {
@@ -126,14 +128,16 @@ void usage_compare(FILE *f) {
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
-"                         schedule-free (schedule-free AdamW, its own LR        last three]\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last six]\n"
 "                         sweep; no --schedule, --decay-frac, --cooldown),\n"
 "                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
 "                         at the average), hybrid-sf (the hybrid on\n"
 "                         schedule-free AdamW at schedule-free's tuned LR),\n"
 "                         outer-snoo and outer-124m (the outer step at\n"
 "                         SNOO's 0.68/0.37/28 and a 124M wrapper's\n"
-"                         0.7/0.5/30, on the tuned baseline's LR)\n"
+"                         0.7/0.5/30, on the tuned baseline's LR), muon\n"
+"                         (--optimizer muon --muon-scale rms, --adam-lr the\n"
+"                         same LR: its own sweep of --lrs x --schedules)\n"
 "  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
 "  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
 "                         implied): every arm on every seed also trains\n"
@@ -244,7 +248,7 @@ static void parse_arms(compare *c, const char *s) {
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
-                      "hybrid-sf, outer-snoo, outer-124m)", tok);
+                      "hybrid-sf, outer-snoo, outer-124m, muon)", tok);
         if (c->arms[a]) die_usage("--arms lists '%s' twice", tok);  /* as --lrs, --schedules and --budgets do */
         c->arms[a] = 1;
     }
@@ -384,7 +388,7 @@ static void settle(compare *c, const seen *sn) {
                 "clocks measure their contention\n", c->jobs, c->threads < 1 ? (int)ncpu : c->threads,
                 c->threads < 1 ? " (all cores)" : "", ncpu);
     c->reuse_tag = compare_reuse_tag(c->data);
-    int sweep_arms = 1 + c->arms[ARM_HYBRID], narms = 0;
+    int sweep_arms = 1 + c->arms[ARM_HYBRID] + c->arms[ARM_MUON], narms = 0;
     for (int a = 0; a < NARMS; a++) narms += c->arms[a];
     /* the plan: the sweep (first seed), then each arm's tuned runs */
     c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + c->arms[ARM_SF] * c->nlrs +
@@ -401,6 +405,9 @@ static void check_before_writing(const compare *c, const seen *sn) {
     if (sn->device) {
         hpt_status st = hpt_device_check(sn->device);
         if (st != HPT_OK) die_status(st);
+        /* every muon run would exit 2 (hpt train's check): said once, here */
+        if (c->arms[ARM_MUON] && strcmp(sn->device, "cpu"))
+            die_usage("--arms muon: --optimizer muon runs on --device cpu only, not --device %s", sn->device);
     }
     static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints",
                                             "manifest.json" /* hpt tokenize's shards */};
@@ -569,8 +576,9 @@ int cmd_compare(int argc, char **argv) {
     hpt_hybrid_config_default(&hd);
     c.predictor = hd.predictor;   /* the hybrid's default (outer) */
     c.train_schedule = NULL;      /* settle: the task's default (linear to 0) */
-    c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = -1;
-    for (int a = 0; a < NARMS; a++) c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124;
+    c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = c.tuned_sched[ARM_MUON] = -1;
+    for (int a = 0; a < NARMS; a++)
+        c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124 && a != ARM_MUON;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));

@@ -25,12 +25,16 @@
  * modded-nanogpt: outer lr 0.68, momentum 0.37, every 28 steps; a 124M
  * outer-Nesterov wrapper: 0.7, 0.5, every 30), inner state kept, their
  * settings after the hybrid flags passed through (the last flag wins).
+ * muon: --optimizer muon with Moonlight's RMS matching (--muon-scale rms,
+ * --adam-lr the same rate), so that one LR grid fits Muon and AdamW alike
+ * and the sweep tunes both; its own LR sweep, under every --schedules
+ * schedule as the baseline's.
  * None is in the default --arms (add them), so an old command runs the
  * same runs. */
 enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, ARM_SNOO, ARM_O124,
-       NARMS };
+       ARM_MUON, NARMS };
 /* the arms that tune their own LR on the first seed */
-#define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF)
+#define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF || (a) == ARM_MUON)
 /* the arms trained with --mode hybrid (they get the hybrid-only flags) */
 #define ARM_HYBRID_MODE(a) \
     ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF || \
@@ -49,7 +53,7 @@ extern const char *const compare_arm_flags[NARMS][8];
 
 #define MAX_LRS 16     /* --lrs values */
 #define MAX_EXTEND 8   /* --extend-sweep: at most this many extensions per arm */
-#define NSWEEPING 3    /* the arms ARM_SWEEPS names */
+#define NSWEEPING 4    /* the arms ARM_SWEEPS names */
 #define LRS_CAP (MAX_LRS + NSWEEPING * MAX_EXTEND)  /* --lrs and every arm's extensions */
 #define MAX_SCHEDS 8
 #define MAX_SEEDS 16

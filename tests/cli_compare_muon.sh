@@ -1,0 +1,58 @@
+#!/bin/sh
+# cli_compare_muon.sh — `hpt compare --arms baseline,muon` on a tiny model
+# (no timing is judged):
+#   - the muon arm sweeps --lrs on the first seed like the baseline (under
+#     each --schedules schedule) and is tuned to its sweep's lowest final
+#     val; its runs train with --optimizer muon --muon-scale rms and
+#     --adam-lr at the same rate (summary.json: optimizer muon);
+#     results.json gives it its own tuned lr and schedule, results.md its
+#     rows in the sweep table
+#   - --arms muon with --device guard: exit 2 before anything is written
+test_name=cli_compare_muon; . tests/lib.sh
+
+words_text 4242 >"$tmp/data.txt"
+CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
+     --max-iters 40 --warmup-iters 5 --eval-iters 2 --threads 1"
+OUT="$tmp/cmp"
+run "$HPT" compare $CFG --arms baseline,muon --extend-sweep 0 --lrs 3e-3,1e-2 --schedules d2z,wsd --seeds 1 \
+    --out "$OUT"
+if [ $rc -eq 0 ] && grep -q "compare: 8 runs" "$tmp/err"; then pass "compare: exit 0 (baseline, muon; 2 LRs x 2 schedules: 8 runs)"
+else fail "compare: status $rc: $(grep -m1 'compare: .* runs' "$tmp/err"; tail -n 3 "$tmp/err")"; fi
+if python3 - "$OUT" <<'EOF'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/results.json"))
+errs = []
+sweep = [s for s in r["sweep"] if s["arm"] == "muon"]
+if len(sweep) != 4 or sorted(set(s["schedule"] for s in sweep)) != ["d2z", "wsd"]:
+    errs.append("muon's sweep: %r" % sweep)
+best = min(sweep, key=lambda s: s["final_val_loss"]) if sweep else {}
+if r["tuned_lr"].get("muon") != best.get("lr") or r["tuned_schedule"].get("muon") != best.get("schedule"):
+    errs.append("muon tuned %r %r, best %r" % (r["tuned_lr"].get("muon"), r["tuned_schedule"].get("muon"), best))
+for s in sweep:
+    rd = "%s/runs/muon-%s-lr%g-s%d" % (d, s["schedule"], s["lr"], r["seeds"][0])
+    try:
+        args = open(rd + "/compare-args.txt").read()
+        sm = json.load(open(rd + "/summary.json"))
+    except OSError as e:
+        errs.append("%s: %s" % (rd, e)); continue
+    want = "--optimizer muon --muon-scale rms --adam-lr %g" % s["lr"]
+    if want not in args or "--lr %g" % s["lr"] not in args or sm.get("optimizer") != "muon":
+        errs.append("%s: args %r, optimizer %r" % (rd, args, sm.get("optimizer")))
+base = [s for s in r["sweep"] if s["arm"] == "baseline"]
+if len(base) != 4: errs.append("baseline's sweep: %d runs" % len(base))
+md = open(d + "/results.md").read()
+if md.count("| muon ") < 2: errs.append("results.md: %d muon rows" % md.count("| muon "))
+print("     muon tuned lr %s, schedule %s; baseline %s, %s" % (r["tuned_lr"].get("muon"), r["tuned_schedule"].get("muon"),
+      r["tuned_lr"]["baseline"], r["tuned_schedule"]["baseline"]))
+if errs: print("\n".join(errs)); sys.exit(1)
+EOF
+then pass "muon tuned on its own sweep (LRs x schedules), trained muon with RMS matching; results.md rows"
+else fail "muon's sweep, tuning or runs"; fi
+
+run "$HPT" compare $CFG --arms baseline,muon --device guard --out "$tmp/g"
+if [ $rc -eq 2 ] && grep -q -- "--device cpu only" "$tmp/err" && [ ! -e "$tmp/g" ]; then
+    pass "--arms muon --device guard: exit 2, nothing written"
+else fail "--arms muon --device guard: status $rc (want 2): $(head -c 200 "$tmp/err")"; fi
+
+finish
