@@ -86,17 +86,27 @@ static void same_weights(const hpt_model *cpu, const hpt_model *gpu, const shape
     free(w);
 }
 
-/* B x T tokens and targets drawn from seed 99, the same in every test */
-static void random_batch(const shape *s, int **tok, int **tgt) {
+/* What every shape's test starts with: the weights compared (the same
+ * seed, the same bits), B x T tokens and targets drawn from seed 99 (the
+ * same in every test), and both models' logits of them (forward_logits) */
+static hpt_batch first_batch(hpt_model *cpu, hpt_model *gpu, const shape *s) {
+    same_weights(cpu, gpu, s);
     const size_t n = (size_t)s->B * s->T;
-    *tok = malloc(n * sizeof(int));
-    *tgt = malloc(n * sizeof(int));
+    int *tok = malloc(n * sizeof(int)), *tgt = malloc(n * sizeof(int));
     hpt_rng r;
     hpt_rng_seed(&r, 99);
     for (size_t i = 0; i < n; i++) {
-        (*tok)[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
-        (*tgt)[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
+        tok[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
+        tgt[i] = (int)(hpt_rng_u64(&r) % (uint64_t)s->V);
     }
+    hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
+    forward_logits(cpu, gpu, &b);
+    return b;
+}
+
+static void free_batch(hpt_batch *b) {
+    free((void *)b->tokens);
+    free((void *)b->targets);
 }
 
 static void test_shape(const shape *s) {
@@ -123,14 +133,8 @@ static void test_shape(const shape *s) {
     printf("  activations: cpu %zu B, gpu %zu B (%s attention)\n", cpu->act_bytes, gpu->act_bytes,
            mat ? "T x T" : "flash");
 
-    same_weights(cpu, gpu, s);
+    hpt_batch b = first_batch(cpu, gpu, s);
     const size_t n = (size_t)s->B * s->T;
-    int *tok, *tgt;
-    random_batch(s, &tok, &tgt);
-    hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
-
-    /* logits, without targets (the probabilities overwrite them otherwise) */
-    forward_logits(cpu, gpu, &b);
     float *lc = malloc((size_t)s->V * sizeof(float)), *lg = malloc((size_t)s->V * sizeof(float));
     double worst = 0.0;
     for (int row = 0; row < (int)n; row += (int)n / 7 + 1) {
@@ -166,7 +170,8 @@ static void test_shape(const shape *s) {
     CHECK(hpt_model_forward(gpu, &b, &loss_g) == HPT_OK && hpt_model_backward(gpu, 1.0f) == HPT_OK,
           "gpu accumulate: %s", hpt_errmsg());
     compare_grads(cpu, gpu, "two backwards accumulated");
-    free(g1); free(g2); free(tok); free(tgt);
+    free(g1); free(g2);
+    free_batch(&b);
     hpt_model_free(cpu);
     hpt_model_free(gpu);
 }
@@ -202,12 +207,8 @@ static void test_shape_bf16(const shape *s) {
           fp32_floats * sizeof(float));
     printf("  activations: bf16 %zu B (of which the weights' bf16 copy %zu B), fp32 %zu B\n",
            bf16_floats * sizeof(float), wcopy, fp32_floats * sizeof(float));
-    same_weights(cpu, gpu, s);
+    hpt_batch b = first_batch(cpu, gpu, s);
     const size_t n = (size_t)s->B * s->T;
-    int *tok, *tgt;
-    random_batch(s, &tok, &tgt);
-    hpt_batch b = {.B = s->B, .T = s->T, .tokens = tok, .targets = tgt};
-    forward_logits(cpu, gpu, &b);
     float *lc = malloc((size_t)s->V * sizeof(float)), *lg = malloc((size_t)s->V * sizeof(float));
     double worst = 0.0;
     for (int row = 0; row < (int)n; row += (int)n / 7 + 1) {
@@ -247,7 +248,7 @@ static void test_shape_bf16(const shape *s) {
     CHECK(hpt_device_cuda.set_precision("fp32") == HPT_OK, "back to fp32: %s", hpt_errmsg());
     CHECK(hpt_model_forward(gpu, &b, &loss_g) != HPT_OK && strstr(hpt_errmsg(), "precision changed"),
           "%s: a forward after the precision changed is refused (%s)", s->name, hpt_errmsg());
-    free(tok); free(tgt);
+    free_batch(&b);
     hpt_model_free(cpu);
     hpt_model_free(gpu);
 }
