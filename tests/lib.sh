@@ -8,7 +8,8 @@
 # pass/fail counting, run (status in $rc, output in $tmp/out and $tmp/err),
 # crc_of DIR, summary_field DIR KEY, same_metrics A B, words_text SEED
 # (reproducible English-ish text), nan_model SRC DST (a model.bin whose
-# parameters are NaN), set_hybr_version CKPT V, and finish, the closing line
+# parameters are NaN), set_hybr_version CKPT V, cuda_unusable (why --device
+# cuda could not run), and finish, the closing line
 # and exit status. Exits at once if ./hpt is not built.
 set -u
 HPT=${HPT:-./hpt}
@@ -240,4 +241,12 @@ struct.pack_into("<I", b, off + 16, v)
 struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
 open(p, "wb").write(b)
 PY
+}
+
+# cuda_unusable: why the last run's `--device cuda` could not be used (from
+# $tmp/err: no CUDA in this build, no device, a device or cuBLAS that cannot
+# be used), or nothing where it could: the CUDA scripts say skip on it
+cuda_unusable() {
+    grep -o -- '--device cuda: \(this hpt was built without CUDA\|no CUDA device\|CUDA device 0 cannot be used\|cuBLAS cannot be used\).*' \
+        "$tmp/err" | head -n 1
 }

@@ -26,10 +26,7 @@ words_text 1 > "$tmp/data.txt"
 head -c 3000 "$tmp/data.txt" > "$tmp/eval.txt"
 opts="--n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --max-iters 20 --eval-interval 10 --eval-iters 2 --threads 1 --seed 5"
 run $HPT train --data "$tmp/data.txt" $opts --device cuda --out "$tmp/cli"
-if grep -q -- '--device cuda: \(this hpt was built without CUDA\|no CUDA device\|CUDA device 0 cannot be used\|cuBLAS cannot be used\)' "$tmp/err"; then
-    echo "skip: $(grep -o -- '--device cuda: .*' "$tmp/err" | head -n 1)"
-    exit 0
-fi
+why=$(cuda_unusable); [ -z "$why" ] || { echo "skip: $why"; exit 0; }
 [ "$rc" -eq 0 ] || { fail "hpt train --device cuda (rc $rc: $(cat "$tmp/err"))"; finish; exit; }
 $HPT sample --model "$tmp/cli/model.bin" --tokens 40 --seed 3 --temperature 0.8 --top-k 5 --device cuda > "$tmp/sample.txt" 2>"$tmp/err"
 $HPT eval --model "$tmp/cli/model.bin" --data "$tmp/eval.txt" --device cuda > "$tmp/eval.json" 2>>"$tmp/err"
