@@ -101,8 +101,8 @@ int  hpt_get_threads(void);
 /* The OpenBLAS kernel family in use ("Haswell", "SkylakeX", "Prescott", ...). */
 const char *hpt_blas_core(void);
 /* Who chose that family: "openblas" (its own pick for this CPU),
- * "OPENBLAS_CORETYPE" (the user's), or "hpt" (OpenBLAS fell back to Prescott
- * on this CPU). OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and
+ * "OPENBLAS_CORETYPE" (the user's), "hpt" (OpenBLAS fell back to Prescott
+ * on this CPU), or "none" in a build without BLAS. OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and
  * falls back to its slow SSE3 "Prescott" kernels; hpt then switches the
  * process's OpenBLAS to the family the CPU runs ("SkylakeX" with AVX-512,
  * "Haswell" with AVX2+FMA) as the library loads, before any BLAS call of its

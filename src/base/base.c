@@ -187,8 +187,13 @@ const char *hpt_blas_core(void) {
 #endif
 }
 
-/* How the kernel family in use was chosen, for hpt_blas_origin. */
+/* How the kernel family in use was chosen, for hpt_blas_origin ("none"
+ * where the build has no BLAS: hpt_blas_core says naive matmul). */
+#ifdef HPT_NO_BLAS
+static const char *g_blas_origin = "none";
+#else
 static const char *g_blas_origin = "openblas";
+#endif
 
 const char *hpt_blas_origin(void) { return g_blas_origin; }
 
