@@ -21,25 +21,13 @@ words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 \
      --max-iters 120 --warmup-iters 10 --lr 0.02 --adam-lr 3e-3 --eval-interval 40 --eval-iters 2 --save-interval 20 \
      --threads 1 --optimizer muon"
-vals() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["val_loss"]) for l in open(sys.argv[1]) if "val_loss" in l))' "$1/metrics.jsonl"; }
 
 # ---------------------------------------------------------------- (a)
 run "$HPT" train $CFG --out "$tmp/a"
 X=$(crc_of "$tmp/a")
 if [ $rc -eq 0 ] && [ -n "$X" ]; then pass "(a) muon run: param_crc32 $X"
 else fail "(a) muon run: status $rc: $(tail -n 3 "$tmp/err")"; fi
-if python3 - "$tmp/a" <<'EOF'
-import json, math, sys
-d = sys.argv[1]
-lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-vals = [l["val_loss"] for l in lines if "val_loss" in l]
-s = json.load(open(d + "/summary.json"))
-lrs = [l["lr"] for l in lines]
-print("     val losses %s, lr %g .. %g (peak %g)" % (" ".join("%.3f" % v for v in vals), lrs[0], lrs[-1], max(lrs)))
-ok = (len(vals) == 3 and vals[-1] < vals[0] - 0.2 and vals[-1] < math.log(30) and s["optimizer"] == "muon"
-      and abs(max(lrs) - 0.02) < 1e-7)
-sys.exit(0 if ok else 1)
-EOF
+if curve_ok "$tmp/a" 'len(vals) == 3 and vals[-1] < vals[0] - 0.2 and vals[-1] < math.log(30) and s["optimizer"] == "muon" and abs(max(lrs) - 0.02) < 1e-7'
 then pass "(a) it learns; summary: optimizer muon; lr is Muon's --lr schedule"
 else fail "(a) learning, summary or lr"; fi
 if grep -q 'muon' "$tmp/err"; then pass "(a) the config line names muon"
@@ -50,9 +38,9 @@ d="$tmp/b"
 kill_after "$d" 2 40 $CFG
 run "$HPT" train --resume "$d"
 c=$(crc_of "$d")
-if [ $rc -eq 0 ] && [ "$c" = "$X" ] && [ "$(vals "$d")" = "$(vals "$tmp/a")" ]; then
+if [ $rc -eq 0 ] && [ "$c" = "$X" ] && [ "$(val_losses "$d")" = "$(val_losses "$tmp/a")" ]; then
     pass "(b) SIGKILL ($how), resume: param_crc32 $c and the same val losses"
-else fail "(b) resume ($how): status $rc, param_crc32 $c, want $X; vals $(vals "$d") vs $(vals "$tmp/a")"; fi
+else fail "(b) resume ($how): status $rc, param_crc32 $c, want $X; vals $(val_losses "$d") vs $(val_losses "$tmp/a")"; fi
 
 # ---------------------------------------------------------------- (c)
 run "$HPT" train $CFG --muon-scale rms --muon-ns-steps 3 --lr 3e-3 --out "$tmp/c"
@@ -66,7 +54,7 @@ if [ -f "$FM/train-images-idx3-ubyte.gz" ]; then
     for model in mlp cnn; do
         run "$HPT" train --task fashion-mnist --model $model --data "$FM" --optimizer muon --lr 0.02 --max-iters 30 \
             --warmup-iters 5 --eval-interval 0 --eval-iters 4 --batch-size 64 --threads 1 --out "$tmp/f$model"
-        v=$(vals "$tmp/f$model")
+        v=$(val_losses "$tmp/f$model")
         if [ $rc -eq 0 ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1.5 else 1)" "$v"; then
             pass "(d) fashion-mnist $model with muon: 30 steps, val loss $v"
         else fail "(d) fashion-mnist $model with muon: status $rc, val $v: $(tail -n 2 "$tmp/err")"; fi

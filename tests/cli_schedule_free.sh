@@ -21,24 +21,13 @@ words_text 777 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 \
      --max-iters 200 --warmup-iters 20 --lr 3e-3 --eval-interval 50 --eval-iters 2 --save-interval 20 --threads 1 \
      --optimizer schedule-free"
-vals() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["val_loss"]) for l in open(sys.argv[1]) if "val_loss" in l))' "$1/metrics.jsonl"; }
 
 # ---------------------------------------------------------------- (a)
 run "$HPT" train $CFG --out "$tmp/a"
 X=$(crc_of "$tmp/a")
 if [ $rc -eq 0 ] && [ -n "$X" ]; then pass "(a) schedule-free run: param_crc32 $X"
 else fail "(a) schedule-free run: status $rc"; fi
-if python3 - "$tmp/a" <<'EOF'
-import json, math, sys
-d = sys.argv[1]
-lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-vals = [l["val_loss"] for l in lines if "val_loss" in l]
-s = json.load(open(d + "/summary.json"))
-lrs = [l["lr"] for l in lines]
-ok = (len(vals) == 4 and vals[-1] < vals[0] - 0.2 and vals[-1] < math.log(30) and s["optimizer"] == "schedule-free"
-      and s["schedule"] == "constant" and abs(lrs[0] - 3e-3 / 20) < 1e-9 and all(abs(x - 3e-3) < 1e-9 for x in lrs[19:]))
-print("     val losses %s, lr %g .. %g" % (" ".join("%.3f" % v for v in vals), lrs[0], lrs[-1]))
-EOF
+if curve_ok "$tmp/a" 'len(vals) == 4 and vals[-1] < vals[0] - 0.2 and vals[-1] < math.log(30) and s["optimizer"] == "schedule-free" and s["schedule"] == "constant" and abs(lrs[0] - 3e-3 / 20) < 1e-9 and all(abs(x - 3e-3) < 1e-9 for x in lrs[19:])'
 then pass "(a) it learns; summary: optimizer schedule-free, schedule constant; lr warmup then constant"
 else fail "(a) learning, summary or lr"; fi
 if grep -q 'schedule-free' "$tmp/err"; then pass "(a) the config line names schedule-free"
@@ -62,9 +51,9 @@ if [ -e "$d/summary.json" ]; then
 fi
 run "$HPT" train --resume "$d"
 c=$(crc_of "$d")
-if [ $rc -eq 0 ] && [ "$c" = "$X" ] && [ "$(vals "$d")" = "$(vals "$tmp/a")" ]; then
+if [ $rc -eq 0 ] && [ "$c" = "$X" ] && [ "$(val_losses "$d")" = "$(val_losses "$tmp/a")" ]; then
     pass "(b) SIGKILL after ckpt 100 ($how), resume: param_crc32 $c and the same val losses"
-else fail "(b) resume ($how): status $rc, param_crc32 $c, want $X; vals $(vals "$d") vs $(vals "$tmp/a")"; fi
+else fail "(b) resume ($how): status $rc, param_crc32 $c, want $X; vals $(val_losses "$d") vs $(val_losses "$tmp/a")"; fi
 
 # ---------------------------------------------------------------- (c)
 run "$HPT" sample --model "$tmp/a/model.bin" --tokens 40 --seed 1 --threads 1

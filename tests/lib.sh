@@ -35,6 +35,25 @@ crc_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["para
 # summary_field DIR KEY: a member of DIR/summary.json ("" if missing)
 summary_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$1/summary.json" "$2" 2>/dev/null; }
 
+# curve_ok DIR COND: prints DIR's val losses and lr range and exits 0 when the
+# Python expression COND holds over lines (metrics.jsonl, parsed), vals (its
+# val losses), lrs (its lr per step) and s (summary.json); math is imported.
+curve_ok() {
+    python3 - "$1" "$2" <<'EOF'
+import json, math, sys
+d, cond = sys.argv[1], sys.argv[2]
+lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+vals = [l["val_loss"] for l in lines if "val_loss" in l]
+s = json.load(open(d + "/summary.json"))
+lrs = [l["lr"] for l in lines]
+print("     val losses %s, lr %g .. %g (peak %g)" % (" ".join("%.3f" % v for v in vals), lrs[0], lrs[-1], max(lrs)))
+sys.exit(0 if eval(cond) else 1)
+EOF
+}
+
+# val_losses DIR: DIR's val losses from metrics.jsonl, one line
+val_losses() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["val_loss"]) for l in open(sys.argv[1]) if "val_loss" in l))' "$1/metrics.jsonl"; }
+
 # same_metrics A B: A's and B's metrics.jsonl equal line for line but for the
 # wall-clock fields (time_s, rss_bytes, step_ms)
 same_metrics() {

@@ -68,12 +68,51 @@ static inline const char *test_tmp_path(const char *name) {
     return p;
 }
 
+/* Reads "TAG v1 ... vn" from a fixture into v; 0 when the tag or a value
+ * is not there. */
+static inline int test_read_tagged(FILE *f, const char *tag, float *v, int n) {
+    char t[16];
+    if (fscanf(f, "%15s", t) != 1 || strcmp(t, tag)) return 0;
+    for (int i = 0; i < n; i++) if (fscanf(f, "%f", &v[i]) != 1) return 0;
+    return 1;
+}
+
+/* Opens a committed fixture (tools/ref writes them) and reads past its first
+ * line, a '#' comment naming the command that made it; NULL after a failed
+ * CHECK when the file is missing or does not start so. Runs from the repo root. */
+static inline FILE *test_fixture_open(const char *path) {
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s (run from the repo root)", path);
+    if (!f) return NULL;
+    char comment[256];
+    int ok = fgets(comment, sizeof comment, f) && comment[0] == '#';
+    CHECK(ok, "%s: first line is not the '#' comment", path);
+    if (!ok) { fclose(f); return NULL; }
+    return f;
+}
+
 static inline void test_tmpdir_remove(void) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmpdir());
     if (strncmp(test_tmpdir(), "/tmp/", 5) == 0 && system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", test_tmpdir());
 }
+
+#ifdef HPT_SETTINGS_H
+/* c's TCFG encoded at version ver and decoded into d (reset to the defaults
+ * first), as a checkpoint stores and reads it; 1 when the decode succeeds and
+ * reads every byte. d's strings point into a static buffer. */
+static inline int test_tcfg_round_trip(const hpt_train_config *c, unsigned ver, hpt_train_config *d) {
+    static unsigned char buf[20000];
+    static char strs[9000];
+    int n;
+    const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
+    size_t len = hpt_settings_encode(rows, n, c, ver, 0, buf, sizeof buf);
+    hpt_train_config_default(d);
+    hpt_cursor k = {buf, len, 0};
+    return len > 0 && hpt_settings_decode(rows, n, d, ver, 0, &k, strs, sizeof strs) && k.pos == len;
+}
+#endif
 
 #ifdef HPT_BASE_H
 /* A module's checkpoint bytes, for save/load round trips: save writes into

@@ -30,13 +30,6 @@
 #define NMAX 512
 #define TMAX 8
 
-static int read_vals(FILE *f, const char *tag, float *v, int n) {
-    char t[16];
-    if (fscanf(f, "%15s", t) != 1 || strcmp(t, tag)) return 0;
-    for (int i = 0; i < n; i++) if (fscanf(f, "%f", &v[i]) != 1) return 0;
-    return 1;
-}
-
 typedef struct fixture_model {
     hpt_model m;
     char names[TMAX][17];
@@ -71,11 +64,8 @@ static int read_table(FILE *f, fixture_model *fm) {
 }
 
 static void test_torch_fixture(void) {
-    FILE *f = fopen(FIXTURE, "r");
-    CHECK(f != NULL, "cannot open %s (run from the repo root)", FIXTURE);
+    FILE *f = test_fixture_open(FIXTURE);
     if (!f) return;
-    char comment[256];
-    CHECK(fgets(comment, sizeof comment, f) && comment[0] == '#', "fixture comment line");
     static fixture_model fm;
     CHECK(read_table(f, &fm), "fixture tensor table");
     hpt_model *m = &fm.m;
@@ -88,18 +78,18 @@ static void test_torch_fixture(void) {
         float mom, wd, b1, b2, eps, clip;
         CHECK(fscanf(f, " run %15s %d %f %f %f %f %f %f %d", scale, &ns, &mom, &wd, &b1, &b2, &eps, &clip, &steps) == 9,
               "fixture run %d header", run);
-        CHECK(read_vals(f, "init", m->params, n), "fixture init");
+        CHECK(test_read_tagged(f, "init", m->params, n), "fixture init");
         memset(fm.m1, 0, sizeof fm.m1);
         memset(fm.m2, 0, sizeof fm.m2);
         double worst = 0;
         for (int t = 1; t <= steps; t++) {
             float mlr, alr, norm;
             CHECK(fscanf(f, " lr %f %f", &mlr, &alr) == 2, "fixture lr of step %d", t);
-            CHECK(read_vals(f, "grad", m->grads, n), "fixture grad of step %d", t);
+            CHECK(test_read_tagged(f, "grad", m->grads, n), "fixture grad of step %d", t);
             const hpt_adamw o = {.lr = alr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .grad_clip = clip};
             const hpt_muon mu = {.lr = mlr, .momentum = mom, .ns_steps = ns, .rms = !strcmp(scale, "rms")};
             CHECK(hpt_muon_step(m, fm.m1, fm.m2, scratch, &o, &mu, t, &norm) == HPT_OK, "step %d", t);
-            CHECK(read_vals(f, "params", want, n), "fixture params of step %d", t);
+            CHECK(test_read_tagged(f, "params", want, n), "fixture params of step %d", t);
             for (int i = 0; i < n; i++) {
                 worst = fmax(worst, fabs(m->params[i] - want[i]) / fmax(fabs(want[i]), 0.1));
                 CHECK_NEAR(m->params[i], want[i], 1e-7, 1e-6, "params");
@@ -115,10 +105,9 @@ static void test_torch_fixture(void) {
 /* The same steps at 1 and 2 threads: the same bits. */
 static void test_threads(void) {
     static fixture_model a, b;
-    FILE *f = fopen(FIXTURE, "r");
+    FILE *f = test_fixture_open(FIXTURE);
     if (!f) return;
-    char comment[256];
-    CHECK(fgets(comment, sizeof comment, f) && read_table(f, &a), "fixture");
+    CHECK(read_table(f, &a), "fixture");
     fclose(f);
     b = a;
     b.m.params = b.params;
@@ -214,10 +203,6 @@ static void test_families(void) {
 }
 
 static void test_tcfg(void) {
-    int n;
-    const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
-    unsigned char buf[20000];
-    char strs[9000];
     hpt_train_config c, d;
     hpt_train_config_default(&c);
     CHECK(c.adam_lr == 1e-3f && c.muon_momentum == 0.95f && c.muon_ns_steps == 5 && !strcmp(c.muon_scale, "spectral"),
@@ -228,18 +213,12 @@ static void test_tcfg(void) {
     c.muon_momentum = 0.9f;
     c.muon_ns_steps = 3;
     c.muon_scale = "rms";
-    size_t n8 = hpt_settings_encode(rows, n, &c, 8, 0, buf, sizeof buf);
-    hpt_train_config_default(&d);
-    hpt_cursor k = {buf, n8, 0};
-    CHECK(hpt_settings_decode(rows, n, &d, 8, 0, &k, strs, sizeof strs) && k.pos == n8 && !strcmp(d.optimizer, "muon") &&
-          d.adam_lr == 4e-3f && d.muon_momentum == 0.9f && d.muon_ns_steps == 3 && !strcmp(d.muon_scale, "rms"),
+    CHECK(test_tcfg_round_trip(&c, 8, &d) && !strcmp(d.optimizer, "muon") && d.adam_lr == 4e-3f &&
+          d.muon_momentum == 0.9f && d.muon_ns_steps == 3 && !strcmp(d.muon_scale, "rms"),
           "v8 round trip: %s", hpt_errmsg());
     c.optimizer = "adamw";
-    size_t n7 = hpt_settings_encode(rows, n, &c, 7, 0, buf, sizeof buf);
-    hpt_train_config_default(&d);
-    k = (hpt_cursor){buf, n7, 0};
-    CHECK(hpt_settings_decode(rows, n, &d, 7, 0, &k, strs, sizeof strs) && k.pos == n7 && d.adam_lr == 1e-3f &&
-          d.muon_ns_steps == 5 && !strcmp(d.muon_scale, "spectral"), "a v7 TCFG decodes to Muon's defaults");
+    CHECK(test_tcfg_round_trip(&c, 7, &d) && d.adam_lr == 1e-3f && d.muon_ns_steps == 5 &&
+          !strcmp(d.muon_scale, "spectral"), "a v7 TCFG decodes to Muon's defaults");
     c.optimizer = "muon";
     c.device = "guard";
     CHECK(hpt_train_config_check(&c) != HPT_OK && strstr(hpt_errmsg(), "--device cpu only"), "muon on guard: %s",

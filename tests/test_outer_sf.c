@@ -35,13 +35,6 @@ typedef struct ref {
     float y[N], z[N], x[N], v[N], anchor[N], u[N];
 } ref;
 
-static int read_line(FILE *f, const char *tag, float *v, int n) {
-    char t[16];
-    if (fscanf(f, "%15s", t) != 1 || strcmp(t, tag)) return 0;
-    for (int i = 0; i < n; i++) if (fscanf(f, "%f", &v[i]) != 1) return 0;
-    return 1;
-}
-
 static int load(ref *r) {
     FILE *f = fopen(FIXTURE, "r");
     if (!f) return 0;
@@ -49,11 +42,11 @@ static int load(ref *r) {
     int ok = fgets(comment, sizeof comment, f) && comment[0] == '#' &&
              fscanf(f, " setup %d %d %d %d %d %d %f %f %f %f %f %f %f %f %f", &r->n, &r->ndecay, &r->W, &r->H, &r->T,
                     &r->warmup, &r->lr, &r->b1, &r->b2, &r->eps, &r->wd, &r->eta, &r->mu, &r->s1, &r->s2) == 15 &&
-             r->n == N && r->W + 2 * r->H + r->T <= MAXSTEPS && read_line(f, "init", r->init, N);
+             r->n == N && r->W + 2 * r->H + r->T <= MAXSTEPS && test_read_tagged(f, "init", r->init, N);
     r->steps = r->W + 2 * r->H + r->T;
-    for (int t = 0; ok && t < r->steps; t++) ok = read_line(f, "grad", r->grad[t], N);
-    ok = ok && read_line(f, "y", r->y, N) && read_line(f, "z", r->z, N) && read_line(f, "x", r->x, N) &&
-         read_line(f, "v", r->v, N) && read_line(f, "anchor", r->anchor, N) && read_line(f, "u", r->u, N);
+    for (int t = 0; ok && t < r->steps; t++) ok = test_read_tagged(f, "grad", r->grad[t], N);
+    ok = ok && test_read_tagged(f, "y", r->y, N) && test_read_tagged(f, "z", r->z, N) && test_read_tagged(f, "x", r->x, N) &&
+         test_read_tagged(f, "v", r->v, N) && test_read_tagged(f, "anchor", r->anchor, N) && test_read_tagged(f, "u", r->u, N);
     fclose(f);
     return ok;
 }

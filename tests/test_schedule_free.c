@@ -19,27 +19,16 @@
 #define FIXTURE "tests/fixtures/schedule_free_ref.txt"
 #define NMAX 16
 
-/* Reads "TAG v1 v2 ..." (n values) from f; 0 on a mismatch. */
-static int read_line(FILE *f, const char *tag, float *v, int n) {
-    char t[16];
-    if (fscanf(f, "%15s", t) != 1 || strcmp(t, tag)) return 0;
-    for (int i = 0; i < n; i++) if (fscanf(f, "%f", &v[i]) != 1) return 0;
-    return 1;
-}
-
 static void test_torch_fixture(void) {
-    FILE *f = fopen(FIXTURE, "r");
-    CHECK(f != NULL, "cannot open %s", FIXTURE);
+    FILE *f = test_fixture_open(FIXTURE);
     if (!f) return;
-    char comment[256];
-    CHECK(fgets(comment, sizeof comment, f) && comment[0] == '#', "fixture comment line");
     int n, ndecay, steps, warmup;
     float lr, b1, b2, eps, wd;
     CHECK(fscanf(f, " params %d %d %d %d %f %f %f %f %f", &n, &ndecay, &steps, &warmup, &lr, &b1, &b2, &eps, &wd) == 9
           && n <= NMAX && ndecay < n, "fixture header");
     static hpt_model m;
     float y[NMAX], g[NMAX], z[NMAX], x[NMAX], v[NMAX] = {0}, ry[NMAX], rz[NMAX];
-    CHECK(read_line(f, "init", y, n), "fixture init");
+    CHECK(test_read_tagged(f, "init", y, n), "fixture init");
     memcpy(z, y, sizeof y);
     memcpy(x, y, sizeof y);
     m.params = y;
@@ -58,11 +47,11 @@ static void test_torch_fixture(void) {
     hpt_sf_state s = {0};
     double worst = 0;
     for (int t = 0; t < steps; t++) {
-        CHECK(read_line(f, "grad", g, n), "fixture grad of step %d", t + 1);
+        CHECK(test_read_tagged(f, "grad", g, n), "fixture grad of step %d", t + 1);
         hpt_adamw o = {.lr = hpt_lr_at(&c, t), .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd};
         float norm;
         CHECK(hpt_sf_step(&m, z, x, v, &s, &o, t + 1, &norm) == HPT_OK, "step %d", t + 1);
-        CHECK(read_line(f, "y", ry, n) && read_line(f, "z", rz, n), "fixture y, z of step %d", t + 1);
+        CHECK(test_read_tagged(f, "y", ry, n) && test_read_tagged(f, "z", rz, n), "fixture y, z of step %d", t + 1);
         for (int i = 0; i < n; i++) {
             double ey = fabs(y[i] - ry[i]) / fmax(fabs(ry[i]), 1e-3), ez = fabs(z[i] - rz[i]) / fmax(fabs(rz[i]), 1e-3);
             worst = fmax(worst, fmax(ey, ez));
@@ -119,7 +108,6 @@ static void test_tcfg(void) {
     int n;
     const hpt_setting *rows = hpt_settings(HPT_SET_TRAIN, &n);
     unsigned char buf[20000];
-    char strs[9000];
     hpt_train_config c, d;
     hpt_train_config_default(&c);
     CHECK(!strcmp(c.optimizer, "adamw"), "the default optimizer is adamw");
@@ -128,18 +116,10 @@ static void test_tcfg(void) {
     size_t n4 = hpt_settings_encode(rows, n, &c, 4, 0, buf, sizeof buf);
     size_t n3 = hpt_settings_encode(rows, n, &c, 3, 0, buf, sizeof buf);
     CHECK(n4 == n3 + 4 + 13, "TCFG v4 appends the optimizer (%zu vs %zu)", n4, n3);
-    n4 = hpt_settings_encode(rows, n, &c, 4, 0, buf, sizeof buf);
-    hpt_train_config_default(&d);
-    hpt_cursor k = {buf, n4, 0};
-    CHECK(hpt_settings_decode(rows, n, &d, 4, 0, &k, strs, sizeof strs) && k.pos == n4 &&
-          !strcmp(d.optimizer, "schedule-free"), "v4 round trip: %s", hpt_errmsg());
-    for (unsigned ver = 1; ver <= 3; ver++) {
-        size_t nv = hpt_settings_encode(rows, n, &c, ver, 0, buf, sizeof buf);
-        hpt_train_config_default(&d);
-        k = (hpt_cursor){buf, nv, 0};
-        CHECK(hpt_settings_decode(rows, n, &d, ver, 0, &k, strs, sizeof strs) && k.pos == nv &&
-              !strcmp(d.optimizer, "adamw"), "a v%u TCFG decodes to adamw", ver);
-    }
+    CHECK(test_tcfg_round_trip(&c, 4, &d) && !strcmp(d.optimizer, "schedule-free"), "v4 round trip: %s",
+          hpt_errmsg());
+    for (unsigned ver = 1; ver <= 3; ver++)
+        CHECK(test_tcfg_round_trip(&c, ver, &d) && !strcmp(d.optimizer, "adamw"), "a v%u TCFG decodes to adamw", ver);
     c.optimizer = "sgd";
     CHECK(hpt_train_config_check(&c) != HPT_OK && strstr(hpt_errmsg(), "--optimizer"), "an unknown optimizer: %s",
           hpt_errmsg());

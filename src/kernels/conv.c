@@ -81,6 +81,16 @@ static void col2im(float *dinp, const float *dcols, int C, int H, int W, int K, 
 
 /* ---------------------------------------------------------------- reference */
 
+/* The kernel taps of output pixel (oh, ow) that land inside the unpadded
+ * H x W input: rows [ki0, ki1), columns [kj0, kj1) (input row oh - P + ki). */
+typedef struct conv_window { int ki0, ki1, kj0, kj1; } conv_window;
+
+static inline conv_window conv_window_at(int oh, int ow, int P, int K, int H, int W) {
+    conv_window w = {P - oh > 0 ? P - oh : 0, H + P - oh < K ? H + P - oh : K,
+                     P - ow > 0 ? P - ow : 0, W + P - ow < K ? W + P - ow : K};
+    return w;
+}
+
 void conv2d_forward_ref(float *out, const float *inp, const float *weight, const float *bias,
                         int B, int C, int H, int W, int OC, int K, int P) {
     const int OH = H + 2 * P - K + 1, OW = W + 2 * P - K + 1;
@@ -89,18 +99,13 @@ void conv2d_forward_ref(float *out, const float *inp, const float *weight, const
         for (int o = 0; o < OC; o++)
             for (int oh = 0; oh < OH; oh++)
                 for (int ow = 0; ow < OW; ow++) {
+                    const conv_window w = conv_window_at(oh, ow, P, K, H, W);
                     float s = bias ? bias[o] : 0.0f;
                     for (int c = 0; c < C; c++)
-                        for (int ki = 0; ki < K; ki++) {
-                            int ih = oh - P + ki;
-                            if (ih < 0 || ih >= H) continue;
-                            for (int kj = 0; kj < K; kj++) {
-                                int iw = ow - P + kj;
-                                if (iw < 0 || iw >= W) continue;
+                        for (int ki = w.ki0; ki < w.ki1; ki++)
+                            for (int kj = w.kj0; kj < w.kj1; kj++)
                                 s += weight[((size_t)(o * C + c) * K + ki) * K + kj] *
-                                     inp[(((size_t)b * C + c) * H + ih) * W + iw];
-                            }
-                        }
+                                     inp[(((size_t)b * C + c) * H + oh - P + ki) * W + ow - P + kj];
                     out[(((size_t)b * OC + o) * OH + oh) * OW + ow] = s;
                 }
 }
@@ -117,17 +122,12 @@ void conv2d_backward_ref(float *dinp, float *dweight, float *dbias, const float 
                 for (int o = 0; o < OC; o++)
                     for (int oh = 0; oh < OH; oh++)
                         for (int ow = 0; ow < OW; ow++) {
+                            const conv_window w = conv_window_at(oh, ow, P, K, H, W);
                             float d = dout[(((size_t)b * OC + o) * OH + oh) * OW + ow];
-                            for (int ki = 0; ki < K; ki++) {
-                                int ih = oh - P + ki;
-                                if (ih < 0 || ih >= H) continue;
-                                for (int kj = 0; kj < K; kj++) {
-                                    int iw = ow - P + kj;
-                                    if (iw < 0 || iw >= W) continue;
-                                    dinp[(((size_t)b * C + c) * H + ih) * W + iw] +=
+                            for (int ki = w.ki0; ki < w.ki1; ki++)
+                                for (int kj = w.kj0; kj < w.kj1; kj++)
+                                    dinp[(((size_t)b * C + c) * H + oh - P + ki) * W + ow - P + kj] +=
                                         d * weight[((size_t)(o * C + c) * K + ki) * K + kj];
-                                }
-                            }
                         }
     }
     /* dweight, dbias: each output channel is owned by one thread */
@@ -136,19 +136,14 @@ void conv2d_backward_ref(float *dinp, float *dweight, float *dbias, const float 
         for (int b = 0; b < B; b++)
             for (int oh = 0; oh < OH; oh++)
                 for (int ow = 0; ow < OW; ow++) {
+                    const conv_window w = conv_window_at(oh, ow, P, K, H, W);
                     float d = dout[(((size_t)b * OC + o) * OH + oh) * OW + ow];
                     if (dbias) dbias[o] += d;
                     for (int c = 0; c < C; c++)
-                        for (int ki = 0; ki < K; ki++) {
-                            int ih = oh - P + ki;
-                            if (ih < 0 || ih >= H) continue;
-                            for (int kj = 0; kj < K; kj++) {
-                                int iw = ow - P + kj;
-                                if (iw < 0 || iw >= W) continue;
+                        for (int ki = w.ki0; ki < w.ki1; ki++)
+                            for (int kj = w.kj0; kj < w.kj1; kj++)
                                 dweight[((size_t)(o * C + c) * K + ki) * K + kj] +=
-                                    d * inp[(((size_t)b * C + c) * H + ih) * W + iw];
-                            }
-                        }
+                                    d * inp[(((size_t)b * C + c) * H + oh - P + ki) * W + ow - P + kj];
                 }
     }
 }
