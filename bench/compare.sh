@@ -14,6 +14,7 @@
 #   tuned-*            the tuned protocol on those workloads (below)
 #   issue26-*          the outer step's published settings under that protocol
 #                      (below; the name is the workload's, kept for its results)
+#   muon-*             Muon against the best tuned AdamW schedule (below)
 #
 # BENCH_TAG=T (e.g. the machine) keeps a re-measurement apart: runs go to
 # runs/bench-compare-<workload>-T/ and results to bench/results/compare-<workload>-T/.
@@ -68,6 +69,13 @@ I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-
 SEEDS=${SEEDS:-5}
 BUDGETS=${BUDGETS:-0.9,0.8}
 I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,outer-snoo,outer-124m --budgets $BUDGETS"
+# muon-*: the arms baseline and muon (Muon with RMS matching, so one swept
+# rate serves Muon and AdamW), each tuned over the three schedules x --lrs
+# (sweeps extended until the best rate is inside), the same budgets; the
+# workloads above plus the 6x384 GPT at 4x its tokens per step (batch 48),
+# where Newton-Schulz's fixed cost per step weighs less against the GEMMs.
+IMU="--schedules cosine,d2z,wsd --arms baseline,muon --budgets $BUDGETS"
+G6="--n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --max-iters 400 --warmup-iters 40 --eval-iters 20"
 for w in $workloads; do
     case $w in
     shakespeare-cpu)
@@ -100,8 +108,22 @@ for w in $workloads; do
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
             --seeds $SEEDS $I26 --threads $THREADS --jobs $JOBS ;;
+    muon-shakespeare-cpu)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs 2e-3,4e-3,8e-3 --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
+    muon-shakespeare-6x384)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE $G6 --batch-size 12 --lrs 5e-4,1e-3,2e-3 --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
+    muon-shakespeare-6x384-b48)
+        [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
+        run_workload $w --data $SHAKE $G6 --batch-size 48 --lrs 1e-3,2e-3,4e-3 --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
+    muon-fashion-cnn)
+        [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+        run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
+            --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
     *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn," \
             "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn, issue26-shakespeare-cpu," \
-            "issue26-fashion-cnn)" >&2; exit 2 ;;
+            "issue26-fashion-cnn, muon-shakespeare-cpu, muon-shakespeare-6x384, muon-shakespeare-6x384-b48," \
+            "muon-fashion-cnn)" >&2; exit 2 ;;
     esac
 done
