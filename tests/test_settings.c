@@ -13,7 +13,7 @@
  */
 #include "../src/hybrid/divergence.h"
 #include "../src/hybrid/hybrid_internal.h"
-#include "../src/hybrid/phased/phase.h"
+#include "../src/hybrid/phased/phased.h"
 #include "../src/hybrid/predict.h"
 #include "../src/train/settings.h"
 #include "test.h"
@@ -144,7 +144,7 @@ static void test_defaults(void) {
     /* the table's hybrid defaults are the phase controller's and the divergence monitor's */
     hpt_phase_config pc, pt;
     hpt_phase_config_default(&pc);
-    hpt_hyb_to_phase_config(&h, &pt);
+    hpt_phased_phase_config(&h, &pt);
     CHECK(!memcmp(&pc, &pt, sizeof pc), "hybrid defaults = phase controller defaults");
     hpt_div_config dc, dt;
     hpt_div_config_default(&dc);
