@@ -101,7 +101,11 @@ typedef struct hybrid {
  *     the outer state (hybrid_outer, field by field; zeros off the outer path)
  *   [phased]: only with a phased predictor; [learned dynamics]: with a
  *   phased predictor or --outer-gate dynamics (both follow from the config,
- *   which the reader checks first); [schedule-free]: only under
+ *   which the reader checks first). The bracketed blocks and the driver
+ *   arrays' three scalars of theirs (have_prev_upd, next_pred_loss,
+ *   accept_ema) are the phased design's: its extension row walks and sets
+ *   them at these places (extension.h's parts and words), which keeps the
+ *   layout of the checkpoints written before it became an extension; [schedule-free]: only under
  *   --optimizer schedule-free (the trainer's config, TCFG). A read checks every block length, every
  *   index, count, flag and enum before the run continues.
  * version 7 writes the bracketed blocks only where they exist; version 6
