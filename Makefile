@@ -8,6 +8,8 @@
 #   make ARCH=x86-64-v3  another target than this CPU (-march=ARCH; default
 #                        native), in build-ARCH/ with its own build-ARCH/hpt:
 #                        e.g. the AVX2 build timed and tested on an AVX-512 machine
+#   make PHASED=0        libhpt and hpt without the phased design (src/hybrid/
+#                        phased/), in build-nophased/ with its own hpt
 #   make CUDA=1          the CUDA backend (src/cuda/*.cu, nvcc, cuBLAS); the
 #                        default when nvcc is on PATH (CUDA=0: never; SANITIZE
 #                        builds default to 0). CUDA_ARCH=90 (H100/H200) is the
@@ -28,6 +30,7 @@ OMP     ?= 1
 DEBUG   ?= 0
 SANITIZE ?=
 ARCH    ?= native
+PHASED  ?= 1
 
 # Debian's OpenMP build of OpenBLAS shares libgomp's thread pool with our
 # kernels; the default pthreads build spins against it and halves throughput
@@ -36,7 +39,7 @@ ARCH    ?= native
 OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 OPENBLAS_LIB ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 
-BUILD   := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter-out native,$(ARCH)),-$(ARCH))$(if $(filter emu,$(CUDA)),-cudaemu)
+BUILD   := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter-out native,$(ARCH)),-$(ARCH))$(if $(filter emu,$(CUDA)),-cudaemu)$(if $(filter 0,$(PHASED)),-nophased)
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # -fno-trapping-math is not fast-math: every result keeps its IEEE value. It
 # lets gcc assume no one reads the FP exception flags (hpt never does), so a
@@ -150,6 +153,9 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)$(if $(filter emu,$(CUDA)), $(BUILD)/te
 LIB_ROOMS := base kernels device model data io train hybrid hybrid/phased run report
 LIB_SRC := $(wildcard $(LIB_ROOMS:%=src/%/*.c))
 LIB_SRC := $(filter-out src/device/$(if $(filter 0,$(CUDA)),device_cuda_load.c,device_nocuda.c),$(LIB_SRC))
+# PHASED=0: libhpt without the phased design (src/hybrid/phased/, the hybrid
+# driver's one extension), its row absent (src/hybrid/phased_none.c)
+LIB_SRC := $(filter-out $(if $(filter 0,$(PHASED)),src/hybrid/phased/%,src/hybrid/phased_none.c),$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/%)
@@ -169,7 +175,7 @@ endif
 .PHONY: all lib test check test-cuda bench demo clean help
 # The python package's library and ./hpt come from the plain native build; a
 # sanitizer or ARCH build keeps its own binary in its build directory.
-VARIANT := $(SANITIZE)$(filter-out native,$(ARCH))$(if $(filter emu,$(CUDA)),cudaemu)
+VARIANT := $(SANITIZE)$(filter-out native,$(ARCH))$(if $(filter emu,$(CUDA)),cudaemu)$(if $(filter 0,$(PHASED)),nophased)
 all: hpt $(if $(VARIANT),,$(BUILD)/libhpt.so python/hpt/libhpt.so)
 
 help:

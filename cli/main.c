@@ -179,8 +179,9 @@ static void help_rows(FILE *f, const hpt_setting *rows, int n, const void *const
     }
 }
 
-/* The options of one group of the settings table. */
-static void help_settings(FILE *f, hpt_setting_group g) {
+/* The options of one group of the settings table: its rows with
+ * HPT_SET_PHASED as `phased` says (the phased design's own heading). */
+static void help_settings(FILE *f, hpt_setting_group g, unsigned phased) {
     hpt_train_config t[3];
     hpt_run_options r;
     hpt_hybrid_config h;
@@ -192,7 +193,9 @@ static void help_settings(FILE *f, hpt_setting_group g) {
     const void *const train[3] = {&t[0], &t[1], &t[2]}, *const run[3] = {&r, &r, &r}, *const hyb[3] = {&h, &h, &h};
     int n;
     const hpt_setting *rows = hpt_settings(g, &n);
-    help_rows(f, rows, n, g == HPT_SET_TRAIN ? train : g == HPT_SET_RUN ? run : hyb);
+    for (int i = 0; i < n; i++)
+        if ((rows[i].flags & HPT_SET_PHASED) == phased)
+            help_rows(f, &rows[i], 1, g == HPT_SET_TRAIN ? train : g == HPT_SET_RUN ? run : hyb);
 }
 
 /* hpt sample's options: rows like the settings table's, of the CLI's own
@@ -240,10 +243,13 @@ static void usage(FILE *f) {
     fputs(          "  hpt --help | --version\n"
           "\n"
           "train options (defaults: nanoGPT's CPU shakespeare_char recipe; fashion-mnist's where they differ):\n", f);
-    help_settings(f, HPT_SET_TRAIN);
-    help_settings(f, HPT_SET_RUN);
+    help_settings(f, HPT_SET_TRAIN, 0);
+    help_settings(f, HPT_SET_RUN, 0);
     fputs("\nhybrid options (with --mode hybrid; see docs/hybrid.md):\n", f);
-    help_settings(f, HPT_SET_HYBRID);
+    help_settings(f, HPT_SET_HYBRID, 0);
+    fputs("\nphased design options (--predictor coast|stale-adam|linear|shrink, and the learned dynamics of\n"
+          "--outer-gate dynamics; an extension of the hybrid, docs/hybrid.md):\n", f);
+    help_settings(f, HPT_SET_HYBRID, HPT_SET_PHASED);
     fputs("\nsample options:\n", f);
     const void *const sd[3] = {&sample_defaults, &sample_defaults, &sample_defaults};
     help_rows(f, sample_rows, NSAMPLE, sd);

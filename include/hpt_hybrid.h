@@ -1,7 +1,8 @@
 /*
  * hpt_hybrid.h — the hybrid trainer's config and runs
- * (--mode hybrid): the default outer-momentum step and the phased research
- * controller, its checkpoints resumed.
+ * (--mode hybrid): the default outer-momentum step under its guard, and
+ * the config of the phased research controller (an extension of the
+ * driver), its checkpoints resumed.
  * Included by hpt.h (which it needs: include either).
  */
 #include "hpt.h"  /* first, outside the guard: hpt.h includes this header at its end */
@@ -19,15 +20,35 @@ extern "C" {
  * after warmup_steps real steps, every outer_interval real steps an outer
  * Nesterov jump along the displacement since the last anchor, checked by the
  * next outer_check real losses and rolled back if they got worse (the
- * outer_* fields). The other predictors run the phased controller, which
- * cycles Warmup -> Full -> Predict -> Correct under its dynamics model's
- * confidence (the phase, prediction and dynamics fields), which are inert on
- * the outer path but for --outer-gate dynamics (it reads the dynamics model
- * and the confidence threshold). src/hybrid/ holds the driver and the outer
- * path, src/hybrid/phased/ the phased controller. */
+ * outer_* fields), under the divergence guard (the div_* fields). The
+ * phased design's block comes last: the other predictors run its controller
+ * (src/hybrid/phased/, an extension of the driver), which cycles Warmup ->
+ * Full -> Predict -> Correct under its dynamics model's confidence; its
+ * fields are inert on the outer path but for --outer-gate dynamics (it
+ * reads the dynamics model and the confidence threshold). `hpt train
+ * --help` lists its flags under their own heading. */
 typedef struct hpt_hybrid_config {
-    /* phases */
     int warmup_steps;            /* [--warmup-steps] real steps before any jump or Predict */
+    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear | outer */
+    /* divergence guard */
+    int div_window;              /* [--div-window] */
+    float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
+    float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
+    float div_grad_vanish;       /* [--div-grad-vanish] */
+    /* --predictor outer (docs/hybrid.md): every outer_interval real steps,
+     * the outer Nesterov step on the displacement since the anchor */
+    int outer_interval;          /* [--outer-interval] H */
+    float outer_lr;              /* [--outer-lr] eta */
+    float outer_momentum;        /* [--outer-momentum] mu */
+    int outer_follow_lr;         /* [--outer-follow-lr] jump scaled by lr(t) / lr */
+    int outer_check;             /* [--outer-check] K real losses that check a jump */
+    int outer_moments;           /* [--outer-moments] 0 keep, 1 reset: AdamW's first moment at a jump */
+    int outer_adapt;             /* [--outer-adapt] 0 none, 1 agree: per-tensor gate on the momentum term */
+    int outer_gate;              /* [--outer-gate] 0 none, 1 dynamics: jump only when the dynamics model is confident */
+
+    /* ---- the phased design (--predictor coast|stale-adam|linear|shrink; a
+     * build with make PHASED=0 has none of it and refuses those values) */
+    /* phases */
     int full_steps;              /* [--full-steps] length of a Full phase */
     int min_predict_steps;       /* [--min-predict-steps] horizon at the threshold */
     int max_predict_steps;       /* [--max-predict-steps] horizon at confidence 1 */
@@ -39,32 +60,16 @@ typedef struct hpt_hybrid_config {
     int max_backoff;             /* [--max-backoff] cap on the Full-length multiplier */
     float waste_budget;          /* [--predict-waste-budget] share of steps failed Predict phases may cost */
     /* prediction and verification */
-    const char *predictor;       /* [--predictor] coast | shrink | stale-adam | linear | outer */
     int correction_interval;     /* [--correction-interval] predicted steps between probe checks */
     int probe_batches;           /* [--probe-batches] batches per verification (>= 2: one batch accepted harmful jumps) */
     int whole_phase;             /* [--whole-phase] apply the horizon's deltas as one jump */
     /* dynamics model */
     int ensemble, hidden, bptt;  /* [--ensemble] [--hidden] [--bptt] */
-    /* divergence monitor */
-    int div_window;              /* [--div-window] */
-    float div_loss_z;            /* [--div-loss-z] loss z-score for a warning */
-    float div_grad_explode;      /* [--div-grad-explode] grad norm / its mean for a warning */
-    float div_grad_vanish;       /* [--div-grad-vanish] */
     /* 1 (default): value a Predict phase's cost by counted passes (a probe
      * forward = 1/3 real step, a predicted step 1/50), so runs are
      * reproducible and resumable bit for bit; 0 [--cost-by-time]: by wall
      * time against the measured real step, truer but not reproducible */
     int count_cost;
-    /* --predictor outer (docs/hybrid.md): every outer_interval real steps,
-     * the outer Nesterov step on the displacement since the anchor */
-    int outer_interval;          /* [--outer-interval] H */
-    float outer_lr;              /* [--outer-lr] eta */
-    float outer_momentum;        /* [--outer-momentum] mu */
-    int outer_follow_lr;         /* [--outer-follow-lr] jump scaled by lr(t) / lr */
-    int outer_check;             /* [--outer-check] K real losses that check a jump */
-    int outer_moments;           /* [--outer-moments] 0 keep, 1 reset: AdamW's first moment at a jump */
-    int outer_adapt;             /* [--outer-adapt] 0 none, 1 agree: per-tensor gate on the momentum term */
-    int outer_gate;              /* [--outer-gate] 0 none, 1 dynamics: jump only when the dynamics model is confident */
 } hpt_hybrid_config;
 
 void hpt_hybrid_config_default(hpt_hybrid_config *c);

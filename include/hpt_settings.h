@@ -54,6 +54,8 @@ typedef enum hpt_setting_type {
 #define HPT_SET_MAX_OPEN   2u   /* the range excludes max */
 #define HPT_SET_RESUME_OK  4u   /* may be given with --resume */
 #define HPT_SET_NOT_STORED 8u   /* operational: not in checkpoints (every HPT_SET_RUN row is) */
+#define HPT_SET_PHASED    16u   /* a hybrid row of the phased design (src/hybrid/phased/, the hybrid's
+                                 * extension): its own heading in the help */
 
 typedef struct hpt_setting {
     const char *flag;           /* "--n-layer" */

@@ -38,8 +38,10 @@ cli      | cli                              | base kernels device model data io 
 '
 # src/cuda is the device layer's CUDA backend: device.c's table holds its
 # row and it implements device.h, so it is one room with src/device, as
-# src/hybrid/phased (created by the driver, using its internals) is with
-# src/hybrid. src/report (plots, run directories) uses only base; cli/ uses it.
+# src/hybrid/phased (the driver's extension, one row of its table, handed
+# the driver's services) is with src/hybrid: the table's reference to its
+# row is the one arrow between them, which tests/cli_nophased.sh checks.
+# src/report (plots, run directories) uses only base; cli/ uses it.
 
 # dirs: "dir room" per line, longest directory first (src/hybrid/phased
 # before src/hybrid)

@@ -13,7 +13,7 @@
  */
 #include "../src/hybrid/divergence.h"
 #include "../src/hybrid/hybrid_internal.h"
-#include "../src/hybrid/phased/phase.h"
+#include "../src/hybrid/phased/phased.h"
 #include "../src/hybrid/predict.h"
 #include "../src/train/settings.h"
 #include "test.h"
@@ -144,7 +144,7 @@ static void test_defaults(void) {
     /* the table's hybrid defaults are the phase controller's and the divergence monitor's */
     hpt_phase_config pc, pt;
     hpt_phase_config_default(&pc);
-    hpt_hyb_to_phase_config(&h, &pt);
+    hpt_phased_phase_config(&h, &pt);
     CHECK(!memcmp(&pc, &pt, sizeof pc), "hybrid defaults = phase controller defaults");
     hpt_div_config dc, dt;
     hpt_div_config_default(&dc);
@@ -158,6 +158,22 @@ static void test_defaults(void) {
     for (int i = 0; hpt_setting_name(p, i); i++)
         CHECK(hpt_pred_parse(hpt_setting_name(p, i)) == i, "predictor %s stored as its index", hpt_setting_name(p, i));
     CHECK(hpt_setting_name(p, hpt_pred_count()) == NULL, "every predictor of the table, no more");
+    /* the phased design's block: its rows, hybrid rows, under their own heading in the help */
+    const char *phased_flags = " --full-steps --min-predict-steps --max-predict-steps --correct-steps "
+                               "--max-consecutive-predict --confidence-threshold --backoff-after --max-backoff "
+                               "--predict-waste-budget --correction-interval --probe-batches --whole-phase --ensemble "
+                               "--hidden --bptt --cost-by-time ";
+    int nh, nphased = 0, wrong = 0;
+    const hpt_setting *hrows = hpt_settings(HPT_SET_HYBRID, &nh);
+    for (int i = 0; i < nh; i++) {
+        char word[64];
+        snprintf(word, sizeof word, " %s ", hrows[i].flag);
+        int marked = (hrows[i].flags & HPT_SET_PHASED) != 0, listed = strstr(phased_flags, word) != NULL;
+        nphased += marked;
+        if (marked != listed) { wrong++; fprintf(stderr, "  %s: marked %d, the phased design's %d\n", hrows[i].flag, marked, listed); }
+    }
+    CHECK(nphased == 16 && !wrong, "the phased design's 16 rows, and no other, are marked HPT_SET_PHASED (%d, %d wrong)",
+          nphased, wrong);
     CHECK(w->max == HPT_DIV_MAX_WINDOW, "--div-window max is the ring's size");
     hpt_run_options r;
     hpt_run_options_default(&r);

@@ -11,8 +11,8 @@
  *      confident, outer_gate_open): snapshot params, m and v, apply the outer
  *      step in place, start a new interval at the result (outer_jump);
  *   2. one real step: the trainer's, then what the driver learns from it
- *      (hpt_hyb_real_step: the loss ring, the predictor's observation, the
- *      learned dynamics' when they exist, the divergence guard's verdict; a
+ *      (real_step: the loss ring, the predictor's observation, an
+ *      extension's when the run has one, the divergence guard's verdict; a
  *      critical divergence or a non-finite step while a snapshot is held
  *      rolls back to it, rollback);
  *   3. while a jump is under check, its loss is scored (outer_check): kept
@@ -20,11 +20,12 @@
  * A jump moves no step: the LR schedule's position is the real steps'.
  * Everything the driver does is training time.
  *
- * The phased controller (--predictor coast|stale-adam|linear|shrink:
- * phase machine, learned dynamics, probes and line search) lives in
- * phased/; the driver creates it only when one of those predictors is
- * selected and hands it the step hook (hpt_phased_step); it uses the
- * driver's real step, snapshot, rollback and phases.jsonl below. The
+ * A predictor the default table does not have is an extension's
+ * (extension.h; the phased design, phased/, is the one row): the driver
+ * creates the extension that runs it and hands it the step hook and its
+ * services (real step, snapshot, phases.jsonl: the calls in
+ * hpt_hyb_services); --outer-gate dynamics creates the extension that
+ * offers the gate. The driver calls an extension only through its row. The
  * hybrid layer sees the model only through model.h (flat arenas and the
  * tensor table) and the trainer only through trainer.h (its counters,
  * clock, moments and batches).
@@ -37,7 +38,7 @@
 
 /* ---------------------------------------------------------------- snapshot, phases.jsonl, progress */
 
-void hpt_hyb_take_snapshot(hybrid *h) {
+static void take_snapshot(hybrid *h) {
     hpt_snapshot_take(&h->snap, h->m->params, hpt_trainer_moment1(h->tr), hpt_trainer_moment2(h->tr),
                       hpt_trainer_steps(h->tr), hpt_trainer_updates(h->tr));
     if (h->snap.sf)
@@ -48,7 +49,7 @@ void hpt_hyb_take_snapshot(hybrid *h) {
  * moments belong to (unknown, -1, only in a snapshot from a checkpoint of
  * an older hpt: then the count stays); under schedule-free its z, x and
  * rate sums too. The step counter does not move. */
-void hpt_hyb_restore_snapshot(hybrid *h) {
+static void restore_snapshot(hybrid *h) {
     hpt_snapshot_restore_params(&h->snap, h->m->params);
     int updates = h->snap.updates >= 0 ? h->snap.updates : hpt_trainer_updates(h->tr);
     hpt_trainer_restore_moments(h->tr, hpt_snapshot_moment1(&h->snap), hpt_snapshot_moment2(&h->snap), updates);
@@ -83,7 +84,7 @@ static void record_loss(hybrid *h, float loss) {
 
 /* Loss decrease per real step over the ring (least squares), >= 0; NaN
  * until the ring holds 16 losses. */
-float hpt_hyb_progress(const hybrid *h) {
+static float progress(const hybrid *h) {
     int n = h->loss_n;
     if (n < 16) return NAN;
     double xm = (n - 1) / 2.0, sxy = 0.0, sxx = 0.0, ym = 0.0;
@@ -135,7 +136,8 @@ static void outer_rolled_back(hybrid *h) {
  * (parameters, moments, the update count and the kept predicted steps), the
  * step counter keeps its place (the schedule does not rewind; summary.json
  * reports what was undone), the predicted step scale halves, the outer path
- * starts a new interval and the phased controller is held in Full. */
+ * starts a new interval and an extension hears of it (the phased
+ * controller holds Full). */
 static void rollback(hybrid *h, const char *what) {
     int updates = hpt_trainer_updates(h->tr);
     if (h->snap.updates >= 0) {
@@ -145,7 +147,7 @@ static void rollback(hybrid *h, const char *what) {
         int real = updates - h->snap.updates, jumped = hpt_trainer_steps(h->tr) - h->snap.step - real;
         h->cnt.predicted_steps_kept -= jumped > 0 ? jumped : 0;
     }
-    hpt_hyb_restore_snapshot(h);
+    restore_snapshot(h);
     h->snap.valid = 0;
     h->cnt.div_rollbacks++;
     h->scale *= 0.5f;
@@ -153,7 +155,7 @@ static void rollback(hybrid *h, const char *what) {
     char w[400];
     snprintf(w, sizeof w, "%s: rolled back to the snapshot of step %d (%d updates undone), predicted step scale %.3g",
              what, h->snap.step, updates - hpt_trainer_updates(h->tr), h->scale);
-    if (h->phz) hpt_phased_force_full(h->phz, 2 * h->cfg.full_steps, w);
+    if (h->ext && h->ext->held) h->ext->held(h->ext_ctx, w);
     hpt_hyb_log_transition(h, HPT_PHASE_FULL, w);
 }
 
@@ -162,13 +164,13 @@ static void rollback(hybrid *h, const char *what) {
  * pass the model ran counts, the failed attempt's included. */
 static hpt_status trainer_step(hybrid *h, hpt_step_info *info) {
     size_t calls0 = hpt_model_backward_calls(h->m);
-    if (h->learn) hpt_learner_before(h->learn);
+    if (h->ext && h->ext->before_real_step) h->ext->before_real_step(h->ext_ctx);
     hpt_status st = hpt_trainer_step(h->tr, info);
     if (st == HPT_ERR_NUMERIC && h->snap.valid) {
         char what[300];
         snprintf(what, sizeof what, "%s", hpt_errmsg());
         rollback(h, what);
-        if (h->learn) hpt_learner_before(h->learn);
+        if (h->ext && h->ext->before_real_step) h->ext->before_real_step(h->ext_ctx);
         st = hpt_trainer_step(h->tr, info);
     }
     h->cnt.backward_passes += (int)(hpt_model_backward_calls(h->m) - calls0);
@@ -176,8 +178,8 @@ static hpt_status trainer_step(hybrid *h, hpt_step_info *info) {
 }
 
 /* The divergence guard's verdict on a real step: critical rolls back to
- * the snapshot when one is held, else holds the phased controller in Full
- * and says so in phases.jsonl. */
+ * the snapshot when one is held, else tells an extension (the phased
+ * controller holds Full) and says so in phases.jsonl. */
 static void guard_divergence(hybrid *h, const hpt_step_info *info) {
     const char *dwhy = NULL;
     hpt_div_level lv = hpt_div_observe(&h->div, hpt_trainer_steps(h->tr), info->train_loss, info->grad_norm, &dwhy);
@@ -189,21 +191,21 @@ static void guard_divergence(hybrid *h, const hpt_step_info *info) {
         return;
     }
     snprintf(what + strlen(what), sizeof what - strlen(what), ": no snapshot held, forcing full steps");
-    if (h->phz) hpt_phased_force_full(h->phz, 2 * h->cfg.full_steps, what);
+    if (h->ext && h->ext->held) h->ext->held(h->ext_ctx, what);
     hpt_hyb_log_transition(h, HPT_PHASE_FULL, what);
 }
 
 /* A real step and what the driver learns from it: the step-time average,
- * the loss ring, the predictor's observation, the learned dynamics' and the
- * phased controller's (when they exist), the divergence guard's verdict. */
-hpt_status hpt_hyb_real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float conf) {
+ * the loss ring, the predictor's observation, an extension's (when the run
+ * has one), the divergence guard's verdict. An extension's controller
+ * takes its real steps through here too (hpt_hyb_services). */
+static hpt_status real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float conf) {
     HPT_TRY(trainer_step(h, info));
     h->real_step_s = h->real_step_s > 0.0 ? 0.9 * h->real_step_s + 0.1 * info->step_s : info->step_s;
     record_loss(h, info->train_loss);
     hpt_pred_observe(&h->pred, h->m->params, hpt_trainer_updates(h->tr));
-    float predicted = h->learn ? h->learn->next_pred_loss : NAN;
-    if (h->learn) HPT_TRY(hpt_learner_after(h->learn, info, ph, h->phz ? h->phz->ph.steps_in_phase : 0));
-    if (h->phz) hpt_phased_real_step_done(h->phz);
+    float predicted = NAN;
+    if (h->ext && h->ext->after_real_step) HPT_TRY(h->ext->after_real_step(h->ext_ctx, info, ph, &predicted));
     guard_divergence(h, info);
     info->backward = 1;
     info->confidence = conf;
@@ -225,12 +227,11 @@ static int outer_due(const hybrid *h) {
            hpt_trainer_steps(h->tr) + c->outer_check <= hpt_trainer_config(h->tr)->max_iters;
 }
 
-/* --outer-gate dynamics: a due jump waits until the learned dynamics (fed
- * on every real step, phased/learner.h) forecast the loss with confidence
- * >= --confidence-threshold. */
+/* --outer-gate dynamics: a due jump waits until the gate's extension (the
+ * phased design's learned dynamics, fed on every real step) is confident
+ * enough: >= --confidence-threshold. */
 static int outer_gate_open(hybrid *h) {
-    return !h->cfg.outer_gate ||
-           hpt_learner_confidence(h->learn, h->cfg.max_predict_steps, 1.0f) >= h->cfg.confidence_threshold;
+    return !h->cfg.outer_gate || h->ext->gate_confidence(h->ext_ctx) >= h->cfg.confidence_threshold;
 }
 
 /* The check's reference: mean and standard deviation of the last 16 real
@@ -265,7 +266,7 @@ static void outer_jump(hybrid *h) {
     hpt_trainer *tr = h->tr;
     const hpt_train_config *c = hpt_trainer_config(tr);
     const int step = hpt_trainer_steps(tr), updates = hpt_trainer_updates(tr), span = updates - h->out.anchor_updates;
-    hpt_hyb_take_snapshot(h);
+    take_snapshot(h);
     outer_reference(h);
     float s = h->scale;
     if (h->cfg.outer_follow_lr && c->lr > 0.0f) {
@@ -351,7 +352,7 @@ static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_
     }
     *real = hpt_trainer_updates(h->tr) < c->warmup_steps ? HPT_PHASE_WARMUP
           : h->out.check_left > 0 ? HPT_PHASE_CORRECT : HPT_PHASE_FULL;
-    HPT_TRY(hpt_hyb_real_step(h, info, *real, NAN));
+    HPT_TRY(real_step(h, info, *real, NAN));
     outer_check(h, info->train_loss);
     *ph = jumped ? HPT_PHASE_PREDICT : *real;
     return HPT_OK;
@@ -377,7 +378,7 @@ static hpt_status outer_timed(hybrid *h, hpt_step_info *info, double t0) {
     return HPT_OK;
 }
 
-/* The step hook: the outer path, or the phased controller's step. Its whole
+/* The step hook: the outer path, or the controlling extension's step. Its whole
  * time is training time: the statistics around a real step, the jump or
  * Predict phase, the divergence checks (the trainer's clock only saw the
  * step itself). */
@@ -385,7 +386,8 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     (void)tr;
     hybrid *h = hctx;
     double t0 = hpt_now();
-    return h->phz ? hpt_phased_step(h, info, t0) : outer_timed(h, info, t0);
+    return h->ext_role == HPT_EXT_CONTROLLER && h->ext ? h->ext->step(h->ext_ctx, info, t0)
+                                                      : outer_timed(h, info, t0);
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -421,22 +423,49 @@ static hpt_status init_predictor(hybrid *h) {
     return HPT_OK;
 }
 
+/* ---------------------------------------------------------------- the services an extension is handed */
+
+static const float *snapshot_params(const hybrid *h) { return hpt_snapshot_params(&h->snap); }
+static float scale_now(const hybrid *h) { return h->scale; }
+static double real_step_time(const hybrid *h) { return h->real_step_s; }
+
+/* The extension the run needs (extension.h), created with the driver's
+ * services: the one whose predictor is selected (it controls every step),
+ * or with --outer-gate dynamics the one that offers the gate. */
+static hpt_status init_extension(hybrid *h) {
+    h->ext = hpt_hyb_ext_for_predictor(h->cfg.predictor);
+    h->ext_role = HPT_EXT_CONTROLLER;
+    if (!h->ext && h->cfg.outer_gate) {
+        h->ext = hpt_hyb_ext_gate();
+        h->ext_role = HPT_EXT_GATE;
+    }
+    if (!h->ext) return HPT_OK;
+    h->svc = (hpt_hyb_services){.host = h, .tr = h->tr, .cfg = &h->cfg, .pred = &h->pred, .cnt = &h->cnt,
+                                .real_step = real_step, .take_snapshot = take_snapshot,
+                                .restore_snapshot = restore_snapshot, .snapshot_params = snapshot_params,
+                                .log_transition = hpt_hyb_log_transition, .progress = progress,
+                                .scale = scale_now, .real_step_s = real_step_time};
+    return h->ext->create(&h->svc, h->ext_role, &h->ext_ctx);
+}
+
+void hpt_hyb_ext_bytes(const hybrid *h, size_t *buffers, size_t *dynamics, size_t *encoder) {
+    *buffers = *dynamics = *encoder = 0;
+    if (h->ext_ctx && h->ext->bytes) h->ext->bytes(h->ext_ctx, buffers, dynamics, encoder);
+}
+
 /* All of the driver's memory, before step 0: the divergence guard, the
- * predictor, the snapshot; the learned dynamics for the phased controller
- * or --outer-gate dynamics; the phased controller when its predictor is
- * selected. */
+ * predictor, the snapshot; an extension when the run has one. */
 static hpt_status init_parts(hybrid *h) {
     hpt_div_config dc;
     hpt_hyb_to_div_config(&h->cfg, &dc);
     hpt_div_init(&h->div, &dc);
     HPT_TRY(init_predictor(h));
     HPT_TRY(hpt_snapshot_init(&h->snap, h->n, hpt_trainer_schedule_free(h->tr), h->m->dev));
-    const int phased = !h->pred.ops->outer;
-    if (phased || h->cfg.outer_gate) HPT_TRY(hpt_learner_new(h->tr, &h->cfg, &h->learn));
-    if (phased) HPT_TRY(hpt_phased_new(h, &h->phz));
+    HPT_TRY(init_extension(h));
     HPT_TRY(open_phases_log(h));
-    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + hpt_hyb_buf_bytes(h) + h->pred.arena_bytes +
-                     (h->learn ? hpt_learner_dyn_bytes(h->learn) : 0);
+    size_t buffers, dynamics, encoder;
+    hpt_hyb_ext_bytes(h, &buffers, &dynamics, &encoder);
+    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + buffers + h->pred.arena_bytes + dynamics;
     return HPT_OK;
 }
 
@@ -450,8 +479,8 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
         return hpt_fail(HPT_ERR_ARG, "--optimizer muon does not run under --mode hybrid yet (its predictors read "
                         "AdamW's moments, which hold Muon's momentum on the hidden matrices); use --mode baseline");
     const hpt_device *dev = hpt_trainer_model(tr)->dev;
-    const int phased = hc->predictor && strcmp(hc->predictor, "outer");
-    if (!dev->host_memory && (phased || hc->outer_adapt || hc->outer_gate))
+    const int extension = hpt_hyb_ext_for_predictor(hc->predictor) != NULL;
+    if (!dev->host_memory && (extension || hc->outer_adapt || hc->outer_gate))
         /* the outer step's path goes through the device table; these read
          * the weights and moments in host memory */
         return hpt_fail(HPT_ERR_ARG, "--mode hybrid on --device %s: only the outer step (--predictor outer, without "
@@ -478,10 +507,6 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     return HPT_OK;
 }
 
-size_t hpt_hyb_buf_bytes(const hybrid *h) {
-    return (h->learn ? h->learn->buf_bytes : 0) + (h->phz ? h->phz->buf_bytes : 0);
-}
-
 hpt_status hpt_trainer_run_hybrid(hpt_trainer *tr, const hpt_hybrid_config *hc,
                                   hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
     hybrid *h;
@@ -501,7 +526,6 @@ void hpt_hyb_free(hybrid *h) {
     if (h->phases_log) fclose(h->phases_log);
     hpt_pred_free(&h->pred);
     hpt_snapshot_free(&h->snap);
-    hpt_phased_free(h->phz);
-    hpt_learner_free(h->learn);
+    if (h->ext_ctx) h->ext->free(h->ext_ctx);
     free(h);
 }

@@ -2,7 +2,7 @@
  * hybrid_config.c — hpt_hybrid_config: its defaults and checks and its
  * fixed-width encoding in the HYBR section, from the settings table's hybrid
  * rows (src/train/settings.h, read through hpt_settings), and the
- * sub-configs it is cut into.
+ * divergence monitor's sub-config (an extension cuts out its own).
  */
 #include "../train/settings.h"
 #include "hybrid_internal.h"
@@ -22,13 +22,18 @@ static const hpt_setting *hybrid_rows(int *n) {
     return rows;
 }
 
-/* --predictor's names (the table's row) are the predictor table's, in its
- * order: the index HYBR stores is both. */
-static void check_predictor_names(void) {
-    const hpt_setting *s = hpt_setting_find("--predictor");
-    int n = hpt_pred_count();
-    HPT_ASSERT(s && !hpt_setting_name(s, n));
-    for (int i = 0; i < n; i++) HPT_ASSERT(hpt_setting_name(s, i) && !strcmp(hpt_setting_name(s, i), hpt_pred_name(i)));
+/* The predictor a config names runs in this build (its row: the default
+ * table's or an extension's), and --outer-gate dynamics has the extension
+ * that offers the gate; else the reason, naming the flag. */
+static hpt_status check_built(const hpt_hybrid_config *c) {
+    if (c->predictor && !hpt_pred_find(c->predictor))
+        return hpt_fail(HPT_ERR_ARG, "--predictor %s is the phased design's, which this build of hpt leaves out "
+                        "(built with make PHASED=0): use --predictor outer, or a build with it", c->predictor);
+    if (c->outer_gate && !hpt_hyb_ext_gate())
+        return hpt_fail(HPT_ERR_ARG, "--outer-gate dynamics reads the phased design's learned dynamics, which this "
+                        "build of hpt leaves out (built with make PHASED=0): use --outer-gate none, or a build "
+                        "with it");
+    return HPT_OK;
 }
 
 /* ---------------------------------------------------------------- the config */
@@ -42,20 +47,6 @@ void hpt_hybrid_config_default(hpt_hybrid_config *c) {
 #undef X
 }
 
-void hpt_hyb_to_phase_config(const hpt_hybrid_config *c, hpt_phase_config *pc) {
-    hpt_phase_config_default(pc);
-    pc->warmup_steps = c->warmup_steps;
-    pc->full_steps = c->full_steps;
-    pc->min_predict_steps = c->min_predict_steps;
-    pc->max_predict_steps = c->max_predict_steps;
-    pc->correct_steps = c->correct_steps;
-    pc->max_consecutive_predict = c->max_consecutive_predict;
-    pc->confidence_threshold = c->confidence_threshold;
-    pc->backoff_after = c->backoff_after;
-    pc->max_backoff = c->max_backoff;
-    pc->waste_budget = c->waste_budget;
-}
-
 void hpt_hyb_to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc) {
     hpt_div_config_default(dc);
     dc->window = c->div_window;
@@ -65,20 +56,18 @@ void hpt_hyb_to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc) {
     dc->grad_vanish = c->div_grad_vanish;
 }
 
-/* Each value against its row of the table, then what the phase controller
- * and the divergence monitor check across values. */
+/* Each value against its row of the table, then what the extensions (the
+ * phased design's phase machine) and the divergence monitor check across
+ * values, then that this build runs what it asks for. */
 hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c) {
     int n;
     const hpt_setting *rows = hybrid_rows(&n);
-    check_predictor_names();
     HPT_TRY(hpt_settings_check(rows, n, c));
-    hpt_phase_config pc;
     hpt_div_config dc;
-    hpt_hyb_to_phase_config(c, &pc);
     hpt_hyb_to_div_config(c, &dc);
-    HPT_TRY(hpt_phase_config_check(&pc));
+    HPT_TRY(hpt_hyb_ext_config_check(c));
     HPT_TRY(hpt_div_config_check(&dc));
-    return HPT_OK;
+    return check_built(c);
 }
 
 hpt_status hpt_hybrid_config_check_sf(const hpt_hybrid_config *c, int schedule_free) {

@@ -5,8 +5,8 @@
  *   hybrid_config.c  hpt_hybrid_config: defaults, checks, its HYBR encoding
  *   hybrid_state.c   the HYBR checkpoint section (save, load, round trip)
  *   hybrid_report.c  the metrics.jsonl and summary.json members, the start-of-run line
- * and by the phased controller (phased/phased.c), which runs on the driver's
- * real step, snapshot and phases.jsonl. Nothing outside src/hybrid/
+ * An extension (extension.h: the phased design) never includes it: it is
+ * handed the driver's services instead. Nothing outside src/hybrid/
  * includes it (but tests/test_settings.c, for the config encoding).
  */
 #ifndef HPT_HYBRID_INTERNAL_H
@@ -14,9 +14,9 @@
 
 #include "../train/trainer.h"
 #include "divergence.h"
+#include "extension.h"
+#include "hybr_walk.h"
 #include "phase_kind.h"
-#include "phased/learner.h"
-#include "phased/phased.h"
 #include "predict.h"
 #include "snapshot.h"
 
@@ -32,21 +32,8 @@
  * phased jump must match. */
 #define LOSS_RING 64
 
-/* What the driver has done, for summary.json (and checkpoints). The probe,
- * phase and alpha counters are the phased controller's (0 on the outer
- * path). */
-typedef struct hybrid_counts {
-    int backward_passes;        /* the model's backward calls on real steps */
-    int probe_passes;           /* forward-only probe batches */
-    int rollbacks;              /* Predict phases rolled back (= phases_rejected) */
-    int div_rollbacks;          /* snapshots restored by rollback: a divergence, a non-finite step, a failed outer check */
-    int phases_accepted, phases_rejected;
-    int predicted_steps_kept, predicted_steps_lost;
-    int phase_count_steps[HPT_PHASE_COUNT];   /* steps per phase (a kept jump: its advance) */
-    double phase_s[HPT_PHASE_COUNT];          /* time per phase */
-    double ctrl_s;              /* controller time on real steps beyond the trainer's step */
-    double alpha_sum;           /* of the kept jumps' line-search alphas */
-} hybrid_counts;
+/* What the driver has done, for summary.json (and checkpoints): extension.h. */
+typedef hpt_hyb_counts hybrid_counts;
 
 /* The outer path's own state (--predictor outer; hybrid.c): the anchor and
  * the momentum buffer are the predictor's arena. */
@@ -71,11 +58,13 @@ typedef struct hybrid {
     hpt_div div;
     hpt_predictor pred;
     hpt_snapshot snap;       /* the one copy of (params, m, v; schedule-free's z, x, sums) */
-    /* the learned dynamics (phased/learner.h): the phased controller's, or
-     * --outer-gate dynamics'; NULL otherwise */
-    hpt_learner *learn;
-    /* the phased controller (phased/phased.h): NULL on the outer path */
-    hpt_phased *phz;
+    /* an extension (extension.h): the controller of a predictor the
+     * default table does not have, or the outer path's dynamics gate; NULL
+     * (and ext_ctx NULL) otherwise */
+    const hpt_hyb_ext *ext;
+    void *ext_ctx;
+    hpt_hyb_ext_role ext_role;
+    hpt_hyb_services svc;    /* what it was handed */
     size_t arena_bytes;      /* every hybrid arena: snapshot, buffers, predictor, dynamics */
 
     /* the driver's own state */
@@ -112,7 +101,11 @@ typedef struct hybrid {
  *     the outer state (hybrid_outer, field by field; zeros off the outer path)
  *   [phased]: only with a phased predictor; [learned dynamics]: with a
  *   phased predictor or --outer-gate dynamics (both follow from the config,
- *   which the reader checks first); [schedule-free]: only under
+ *   which the reader checks first). The bracketed blocks and the driver
+ *   arrays' three scalars of theirs (have_prev_upd, next_pred_loss,
+ *   accept_ema) are the phased design's: its extension row walks and sets
+ *   them at these places (extension.h's parts and words), which keeps the
+ *   layout of the checkpoints written before it became an extension; [schedule-free]: only under
  *   --optimizer schedule-free (the trainer's config, TCFG). A read checks every block length, every
  *   index, count, flag and enum before the run continues.
  * version 7 writes the bracketed blocks only where they exist; version 6
@@ -133,7 +126,6 @@ typedef struct hybrid {
 #define HYBR_CFG_BYTES (4 * HYBR_CFG_WORDS)
 
 /* hybrid_config.c */
-void hpt_hyb_to_phase_config(const hpt_hybrid_config *c, hpt_phase_config *pc);
 void hpt_hyb_to_div_config(const hpt_hybrid_config *c, hpt_div_config *dc);
 void hpt_hyb_encode_cfg(const hpt_hybrid_config *c, unsigned char *out);   /* HYBR_CFG_BYTES */
 int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c);     /* 0: invalid */
@@ -141,16 +133,9 @@ int hpt_hyb_decode_cfg(const unsigned char *in, hpt_hybrid_config *c);     /* 0:
 /* hybrid.c: the driver for tr, every buffer allocated (*out NULL on failure) */
 hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **out);
 void hpt_hyb_free(hybrid *h);
-/* hybrid.c, for the phased controller: one real step and what the driver
- * learns from it (ph: its phase, conf: the confidence reported with it) */
-hpt_status hpt_hyb_real_step(hybrid *h, hpt_step_info *info, hpt_phase ph, float conf);
-void hpt_hyb_take_snapshot(hybrid *h);
-void hpt_hyb_restore_snapshot(hybrid *h);
+/* hybrid.c: an extension's buffers, dynamics and encoder arenas, in bytes (0 without one) */
+void hpt_hyb_ext_bytes(const hybrid *h, size_t *buffers, size_t *dynamics, size_t *encoder);
 void hpt_hyb_log_transition(hybrid *h, hpt_phase to, const char *why);
-/* loss decrease per real step over the loss ring, >= 0; NaN before 16 losses */
-float hpt_hyb_progress(const hybrid *h);
-/* the learned dynamics' and the phased controller's buffers, in bytes */
-size_t hpt_hyb_buf_bytes(const hybrid *h);
 
 /* hybrid_state.c: the run hooks for the HYBR section */
 uint64_t hpt_hyb_state_bytes(void *hctx);

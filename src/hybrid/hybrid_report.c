@@ -33,42 +33,6 @@ static void per_phase(cJSON *o, const char *key, const double *v) {
     for (int i = 0; p && i < HPT_PHASE_COUNT; i++) hpt_json_num(p, names[i], v[i]);
 }
 
-/* The forecast's calibration: how often the realised loss fell inside the
- * forecast's mean +- 2 std, per horizon bucket (1, 2-3, 4-7, ...); nothing
- * scored yet is null. */
-static void calibration(const hpt_dyn *d, cJSON *o) {
-    cJSON *a = cJSON_AddArrayToObject(o, "calibration");
-    for (int b = 0; a && b < hpt_dyn_buckets(d); b++) {
-        hpt_dyn_calib cb;
-        hpt_dyn_calibration(d, b, 0, &cb);
-        cJSON *e = cJSON_CreateObject();
-        if (!e) return;
-        cJSON_AddItemToArray(a, e);
-        cJSON *hz = cJSON_AddArrayToObject(e, "horizons");
-        if (hz) {
-            cJSON_AddItemToArray(hz, cJSON_CreateNumber(cb.h_lo));
-            cJSON_AddItemToArray(hz, cJSON_CreateNumber(cb.h_hi));
-        }
-        hpt_json_u64(e, "scored", (uint64_t)cb.n);
-        hpt_json_num(e, "coverage", cb.n > 0 ? cb.coverage_all : NAN);
-        hpt_json_num(e, "rmse_log_loss", cb.n > 0 ? cb.rmse : NAN);
-    }
-}
-
-/* The learned dynamics' members: the forecast's calibration and what the
- * residual corrector changed (only where the run has them: the phased
- * controller, --outer-gate dynamics). */
-static void learned_dynamics(const hpt_dyn *d, cJSON *o) {
-    calibration(d, o);
-    float before, after;
-    hpt_dyn_corrector_effect(d, 0, &before, &after);
-    cJSON *cr = cJSON_AddObjectToObject(o, "corrector_loss_residual");
-    if (cr) {
-        hpt_json_num(cr, "raw", before);
-        hpt_json_num(cr, "corrected", after);
-    }
-}
-
 void hpt_hyb_summary(void *hctx, cJSON *o) {
     hybrid *h = hctx;
     const hybrid_counts *c = &h->cnt;
@@ -78,10 +42,12 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
     cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes_hybrid");
     if (mb) {
         hpt_json_u64(mb, "snapshot", 3 * h->n * sizeof(float));
-        hpt_json_u64(mb, "buffers", hpt_hyb_buf_bytes(h));
+        size_t buffers, dynamics, encoder;
+        hpt_hyb_ext_bytes(h, &buffers, &dynamics, &encoder);
+        hpt_json_u64(mb, "buffers", buffers);
         hpt_json_u64(mb, "predictor", h->pred.arena_bytes);
-        hpt_json_u64(mb, "dynamics", h->learn ? hpt_learner_dyn_bytes(h->learn) : 0);
-        hpt_json_u64(mb, "encoder", h->learn ? h->learn->enc.arena_floats * sizeof(float) : 0);
+        hpt_json_u64(mb, "dynamics", dynamics);
+        hpt_json_u64(mb, "encoder", encoder);
     }
     double steps[HPT_PHASE_COUNT];
     for (int i = 0; i < HPT_PHASE_COUNT; i++) steps[i] = c->phase_count_steps[i];
@@ -125,8 +91,9 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
         hpt_json_u64(rb, "updates", (uint64_t)(undone_u > 0 ? undone_u : 0));
         hpt_json_u64(rb, "predicted_steps", (uint64_t)(undone_p > 0 ? undone_p : 0));
     }
-    hpt_json_u64(o, "transitions", (uint64_t)(h->phz ? h->phz->ph.transitions : 0));
-    if (h->learn) learned_dynamics(&h->learn->dyn, o);
+    /* an extension's members: its transitions and what it learned */
+    if (h->ext_ctx && h->ext->summary) h->ext->summary(h->ext_ctx, o);
+    else hpt_json_u64(o, "transitions", 0);
 }
 
 void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
@@ -142,12 +109,7 @@ void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
         if (log) log(ctx, line);
         return;
     }
-    snprintf(line, sizeof line, "hybrid     predictor %s, warmup %d, full %d, predict %d..%d, correct %d, "
-             "threshold %g, correction interval %d, %d probe batches%s; hybrid state %.1f MiB "
-             "(snapshot %.1f, buffers %.1f)",
-             c->predictor, c->warmup_steps, c->full_steps, c->min_predict_steps, c->max_predict_steps,
-             c->correct_steps, c->confidence_threshold, c->correction_interval, c->probe_batches,
-             c->whole_phase ? ", whole-phase jumps" : "", h->arena_bytes / 1048576.0,
-             3.0 * h->n * sizeof(float) / 1048576.0, hpt_hyb_buf_bytes(h) / 1048576.0);
-    if (log) log(ctx, line);
+    /* an extension's controller says what it runs */
+    if (h->ext_ctx && h->ext->log_config)
+        h->ext->log_config(h->ext_ctx, log, ctx, h->arena_bytes / 1048576.0, 3.0 * h->n * sizeof(float) / 1048576.0);
 }

@@ -1,19 +1,19 @@
 /*
- * predict.c — the predictor table, the calls that dispatch through it, and
- * what several predictors share: the ring of parameter snapshots, the
- * slope step and the AdamW-direction step. See predict.h.
+ * predict.c — the default predictor table, the codes of every predictor
+ * name, the calls that dispatch through a predictor's row, and the ring of
+ * parameter snapshots they share. See predict.h.
  */
 #include "predict.h"
+#include "extension.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-/* The predictors, one file each (pred_<id>.c defines hpt_pred_<id>). The
- * order is the index stored in checkpoints (HYBR): append, never reorder,
- * and the settings table's --predictor row (src/train/settings.h) names
- * them in the same order (hpt_hybrid_config_check asserts it). */
-#define HPT_PREDICTORS(X) X(coast) X(stale_adam) X(linear) X(shrink) X(outer)
+/* The default table: the driver's own predictors, one file each
+ * (pred_<id>.c defines hpt_pred_<id>). An extension brings its own rows
+ * (extension.h: the phased design's four). */
+#define HPT_PREDICTORS(X) X(outer)
 
 #define DECLARE_(id) extern const hpt_pred_ops hpt_pred_##id;
 HPT_PREDICTORS(DECLARE_)
@@ -21,27 +21,50 @@ HPT_PREDICTORS(DECLARE_)
 static const hpt_pred_ops *const table[] = {HPT_PREDICTORS(ROW_)};
 #define NPRED ((int)(sizeof table / sizeof table[0]))
 
-int hpt_pred_count(void) { return NPRED; }
+/* The settings table's --predictor row: every predictor name, in the order
+ * of the codes checkpoints store (HYBR), whether this build runs it or not. */
+static const hpt_setting *codes(void) {
+    const hpt_setting *s = hpt_setting_find("--predictor");
+    HPT_ASSERT(s);
+    return s;
+}
+
+int hpt_pred_count(void) {
+    int n = 0;
+    while (hpt_setting_name(codes(), n)) n++;
+    return n;
+}
 
 int hpt_pred_parse(const char *name) {
-    for (int i = 0; name && i < NPRED; i++)
-        if (!strcmp(name, table[i]->name)) return i;
+    for (int i = 0; name && hpt_setting_name(codes(), i); i++)
+        if (!strcmp(name, hpt_setting_name(codes(), i))) return i;
     return -1;
 }
 
-const char *hpt_pred_name(int i) { return i >= 0 && i < NPRED ? table[i]->name : NULL; }
+const char *hpt_pred_name(int i) { return i >= 0 && i < hpt_pred_count() ? hpt_setting_name(codes(), i) : NULL; }
 
 void hpt_pred_list(char *buf, size_t cap) {
     size_t at = 0;
+    const int n = hpt_pred_count();
     buf[0] = 0;
-    for (int i = 0; i < NPRED && at < cap; i++)
-        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i == 0 ? "" : i + 1 < NPRED ? ", " : " or ", table[i]->name);
+    for (int i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i == 0 ? "" : i + 1 < n ? ", " : " or ", hpt_pred_name(i));
+}
+
+const hpt_pred_ops *hpt_pred_find(const char *name) {
+    for (int i = 0; name && i < NPRED; i++)
+        if (!strcmp(name, table[i]->name)) return table[i];
+    return hpt_hyb_ext_predictor(name);
 }
 
 hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ring_c, int ring_s) {
     memset(p, 0, sizeof *p);
-    HPT_ASSERT(index >= 0 && index < NPRED);
-    p->ops = table[index];
+    const char *name = hpt_pred_name(index);
+    HPT_ASSERT(name);
+    p->ops = hpt_pred_find(name);
+    if (!p->ops)
+        return hpt_fail(HPT_ERR_ARG, "--predictor %s is not in this build of hpt (built without the design that "
+                        "runs it: make PHASED=0 leaves out the phased predictors)", name);
     p->index = index;
     p->m = m;
     p->n = m->nparams;

@@ -3,30 +3,22 @@
  * parameter arena. No model copy is ever made: a predicted step is one pass
  * over the flat arena, driven by the tensor table.
  *
- * A predictor is a row of the table in predict.c (hpt_pred_ops, like the
- * models' hpt_model_ops) and one file:
+ * A predictor is a row (hpt_pred_ops, like the models' hpt_model_ops) and
+ * one file. The default table (predict.c) holds the driver's own:
  *   outer       pred_outer.c       the default: the outer Nesterov step on the
  *                                  displacement since an anchor (DiLoCo's
  *                                  outer optimizer with one replica;
  *                                  Lookahead): an "outer" predictor, checked
  *                                  by the next real steps' losses instead of
  *                                  probes (the driver's outer path, hybrid.c)
- * and the phased controller's four (phased/, sharing phased/pred_common.c):
- *   coast       pred_coast.c       hpt's own: the AdamW step with the momentum
- *                                  left to decay, gated per tensor by the
- *                                  gradient signal-to-noise
- *   stale-adam  pred_stale_adam.c  control: the last AdamW update re-applied
- *   linear      pred_linear.c      control: a per-parameter least-squares line
- *                                  through recent snapshots, extrapolated
- *   shrink      pred_shrink.c      that line with each slope shrunk by its
- *                                  significance, each tensor gated by how
- *                                  straight its path was
- * The four are verified by probes and a line search and rolled back by the
- * phased controller (phased/phased.c). A new
- * predictor is one file defining its hpt_pred_ops (with the history it needs,
- * min_history: the controller waits for it) and one row appended to
- * HPT_PREDICTORS in predict.c: a row's position is the predictor's index in
- * checkpoints (HYBR), so rows are only ever appended.
+ * An extension (extension.h) brings rows of its own, which its controller
+ * runs: the phased design (phased/) the four that its probes and line
+ * search verify (coast, stale-adam, linear, shrink; phased/pred_*.c). Every
+ * name has a code, its index in the settings table's --predictor row
+ * (src/train/settings.h), which checkpoints store (HYBR): names are only
+ * ever appended there. A new predictor is one file defining its
+ * hpt_pred_ops (with the history it needs, min_history: a controller waits
+ * for it), one row in its table and its name appended to --predictor's.
  */
 #ifndef HPT_PREDICT_H
 #define HPT_PREDICT_H
@@ -70,18 +62,22 @@ typedef struct hpt_pred_ops {
     void (*free)(hpt_predictor *p);
 } hpt_pred_ops;
 
-/* The index of a --predictor name in the table (its checkpoint code), or -1. */
+/* The code of a --predictor name (its index in the settings row, which
+ * checkpoints store), or -1; a code this build may not run (hpt_pred_find). */
 int hpt_pred_parse(const char *name);
-/* The name of index i, or NULL when there is no such row. */
+/* The name of code i, or NULL when there is no such code. */
 const char *hpt_pred_name(int i);
 int hpt_pred_count(void);
-/* "coast, stale-adam, linear, shrink or outer" (every row, in table
+/* "coast, stale-adam, linear, shrink or outer" (every name, in code
  * order), for messages. */
 void hpt_pred_list(char *buf, size_t cap);
+/* The row that runs a name: the default table's, else an extension's;
+ * NULL when this build has none. */
+const hpt_pred_ops *hpt_pred_find(const char *name);
 
 struct hpt_predictor {
     const hpt_pred_ops *ops;
-    int index;                   /* its row in the table */
+    int index;                   /* its code (hpt_pred_parse) */
     size_t n;                    /* parameters */
     const hpt_model *m;          /* for the tensor table */
     float snr_lo, snr_hi;        /* coast gate: scale 0 below lo, 1 above hi */
@@ -107,7 +103,8 @@ struct hpt_predictor {
     size_t arena_bytes;
 };
 
-/* Predictor `index` for model m; ring_c, ring_s > 0 override the row's ring
+/* The predictor of code `index` for model m (HPT_ERR_ARG naming it when
+ * this build has no row for it); ring_c, ring_s > 0 override the row's ring
  * geometry (tests), 0 keeps it. */
 hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ring_c, int ring_s);
 void hpt_pred_free(hpt_predictor *p);

@@ -167,38 +167,45 @@
       "--resume: go on although the data no longer matches the checkpoint's record of it (size and CRC-32), "  \
       "training on the data as it is now; without it such a resume is refused")
 
-/* The hybrid controller (--mode hybrid); docs/hybrid.md. The defaults are
- * the phase controller's and the divergence monitor's (tests/test_settings.c
- * checks they agree). --predictor's names are the predictor table's
- * (src/hybrid/predict.c), in its order: a new predictor is appended to both
- * (hpt_hybrid_config_check and tests/test_settings.c check they agree).
+/* The hybrid (--mode hybrid); docs/hybrid.md. The rows marked PHASED are
+ * the phased design's (src/hybrid/phased/, the driver's extension: its
+ * phase machine, probes and learned dynamics), shown under their own
+ * heading in the help; the rest are the driver's. The order is HYBR's
+ * config words (one per row), which checkpoints store: rows are only ever
+ * appended. The defaults are the phase controller's and the divergence
+ * monitor's (tests/test_settings.c checks they agree). --predictor's names
+ * are the codes checkpoints store, every predictor's whether this build
+ * runs it or not (the default table's, src/hybrid/predict.c, or an
+ * extension's): a new predictor's name is appended.
  * X(field, flag, TYPE, min, max, flags, default, meta, help) */
 #define HPT_HYBRID_SETTINGS(X)                                                                                 \
-    X(warmup_steps, "warmup-steps", INT, 0, HPT_STEPS_MAX, 0, 100, "N", "full steps before any Predict phase") \
-    X(full_steps, "full-steps", INT, 1, HPT_STEPS_MAX, 0, 20, "N", "length of a Full phase")                   \
-    X(min_predict_steps, "min-predict-steps", INT, 1, 100000, 0, 5, "N",                                       \
+    X(warmup_steps, "warmup-steps", INT, 0, HPT_STEPS_MAX, 0, 100, "N",                                       \
+      "real steps before the first jump or Predict phase")                                                     \
+    X(full_steps, "full-steps", INT, 1, HPT_STEPS_MAX, PHASED, 20, "N", "length of a Full phase")              \
+    X(min_predict_steps, "min-predict-steps", INT, 1, 100000, PHASED, 5, "N",                                  \
       "Predict horizon at the confidence threshold")                                                           \
-    X(max_predict_steps, "max-predict-steps", INT, 1, 100000, 0, 40, "N", "Predict horizon at confidence 1")   \
-    X(correct_steps, "correct-steps", INT, 1, 100000, 0, 5, "N", "real steps after each Predict phase")        \
-    X(max_consecutive_predict, "max-consecutive-predict", INT, 1, 100000, 0, 4, "N",                           \
+    X(max_predict_steps, "max-predict-steps", INT, 1, 100000, PHASED, 40, "N",                                  \
+      "Predict horizon at confidence 1")                                                                       \
+    X(correct_steps, "correct-steps", INT, 1, 100000, PHASED, 5, "N", "real steps after each Predict phase")   \
+    X(max_consecutive_predict, "max-consecutive-predict", INT, 1, 100000, PHASED, 4, "N",                      \
       "Predict phases between two Full phases")                                                                \
-    X(confidence_threshold, "confidence-threshold", FLOAT, 0, INFINITY, 0, 0.75f, "X",                         \
+    X(confidence_threshold, "confidence-threshold", FLOAT, 0, INFINITY, PHASED, 0.75f, "X",                    \
       "Predict when confidence >= X; above 1 disables it")                                                     \
-    X(backoff_after, "backoff-after", INT, 1, 100000, 0, 2, "N",                                               \
+    X(backoff_after, "backoff-after", INT, 1, 100000, PHASED, 2, "N",                                          \
       "failed Predict phases before the Full phases between attempts double")                                  \
-    X(max_backoff, "max-backoff", INT, 1, 100000, 0, 64, "N", "cap on that doubling factor")                   \
-    X(waste_budget, "predict-waste-budget", FLOAT, 0, 1, 0, 0.01f, "X",                                        \
+    X(max_backoff, "max-backoff", INT, 1, 100000, PHASED, 64, "N", "cap on that doubling factor")              \
+    X(waste_budget, "predict-waste-budget", FLOAT, 0, 1, PHASED, 0.01f, "X",                                   \
       "share of steps that failed Predict phases may cost")                                                    \
     X(predictor, "predictor", NAME, 0, 0, 0, "outer",                                                          \
       CHOICES("coast", "stale-adam", "linear", "shrink", "outer"),                                             \
-      "how a Predict phase moves the weights")                                                                 \
-    X(correction_interval, "correction-interval", INT, 1, 100000, 0, 4, "N",                                   \
+      "what moves the weights between real steps: outer's jump, or a phased design's Predict phase")           \
+    X(correction_interval, "correction-interval", INT, 1, 100000, PHASED, 4, "N",                              \
       "predicted steps between probe-loss checks")                                                             \
-    X(probe_batches, "probe-batches", INT, 1, 64, 0, 2, "N", "training batches per verification")              \
-    X(whole_phase, "whole-phase", SWITCH, 0, 1, 0, 0, "", "apply a Predict phase's steps as one jump, then verify") \
-    X(ensemble, "ensemble", INT, 1, 16, 0, 3, "N", "dynamics model: ensemble members")                         \
-    X(hidden, "hidden", INT, 2, 1024, 0, 32, "N", "dynamics model: hidden units")                              \
-    X(bptt, "bptt", INT, 1, 256, 0, 16, "N", "dynamics model: steps of backpropagation through time")          \
+    X(probe_batches, "probe-batches", INT, 1, 64, PHASED, 2, "N", "training batches per verification")         \
+    X(whole_phase, "whole-phase", SWITCH, 0, 1, PHASED, 0, "", "apply a Predict phase's steps as one jump, then verify") \
+    X(ensemble, "ensemble", INT, 1, 16, PHASED, 3, "N", "dynamics model: ensemble members")                    \
+    X(hidden, "hidden", INT, 2, 1024, PHASED, 32, "N", "dynamics model: hidden units")                         \
+    X(bptt, "bptt", INT, 1, 256, PHASED, 16, "N", "dynamics model: steps of backpropagation through time")     \
     X(div_window, "div-window", INT, 8, 256, 0, 64, "N", "divergence monitor: steps in its window")            \
     X(div_loss_z, "div-loss-z", FLOAT, 0, INFINITY, MIN_OPEN | MAX_OPEN, 6.0f, "X",                            \
       "divergence monitor: loss z-score for a warning")                                                        \
@@ -206,7 +213,7 @@
       "divergence monitor: grad norm / its mean for a warning")                                                \
     X(div_grad_vanish, "div-grad-vanish", FLOAT, 0, 1, MAX_OPEN, 0.01f, "X",                                   \
       "divergence monitor: grad norm / its mean below which it warns, 0 = off")                                \
-    X(count_cost, "cost-by-time", SWITCH, 0, 1, 0, 1, "",                                                      \
+    X(count_cost, "cost-by-time", SWITCH, 0, 1, PHASED, 1, "",                                                 \
       "value a Predict phase's cost by wall time instead of counted passes "                                   \
       "(truer, but the run is no longer reproducible bit for bit)")                                            \
     X(outer_interval, "outer-interval", INT, 1, HPT_STEPS_MAX, 0, 50, "H",                                    \
@@ -238,6 +245,7 @@
 #define MAX_OPEN HPT_SET_MAX_OPEN
 #define RESUME_OK HPT_SET_RESUME_OK
 #define NOT_STORED HPT_SET_NOT_STORED
+#define PHASED HPT_SET_PHASED
 #define SINCE(v) ((unsigned)(v) << 8)
 #define HPT_META_INT(m) .meta = m
 #define HPT_META_U64(m) .meta = m
