@@ -125,7 +125,8 @@ typedef struct hpt_train_callbacks {
      * first step not yet taken: tr's config is resolved (max_iters from
      * --epochs, out_dir), hc is the hybrid config the run uses (a resumed
      * run's from its checkpoint), NULL in a baseline run. A status other
-     * than HPT_OK (with hpt_fail's message) ends the run with it, unrun. */
+     * than HPT_OK ends the run with it, unrun (the library adds no message
+     * of its own: the callback's reason is the callback's to give). */
     hpt_status (*start)(void *user, hpt_trainer *tr, const hpt_hybrid_config *hc);
     /* the run start accepted has ended with st (HPT_OK; HPT_ERR_INTERRUPTED
      * with a checkpoint to resume; else its failure, whose message
