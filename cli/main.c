@@ -376,11 +376,11 @@ static int cmd_train(int argc, char **argv) {
     hpt_status st = hpt_train_args_parse(&a, argc, argv);
     if (st != HPT_OK) die_usage("%s", hpt_errmsg());
     if (a.help) { usage(stdout); return 0; }
-    if (!a.run.resume_dir && (st = hpt_train_args_resolve(&a)) != HPT_OK) die_status(st);
     if (a.run.resume_dir) {
         start_group(0, 1);  /* a resumed hybrid run's clock setting is checked once it is read (on_start) */
         install_stop_handlers();  /* a stop asked while the checkpoint loads is kept for the first step */
     } else {
+        if ((st = hpt_train_args_resolve(&a)) != HPT_OK) die_status(st);
         start_group(a.run.hybrid, a.hybrid.count_cost);
     }
     train_view view = {.tty = isatty(2), .log_interval = a.run.log_interval};
