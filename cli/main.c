@@ -259,10 +259,14 @@ static void usage(FILE *f) {
 
 /* ---------------------------------------------------------------- train */
 
-typedef struct progress {
+/* `hpt train` is the library's run (hpt_train_args_run) with the CLI's
+ * callbacks around it: the progress display, the signal handlers, the
+ * mpirun group's checks, and at the end the interrupted run's message and
+ * the plots. */
+typedef struct train_view {
     int tty, log_interval;
     double ema_step_s;
-} progress;
+} train_view;
 
 /* Under mpirun rank 0 speaks for the job: the other ranks' logs and
  * progress are the same lines. Their errors are printed (die_status). */
@@ -281,7 +285,7 @@ void fmt_eta(char *buf, size_t n, double s) {
 }
 
 static void on_step(void *ctx, const hpt_step_info *in) {
-    progress *p = ctx;
+    train_view *p = ctx;
     if (quiet_rank()) return;
     p->ema_step_s = in->step == 1 || p->ema_step_s == 0 ? in->step_s : 0.9 * p->ema_step_s + 0.1 * in->step_s;
     char eta[32];
@@ -317,6 +321,22 @@ static void install_stop_handlers(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The trainer is built: from here a signal stops the run with a
+ * checkpoint (before, it ends the process: there is nothing to save). The
+ * progress interval's default needs the resolved step count. */
+static hpt_status on_start(void *ctx, hpt_trainer *tr, const hpt_hybrid_config *hc) {
+    train_view *p = ctx;
+    /* a new run's clock setting was refused before it was built
+     * (start_group); a resumed run's comes from its checkpoint */
+    if (hc && !hc->count_cost && hpt_comm_size(hpt_comm_world()) > 1)
+        return hpt_fail(HPT_ERR_ARG, "the run uses --cost-by-time, which cannot be resumed under mpirun (each rank's "
+                        "clock would choose differently)");
+    const hpt_train_config *rc = hpt_trainer_config(tr);  /* max_iters resolved from --epochs */
+    if (!p->log_interval) p->log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
+    install_stop_handlers();
+    return HPT_OK;
+}
+
 /* The run's curves as DIR/loss.{svg,png}: a convenience, so a failure to
  * draw them is a warning, never a failed run. */
 static void plot_or_warn(const char *dir) {
@@ -324,31 +344,18 @@ static void plot_or_warn(const char *dir) {
     else fprintf(stderr, "hpt: warning: no loss plot: %s\n", hpt_errmsg());
 }
 
-/* Runs a built trainer to the end (hc: hybrid mode), prints and exits. An
- * interrupted baseline run exits 0 after saying where its checkpoint is. */
-static int run_to_end(hpt_trainer *tr, const hpt_hybrid_config *hc, int log_interval) {
-    progress p = {.tty = isatty(2), .log_interval = log_interval};
-    const hpt_train_config *rc = hpt_trainer_config(tr);  /* max_iters resolved from --epochs */
-    if (!p.log_interval) p.log_interval = rc->max_iters >= 20 ? rc->max_iters / 20 : 1;
-    hpt_status st = hc ? hpt_trainer_run_hybrid(tr, hc, on_log, on_step, &p) : hpt_trainer_run(tr, on_log, on_step, &p);
-    if (st != HPT_OK && p.tty) fputc('\n', stderr);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", rc->out_dir);
-    int ranks = hpt_comm_size(hpt_comm_world()), writer = !quiet_rank();
-    if (st == HPT_ERR_INTERRUPTED) {
-        if (writer && ranks > 1)
-            fprintf(stderr, "hpt: %s\nhpt: continue with: mpirun -np %d hpt train --resume %s\n", hpt_errmsg(), ranks, dir);
-        else if (writer) fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), dir);
-        hpt_trainer_free(tr);
-        if (writer) plot_or_warn(dir);
-        hpt_comm_free(hpt_comm_world());
-        return 0;
-    }
-    hpt_trainer_free(tr);
-    if (st != HPT_OK) die_status(st);
-    if (writer) plot_or_warn(dir);
-    hpt_comm_free(hpt_comm_world());  /* every rank got here: MPI_Finalize */
-    return 0;
+/* The run has ended: an interrupted one says where its checkpoint is, and a
+ * finished or interrupted one is plotted (a failed one is reported by
+ * die_status, with the run's own message). */
+static void on_end(void *ctx, hpt_status st, const char *dir) {
+    train_view *p = ctx;
+    if (st != HPT_OK && p->tty) fputc('\n', stderr);  /* after the progress line */
+    if (quiet_rank() || (st != HPT_OK && st != HPT_ERR_INTERRUPTED)) return;
+    int ranks = hpt_comm_size(hpt_comm_world());
+    if (st == HPT_ERR_INTERRUPTED && ranks > 1)
+        fprintf(stderr, "hpt: %s\nhpt: continue with: mpirun -np %d hpt train --resume %s\n", hpt_errmsg(), ranks, dir);
+    else if (st == HPT_ERR_INTERRUPTED) fprintf(stderr, "hpt: %s\nhpt: continue with: hpt train --resume %s\n", hpt_errmsg(), dir);
+    plot_or_warn(dir);
 }
 
 /* The process group: MPI when started by mpirun, else one process. Under
@@ -367,66 +374,27 @@ static void start_group(int hybrid, int count_cost) {
     }
 }
 
-/* --rss-warn / --rss-limit in MiB: operational limits, also with --resume */
-static double g_rss_warn_mib, g_rss_limit_mib;
-
-static void apply_memory_limits(hpt_trainer *tr) {
-    hpt_trainer_set_memory_limits(tr, (size_t)(g_rss_warn_mib * 1048576.0), (size_t)(g_rss_limit_mib * 1048576.0));
-}
-
-/* hpt train --resume DIR: the stored configuration, nothing else but
- * --threads (checked against the stored count), --log-interval and
- * --allow-data-change (flags: HPT_RESUME_ALLOW_DATA_CHANGE). */
-static int resume_train(const char *dir, int hybrid, int threads, int log_interval, unsigned flags,
-                        const char *device) {
-    hpt_trainer *tr;
-    start_group(0, 1);  /* a resumed hybrid run's clock setting is checked below */
-    install_stop_handlers();
-    hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));
-    hpt_status st = hpt_trainer_resume_on(&tr, dir, threads, flags, device, on_log, NULL);
-    if (st != HPT_OK) die_status(st);
-    apply_memory_limits(tr);
-    if (hybrid >= 0 && hybrid != hpt_trainer_resumed_hybrid(tr)) {
-        hpt_trainer_free(tr);
-        die_usage("%s", hybrid ? "--resume: --mode hybrid, but the run is a --mode baseline run (the mode comes "
-                                 "from the checkpoint)"
-                               : "--resume: --mode baseline, but the run is a --mode hybrid run (the mode comes "
-                                 "from the checkpoint)");
-    }
-    if (!hpt_trainer_resumed_hybrid(tr)) return run_to_end(tr, NULL, log_interval);
-    /* a hybrid run: its hybrid config comes from the checkpoint too */
-    hpt_hybrid_config hc;
-    if ((st = hpt_hybrid_config_resumed(tr, &hc)) != HPT_OK) { hpt_trainer_free(tr); die_status(st); }
-    if (hpt_comm_size(hpt_comm_world()) > 1 && !hc.count_cost) {
-        hpt_trainer_free(tr);
-        hpt_fail(HPT_ERR_ARG, "the run uses --cost-by-time, which cannot be resumed under mpirun (each rank's clock "
-                 "would choose differently)");
-        die_status(HPT_ERR_ARG);
-    }
-    return run_to_end(tr, &hc, log_interval);
-}
-
+/* hpt train: a new run, or with --resume DIR the stored one (its mode and
+ * configuration from the checkpoint, nothing else but the operational
+ * flags). An interrupted run exits 0 after saying where its checkpoint is. */
 static int cmd_train(int argc, char **argv) {
     hpt_train_args a;
     hpt_status st = hpt_train_args_parse(&a, argc, argv);
     if (st != HPT_OK) die_usage("%s", hpt_errmsg());
     if (a.help) { usage(stdout); return 0; }
-    g_rss_warn_mib = a.run.rss_warn_mib;
-    g_rss_limit_mib = a.run.rss_limit_mib;
-    hpt_set_device_memory_limit((size_t)(a.run.vram_limit_mib * 1048576.0));   /* checked before allocating */
-    if (a.run.resume_dir) return resume_train(a.run.resume_dir, a.mode_given ? a.run.hybrid : -1, a.threads_given,
-                                              a.run.log_interval,
-                                              a.run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u,
-                                              a.train.device);
-    if ((st = hpt_train_args_resolve(&a)) != HPT_OK) die_status(st);
-    hpt_trainer *tr;
-    start_group(a.run.hybrid, a.hybrid.count_cost);
-    hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));  /* refused before allocating, if over */
-    st = hpt_trainer_init(&tr, &a.train);
-    if (st != HPT_OK) die_status(st);
-    apply_memory_limits(tr);
-    install_stop_handlers();
-    return run_to_end(tr, a.run.hybrid ? &a.hybrid : NULL, a.run.log_interval);
+    if (a.run.resume_dir) {
+        start_group(0, 1);  /* a resumed hybrid run's clock setting is checked once it is read (on_start) */
+        install_stop_handlers();  /* a stop asked while the checkpoint loads is kept for the first step */
+    } else {
+        if ((st = hpt_train_args_resolve(&a)) != HPT_OK) die_status(st);
+        start_group(a.run.hybrid, a.hybrid.count_cost);
+    }
+    train_view view = {.tty = isatty(2), .log_interval = a.run.log_interval};
+    hpt_train_callbacks cb = {.user = &view, .log = on_log, .step = on_step, .start = on_start, .end = on_end};
+    st = hpt_train_args_run(&a, &cb);
+    if (st != HPT_OK && st != HPT_ERR_INTERRUPTED) die_status(st);
+    hpt_comm_free(hpt_comm_world());  /* every rank got here: MPI_Finalize */
+    return 0;
 }
 
 /* ---------------------------------------------------------------- sample */

@@ -64,9 +64,9 @@ const char *hpt_version(int *major, int *minor, int *patch);
 /* sizeof the public struct named `name` as the library was built
  * ("hpt_tensor_info", "hpt_batch", "hpt_gpt2_config", "hpt_mlp_config",
  * "hpt_cnn_config", "hpt_step_info", "hpt_setting", "hpt_train_config",
- * "hpt_hybrid_config", "hpt_run_options"); 0 for another name. A binding
- * that mirrors these structs by hand (python/hpt/_lib.py) checks its copies
- * against these at load time. */
+ * "hpt_hybrid_config", "hpt_run_options", "hpt_train_callbacks"); 0 for
+ * another name. A binding that mirrors these structs by hand
+ * (python/hpt/_lib.py) checks its copies against these at load time. */
 size_t hpt_struct_size(const char *name);
 
 /* ---------------------------------------------------------------- status */

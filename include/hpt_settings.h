@@ -114,12 +114,38 @@ hpt_status hpt_train_args_resolve(hpt_train_args *a);
 void *hpt_train_args_group(hpt_train_args *a, hpt_setting_group g);
 /* sizeof(hpt_train_args), for bindings that allocate it without this header. */
 size_t hpt_train_args_sizeof(void);
+/* What a caller adds around the run hpt_train_args_run drives: its display,
+ * its signal handlers, its plots. Every hook may be NULL; each gets user
+ * first and is called on the thread that called hpt_train_args_run. */
+typedef struct hpt_train_callbacks {
+    void *user;
+    /* a line of the run's log (its config, the memory table, warnings) */
+    hpt_log_fn log;
+    /* after every optimizer step (progress) */
+    hpt_step_fn step;
+    /* the trainer is built (new, or resumed from its checkpoint) and its
+     * first step not yet taken: tr's config is resolved (max_iters from
+     * --epochs, out_dir), hc is the hybrid config the run uses (a resumed
+     * run's from its checkpoint), NULL in a baseline run. A status other
+     * than HPT_OK ends the run with it, unrun (the library adds no message
+     * of its own: the callback's reason is the callback's to give). */
+    hpt_status (*start)(void *user, hpt_trainer *tr, const hpt_hybrid_config *hc);
+    /* the run start accepted has ended with st (HPT_OK; HPT_ERR_INTERRUPTED
+     * with a checkpoint to resume; else its failure, whose message
+     * hpt_errmsg still holds), its trainer freed: out_dir's files are
+     * complete and unlocked. Not called when start was not, or refused. */
+    void (*end)(void *user, hpt_status st, const char *out_dir);
+} hpt_train_callbacks;
+
 /* The run a describes, start to end, in this process (one rank): a new
- * trainer or the --resume DIR one, the memory limits, hpt_trainer_run or
- * hpt_trainer_run_hybrid, the trainer freed. HPT_ERR_INTERRUPTED after
- * hpt_request_stop, with a checkpoint to resume. (`hpt train` adds the
- * mpirun group, signal handlers and plots around the same steps.) */
-hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx);
+ * trainer or the --resume DIR one (whose mode, and hybrid config, come from
+ * its checkpoint; a --mode that differs is HPT_ERR_ARG), the memory limits,
+ * cb's start, hpt_trainer_run or hpt_trainer_run_hybrid, the trainer freed,
+ * cb's end. HPT_ERR_INTERRUPTED after hpt_request_stop, with a checkpoint
+ * to resume. cb may be NULL. `hpt train` runs here: its progress display,
+ * signal handlers and plots are its callbacks, and the mpirun group is
+ * started before and ended after the call. */
+hpt_status hpt_train_args_run(hpt_train_args *a, const hpt_train_callbacks *cb);
 
 #ifdef __cplusplus
 }

@@ -573,14 +573,14 @@ def train(progress=None, log=None, **options):
         raised.append(KeyboardInterrupt())
         lib.hpt_request_stop()
 
-    log_cb, step_cb = _lib.LOG_FN(on_log), _lib.STEP_FN(on_step)
+    callbacks = _lib.TrainCallbacks(log=_lib.LOG_FN(on_log), step=_lib.STEP_FN(on_step))
     del run
     try:
         previous = signal.signal(signal.SIGINT, on_sigint)
     except ValueError:  # not the main thread: signals go to the main thread's handler
         previous = None
     try:
-        st = lib.hpt_train_args_run(ta, log_cb, step_cb, None)
+        st = lib.hpt_train_args_run(ta, ctypes.byref(callbacks))
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

@@ -89,6 +89,16 @@ class Setting(Structure):
                 ("name_at", c_void_p), ("on", c_int), ("help", c_char_p)]
 
 
+LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
+STEP_FN = CFUNCTYPE(None, c_void_p, POINTER(StepInfo))
+START_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)  # (user, hpt_trainer *, const hpt_hybrid_config *)
+END_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p)        # (user, status, out_dir)
+
+
+class TrainCallbacks(Structure):
+    _fields_ = [("user", c_void_p), ("log", LOG_FN), ("step", STEP_FN), ("start", START_FN), ("end", END_FN)]
+
+
 SET_TRAIN, SET_RUN, SET_HYBRID = 0, 1, 2
 SET_TYPES = ["int", "u64", "float", "str", "enum", "name", "switch"]
 SET_SWITCH = 6
@@ -101,7 +111,7 @@ ERR_INTERRUPTED = 7
 # otherwise be read through the wrong layout without a word.
 MIRRORED = {"hpt_tensor_info": TensorInfo, "hpt_batch": Batch, "hpt_gpt2_config": GPT2Config,
             "hpt_mlp_config": MLPConfig, "hpt_cnn_config": CNNConfig, "hpt_step_info": StepInfo,
-            "hpt_setting": Setting}
+            "hpt_setting": Setting, "hpt_train_callbacks": TrainCallbacks}
 
 
 def check_struct_sizes(library, path):
@@ -124,9 +134,6 @@ def check_struct_sizes(library, path):
 
 
 check_struct_sizes(lib, LIBRARY_PATH)
-
-LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
-STEP_FN = CFUNCTYPE(None, c_void_p, POINTER(StepInfo))
 
 # ---------------------------------------------------------------- functions
 
@@ -178,7 +185,7 @@ _SIGS = {
     "hpt_train_args_parse": (c_int, [c_void_p, c_int, POINTER(c_char_p)]),
     "hpt_train_args_resolve": (c_int, [c_void_p]),
     "hpt_train_args_group": (c_void_p, [c_void_p, c_int]),
-    "hpt_train_args_run": (c_int, [c_void_p, LOG_FN, STEP_FN, c_void_p]),
+    "hpt_train_args_run": (c_int, [c_void_p, POINTER(TrainCallbacks)]),
     "hpt_request_stop": (None, []),
     "hpt_crc32": (c_uint32, [c_uint32, c_void_p, c_size_t]),
 }

@@ -28,7 +28,7 @@ def test_version_one_definition(hpt_bin):
 
 def test_struct_sizes_match():
     assert set(_lib.MIRRORED) == {"hpt_tensor_info", "hpt_batch", "hpt_gpt2_config", "hpt_mlp_config",
-                                  "hpt_cnn_config", "hpt_step_info", "hpt_setting"}
+                                  "hpt_cnn_config", "hpt_step_info", "hpt_setting", "hpt_train_callbacks"}
     for name, mirror in _lib.MIRRORED.items():
         assert _lib.lib.hpt_struct_size(name.encode()) == ctypes.sizeof(mirror) > 0, name
     assert _lib.lib.hpt_struct_size(b"hpt_no_such_struct") == 0

@@ -27,6 +27,7 @@ size_t hpt_struct_size(const char *name) {
         {"hpt_train_config", sizeof(hpt_train_config)},
         {"hpt_hybrid_config", sizeof(hpt_hybrid_config)},
         {"hpt_run_options", sizeof(hpt_run_options)},
+        {"hpt_train_callbacks", sizeof(hpt_train_callbacks)},
     };
     if (!name) return 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)

@@ -3,7 +3,8 @@
  * (train, run, hybrid) by the settings table, with the checks between flags,
  * and the run they describe. The command line (cli/main.c) and the Python
  * binding (python/hpt) both come here, so a run asked for in either is the
- * same run.
+ * same run; what only one of them does around it (the CLI's progress line,
+ * signal handlers and plots) comes in as its callbacks.
  *
  * src/run is the library's top room: it fills the hybrid's config and runs
  * the hybrid driver as well as the plain trainer, so it stands above both
@@ -200,37 +201,59 @@ hpt_status hpt_train_args_resolve(hpt_train_args *a) {
     return a->run.hybrid ? hpt_hybrid_config_check(&a->hybrid) : HPT_OK;
 }
 
-/* A resumed run: the mode comes from its checkpoint, and a hybrid run's
- * config too. */
-static hpt_status run_resumed(hpt_train_args *a, hpt_trainer *tr, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+/* The hybrid config a built trainer runs with, NULL for a baseline run: a
+ * new run's from a, a resumed run's (and its mode) from its checkpoint. */
+static hpt_status run_mode(hpt_train_args *a, hpt_trainer *tr, hpt_hybrid_config *resumed,
+                           const hpt_hybrid_config **hc) {
+    if (!a->run.resume_dir) {
+        *hc = a->run.hybrid ? &a->hybrid : NULL;
+        return HPT_OK;
+    }
     int hybrid = hpt_trainer_resumed_hybrid(tr);
     if (a->mode_given && a->run.hybrid != hybrid)
         return hpt_fail(HPT_ERR_ARG, "%s", a->run.hybrid ? "--resume: --mode hybrid, but the run is a --mode baseline "
                                                            "run (the mode comes from the checkpoint)"
                                                          : "--resume: --mode baseline, but the run is a --mode hybrid "
                                                            "run (the mode comes from the checkpoint)");
-    if (!hybrid) return hpt_trainer_run(tr, log, on_step, ctx);
-    hpt_hybrid_config hc;
-    hpt_status st = hpt_hybrid_config_resumed(tr, &hc);
-    return st != HPT_OK ? st : hpt_trainer_run_hybrid(tr, &hc, log, on_step, ctx);
+    *hc = NULL;
+    if (!hybrid) return HPT_OK;
+    HPT_TRY(hpt_hybrid_config_resumed(tr, resumed));
+    *hc = resumed;
+    return HPT_OK;
 }
 
-hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_step, void *ctx) {
+/* A built trainer's run, between the caller's start and the end: *started
+ * says whether start accepted it. */
+static hpt_status run_built(hpt_train_args *a, hpt_trainer *tr, const hpt_train_callbacks *cb, int *started) {
+    hpt_hybrid_config resumed;
+    const hpt_hybrid_config *hc;
+    HPT_TRY(run_mode(a, tr, &resumed, &hc));
+    if (cb->start) HPT_TRY(cb->start(cb->user, tr, hc));
+    *started = 1;
+    return hc ? hpt_trainer_run_hybrid(tr, hc, cb->log, cb->step, cb->user)
+              : hpt_trainer_run(tr, cb->log, cb->step, cb->user);
+}
+
+hpt_status hpt_train_args_run(hpt_train_args *a, const hpt_train_callbacks *cb) {
+    static const hpt_train_callbacks none;
+    if (!cb) cb = &none;
     const double mib = 1048576.0;
     hpt_set_memory_ceiling((size_t)(a->run.rss_limit_mib * mib));  /* refused before allocating, if over */
     hpt_set_device_memory_limit((size_t)(a->run.vram_limit_mib * mib));
     hpt_trainer *tr = NULL;
     unsigned flags = a->run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u;
-    hpt_status st = a->run.resume_dir ? hpt_trainer_resume_on(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device, log, ctx)
+    hpt_status st = a->run.resume_dir ? hpt_trainer_resume_on(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device, cb->log, cb->user)
                                       : hpt_trainer_init(&tr, &a->train);
+    int started = 0;
+    char out_dir[4096] = "";
     if (st == HPT_OK) {
         hpt_trainer_set_memory_limits(tr, (size_t)(a->run.rss_warn_mib * mib), (size_t)(a->run.rss_limit_mib * mib));
-        if (a->run.resume_dir) st = run_resumed(a, tr, log, on_step, ctx);
-        else st = a->run.hybrid ? hpt_trainer_run_hybrid(tr, &a->hybrid, log, on_step, ctx)
-                                : hpt_trainer_run(tr, log, on_step, ctx);
+        snprintf(out_dir, sizeof out_dir, "%s", hpt_trainer_config(tr)->out_dir);  /* the trainer's copy goes with it */
+        st = run_built(a, tr, cb, &started);
     }
     hpt_trainer_free(tr);
-    hpt_trainer_clear_stop();    /* a request during the last step was this run's */
+    if (started && cb->end) cb->end(cb->user, st, out_dir);
+    hpt_trainer_clear_stop();    /* a request during the last step (or the end) was this run's */
     hpt_set_memory_ceiling(0);  /* the process goes on (a library caller): the limit was this run's */
     return st;
 }
