@@ -113,7 +113,7 @@ float hpt_hyb_progress(const hybrid *h) {
 
 /* A new interval: anchor = params, momentum buffer 0. */
 static void outer_new_interval(hybrid *h) {
-    hpt_pred_outer_reset(&h->pred, h->m->params);
+    hpt_outer_reset(&h->out.step, h->m->params);
     h->out.anchor_updates = hpt_trainer_updates(h->tr);
 }
 
@@ -274,8 +274,7 @@ static void outer_jump(hybrid *h) {
     }
     char crc[40];
     params_crc_text(h, crc, sizeof crc);
-    hpt_pred_apply(&h->pred, h->m->params, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), NULL, updates,
-                   0.0f, 1, s);
+    hpt_outer_apply(&h->out.step, h->m->params, NULL, s, h->pred.tensor_gate);
     if (h->cfg.outer_moments == 1) hpt_trainer_reset_moment1(tr);  /* the snapshot holds the old one */
     h->out.anchor_updates = updates;
     h->out.applied++;
@@ -408,16 +407,17 @@ static hpt_status open_phases_log(hybrid *h) {
     return HPT_OK;
 }
 
-/* The predictor: the outer one starts its first interval's anchor here (a
- * resume loads its own). */
+/* The predictor; on the outer path the outer step, whose first interval's
+ * anchor starts here (a resume loads its own). */
 static hpt_status init_predictor(hybrid *h) {
     HPT_TRY(hpt_pred_init(&h->pred, hpt_pred_parse(h->cfg.predictor), h->m, 0, 0));
-    h->pred.outer_lr = h->cfg.outer_lr;
-    h->pred.outer_mom = h->cfg.outer_momentum;
-    h->pred.outer_adapt = h->cfg.outer_adapt;
-    h->pred.sf_z = hpt_trainer_sf_z(h->tr);   /* NULL under AdamW */
-    h->pred.sf_x = hpt_trainer_sf_x(h->tr);
-    hpt_pred_outer_reset(&h->pred, h->m->params);
+    if (!h->pred.ops->outer) return HPT_OK;
+    hpt_outer *o = &h->out.step;
+    HPT_TRY(hpt_outer_init(o, h->m, h->cfg.outer_lr, h->cfg.outer_momentum));
+    o->adapt = h->cfg.outer_adapt;
+    o->sf_z = hpt_trainer_sf_z(h->tr);   /* NULL under AdamW */
+    o->sf_x = hpt_trainer_sf_x(h->tr);
+    hpt_outer_reset(o, h->m->params);
     return HPT_OK;
 }
 
@@ -435,7 +435,7 @@ static hpt_status init_parts(hybrid *h) {
     if (phased || h->cfg.outer_gate) HPT_TRY(hpt_learner_new(h->tr, &h->cfg, &h->learn));
     if (phased) HPT_TRY(hpt_phased_new(h, &h->phz));
     HPT_TRY(open_phases_log(h));
-    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + hpt_hyb_buf_bytes(h) + h->pred.arena_bytes +
+    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + hpt_hyb_buf_bytes(h) + hpt_hyb_pred_bytes(h) +
                      (h->learn ? hpt_learner_dyn_bytes(h->learn) : 0);
     return HPT_OK;
 }
@@ -500,6 +500,7 @@ void hpt_hyb_free(hybrid *h) {
     if (!h) return;
     if (h->phases_log) fclose(h->phases_log);
     hpt_pred_free(&h->pred);
+    hpt_outer_free(&h->out.step);
     hpt_snapshot_free(&h->snap);
     hpt_phased_free(h->phz);
     hpt_learner_free(h->learn);

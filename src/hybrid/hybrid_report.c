@@ -79,7 +79,7 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
     if (mb) {
         hpt_json_u64(mb, "snapshot", 3 * h->n * sizeof(float));
         hpt_json_u64(mb, "buffers", hpt_hyb_buf_bytes(h));
-        hpt_json_u64(mb, "predictor", h->pred.arena_bytes);
+        hpt_json_u64(mb, "predictor", hpt_hyb_pred_bytes(h));
         hpt_json_u64(mb, "dynamics", h->learn ? hpt_learner_dyn_bytes(h->learn) : 0);
         hpt_json_u64(mb, "encoder", h->learn ? h->learn->enc.arena_floats * sizeof(float) : 0);
     }
@@ -138,7 +138,7 @@ void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
                  "mu %g%s, checked by the next %d real losses; hybrid state %.1f MiB (snapshot %.1f, anchor and "
                  "momentum %.1f)", c->predictor, c->outer_interval, c->warmup_steps, c->outer_lr, c->outer_momentum,
                  c->outer_follow_lr ? ", following the lr" : "", c->outer_check, h->arena_bytes / 1048576.0,
-                 3.0 * h->n * sizeof(float) / 1048576.0, h->pred.arena_bytes / 1048576.0);
+                 3.0 * h->n * sizeof(float) / 1048576.0, hpt_hyb_pred_bytes(h) / 1048576.0);
         if (log) log(ctx, line);
         return;
     }
