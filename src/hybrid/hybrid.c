@@ -56,14 +56,15 @@ void hpt_hyb_restore_snapshot(hybrid *h) {
         hpt_trainer_restore_sf(h->tr, hpt_snapshot_sf_z(&h->snap), hpt_snapshot_sf_x(&h->snap), h->snap.sf_sums);
 }
 
-/* One line of phases.jsonl: the step, the phase entered, why (escaped as
- * JSON: a reason may quote anything). */
+/* One line of phases.jsonl: the step, the phase entered (by the outer
+ * path's names off the phased controller: a jump, its check), why (escaped
+ * as JSON: a reason may quote anything). */
 void hpt_hyb_log_transition(hybrid *h, hpt_phase to, const char *why) {
     if (!h->phases_log) return;
     cJSON *o = cJSON_CreateObject();
     if (!o) return;
     hpt_json_u64(o, "step", (uint64_t)hpt_trainer_steps(h->tr));
-    cJSON_AddStringToObject(o, "phase", hpt_phase_name(to));
+    cJSON_AddStringToObject(o, "phase", h->phz ? hpt_phase_name(to) : hpt_outer_phase_name(to));
     cJSON_AddStringToObject(o, "reason", why);
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -296,7 +297,7 @@ static void outer_jump(hybrid *h) {
         snprintf(why + len, sizeof why - len, "; per-tensor agreement gates mean %.3f, min %.3f, max %.3f",
                  sum / h->m->ntensors, lo, hi);
     }
-    hpt_hyb_log_transition(h, HPT_PHASE_PREDICT, why);
+    hpt_hyb_log_transition(h, HPT_PHASE_JUMP, why);
 }
 
 /* After a real step under check: a non-finite loss or one above mean + 6 sd
@@ -334,7 +335,7 @@ static void outer_check(hybrid *h, float loss) {
 }
 
 /* One call on the outer path: a jump when due, then a real step (warmup,
- * correct while a check is under way, else full) and its check. The jump's
+ * check while a check is under way, else full) and its check. The jump's
  * time is returned in h->out.jump_s (the caller puts it on the clock). */
 static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_phase *real) {
     const hpt_hybrid_config *c = &h->cfg;
@@ -349,28 +350,29 @@ static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_
         h->out.jump_s = hpt_now() - t;
     }
     *real = hpt_trainer_updates(h->tr) < c->warmup_steps ? HPT_PHASE_WARMUP
-          : h->out.check_left > 0 ? HPT_PHASE_CORRECT : HPT_PHASE_FULL;
+          : h->out.check_left > 0 ? HPT_PHASE_CHECK : HPT_PHASE_FULL;
     HPT_TRY(hpt_hyb_real_step(h, info, *real, NAN));
     outer_check(h, info->train_loss);
-    *ph = jumped ? HPT_PHASE_PREDICT : *real;
+    *ph = jumped ? HPT_PHASE_JUMP : *real;
     return HPT_OK;
 }
 
 /* The outer path's call with its accounting: everything beyond the
  * trainer's step is training time; the jump (snapshot, outer step, new
- * anchor) is the predict phase's time, the rest the controller's; the call
- * counts one step of its real step's phase (a jump moves no step). */
+ * anchor) is the jump's time (in predict's slot), the rest the
+ * controller's; the call counts one step of its real step's phase (a jump
+ * moves no step). */
 static hpt_status outer_timed(hybrid *h, hpt_step_info *info, double t0) {
     hpt_phase ph, real;
     HPT_TRY(outer_step(h, info, &ph, &real));
-    info->phase = hpt_phase_name(ph);
+    info->phase = hpt_outer_phase_name(ph);
     double whole = hpt_now() - t0, extra = whole - info->step_s;
     if (extra > 0.0) hpt_trainer_add_time(h->tr, extra);  /* step_s is on the clock already */
     double ctrl = extra - h->out.jump_s;
     if (ctrl > 0.0) h->cnt.ctrl_s += ctrl;
     info->step_s = whole;
     info->time_s = hpt_trainer_clock(h->tr);
-    h->cnt.phase_s[HPT_PHASE_PREDICT] += h->out.jump_s;
+    h->cnt.phase_s[HPT_PHASE_JUMP] += h->out.jump_s;
     h->cnt.phase_s[real] += whole - h->out.jump_s;
     h->cnt.phase_count_steps[real] += 1;
     return HPT_OK;

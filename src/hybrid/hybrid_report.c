@@ -9,13 +9,13 @@
 #include <string.h>
 
 /* A step's phase fields (after the trainer's own members): the phase, its
- * passes, and for a Predict phase what its jump did. */
+ * passes, and for a Predict phase or an outer jump what the jump did. */
 void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line) {
     (void)hctx;
     cJSON_AddStringToObject(line, "phase", info->phase);
     cJSON_AddNumberToObject(line, "backward", info->backward);
     cJSON_AddNumberToObject(line, "probe", info->probes);
-    if (!strcmp(info->phase, "predict")) {
+    if (!strcmp(info->phase, "predict") || !strcmp(info->phase, "jump")) {
         cJSON_AddNumberToObject(line, "predicted_steps", info->predicted_steps);
         cJSON_AddNumberToObject(line, "accepted", info->accepted);
         hpt_json_num(line, "alpha", info->alpha);
