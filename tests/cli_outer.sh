@@ -1,6 +1,6 @@
 #!/bin/sh
 # cli_outer.sh — the hybrid's outer-momentum predictor (`--predictor outer`,
-# src/hybrid/pred_outer.c and the outer path of hybrid.c). No timing judged.
+# src/train/outer.c's step and the outer path of hybrid.c). No timing judged.
 # Run by tests/run.sh from the repository root after `make`.
 #
 #   (a) --outer-lr 1 --outer-momentum 0 ("no change"): param_crc32 equal to

@@ -2,7 +2,8 @@
  * hybrid.c — the hybrid driver: runs the trainer step by step and, on the
  * default path (--predictor outer), every H real steps after the warmup
  * takes an outer Nesterov step on the displacement since the last anchor
- * (pred_outer.c), checks it against the next K real steps' training losses
+ * (the trainer layer's, src/train/outer.h, the step local-step training
+ * takes) and guards it: checks it against the next K real steps' training losses
  * and rolls back byte for byte to the snapshot taken before it when the
  * check fails or training diverges.
  *
@@ -100,7 +101,8 @@ float hpt_hyb_progress(const hybrid *h) {
 }
 
 /* ---------------------------------------------------------------- the outer path's interval
- * An outer predictor (--predictor outer, pred_outer.c) has no phase
+ * An outer predictor (--predictor outer, pred_outer.c's row; the step is
+ * src/train/outer.h's, held in h->out.step) has no phase
  * controller, no confidence gate (unless --outer-gate dynamics), no probes
  * and no line search: every H real steps after the warmup it jumps
  * (outer_jump), and the next K real steps' training losses are the jump's
