@@ -272,11 +272,11 @@ static void walk_driver(hybrid *h, walker *x) {
     w_block(x, "predictor/snapshot counters", iv, sizeof iv);
     w_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
     w_block(x, "tensor scales", h->pred.tensor_scale, sizeof h->pred.tensor_scale);
-    /* both arenas are the model's device memory */
-    /* the outer path's is the outer step's (anchor, then momentum): the
-     * block the outer predictor's own arena was */
-    const float *pa = h->out.step.arena ? h->out.step.arena : h->pred.arena;
-    w_dev_block(x, "predictor arena", h->m, (float *)pa, hpt_hyb_pred_bytes(h) / sizeof(float));
+    /* both arenas are the model's device memory; on the outer path the
+     * predictor's block holds the outer step's (anchor, then momentum), as
+     * it held the outer predictor's own arena before */
+    float *pa = h->out.step.arena ? h->out.step.arena : h->pred.arena;
+    w_dev_block(x, "predictor arena", h->m, pa, hpt_hyb_pred_bytes(h) / sizeof(float));
     w_dev_block(x, "snapshot arena", h->m, h->snap.arena, hpt_snapshot_floats(&h->snap));
     walk_snap_sf(h, x);
 
