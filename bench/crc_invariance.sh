@@ -31,3 +31,12 @@ pid=$!; i=0
 while [ "$(ls "$tmp/k/checkpoints" 2>/dev/null | grep -c '^ckpt-.*\.bin$')" -lt 3 ] && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.01; i=$((i + 1)); done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 $HPT train --resume "$tmp/k" >/dev/null 2>&1; echo "hybrid-shrink-resumed $(crc "$tmp/k")"
+# the outer Nesterov step's two users: local-step training in one process
+# (--sync-interval) and the hybrid's outer predictor, plain, with its
+# per-tensor gate and under schedule-free (rates that keep some jumps and
+# roll others back)
+$HPT train $small --max-iters 200 --eval-interval 100 --sync-interval 10 --sync-outer-lr 1.5 --sync-outer-momentum 0.6 --out "$tmp/ls" >/dev/null 2>&1; echo "local-step $(crc "$tmp/ls")"
+out="--mode hybrid --predictor outer --warmup-steps 20 --outer-interval 10 --outer-check 4 --outer-lr 8 --outer-momentum 0.6"
+$HPT train $small --max-iters 200 --eval-interval 100 $out --out "$tmp/o" >/dev/null 2>&1; echo "hybrid-outer $(crc "$tmp/o")"
+$HPT train $small --max-iters 200 --eval-interval 100 $out --outer-adapt agree --out "$tmp/oa" >/dev/null 2>&1; echo "hybrid-outer-agree $(crc "$tmp/oa")"
+$HPT train $small --max-iters 200 --eval-interval 100 $out --optimizer schedule-free --lr 3e-3 --out "$tmp/osf" >/dev/null 2>&1; echo "hybrid-outer-sf $(crc "$tmp/osf")"

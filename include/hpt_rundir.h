@@ -22,7 +22,7 @@ typedef struct hpt_run_metrics {
     int n;                   /* lines with a step (a torn or foreign line is skipped) */
     double *step, *time_s;   /* time_s: the training clock */
     double *train_loss, *val_loss, *ema_val_loss, *val_accuracy;  /* NaN where a line lacks it */
-    unsigned char *predict;  /* 1: the line ends a hybrid Predict phase */
+    unsigned char *predict;  /* 1: the line ends a hybrid Predict phase or is an outer jump */
     /* optimizer updates up to the line: its "backward" (hybrid lines, 1 for
      * a real step, 0 for a Predict phase) summed, or, on a line without one
      * (plain training), its step's advance over the line before */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cli_outer.sh — the hybrid's outer-momentum predictor (`--predictor outer`,
-# src/hybrid/pred_outer.c and the outer path of hybrid.c). No timing judged.
+# src/train/outer.c's step and the outer path of hybrid.c). No timing judged.
 # Run by tests/run.sh from the repository root after `make`.
 #
 #   (a) --outer-lr 1 --outer-momentum 0 ("no change"): param_crc32 equal to
@@ -45,7 +45,7 @@ run "$HPT" train $BASE $OUT --out "$tmp/def"
 set -- $(summ "$tmp/def")
 if [ $rc -eq 0 ] && [ "${1:-0}" -ge 10 ] && [ $(($2 + $3)) -ge $(($1 - 1)) ] && [ "$(crc_of "$tmp/def")" != "$B" ] &&
    python3 -c "import math,sys; sys.exit(not math.isfinite(float(sys.argv[1])))" "$6" &&
-   grep -q '"phase":"predict"' "$tmp/def/metrics.jsonl"; then
+   grep -q '"phase":"jump"' "$tmp/def/metrics.jsonl"; then
     pass "(b) defaults (eta 1, mu 0.5): $1 jumps, $2 kept, $3 rolled back, final val $6"
 else fail "(b) defaults: status $rc, summary '$*'"; fi
 

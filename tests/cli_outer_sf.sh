@@ -43,7 +43,7 @@ run "$HPT" train $BASE $OUT --out "$tmp/def"
 set -- $(summ "$tmp/def")
 if [ $rc -eq 0 ] && [ "${1:-0}" -ge 10 ] && [ "$(crc_of "$tmp/def")" != "$B" ] &&
    python3 -c "import math,sys; sys.exit(not math.isfinite(float(sys.argv[1])))" "$6" &&
-   grep -q '"phase":"predict"' "$tmp/def/metrics.jsonl" &&
+   grep -q '"phase":"jump"' "$tmp/def/metrics.jsonl" &&
    python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["optimizer"] != "schedule-free")' "$tmp/def/summary.json"
 then pass "(b) defaults (eta 1, mu 0.5): $1 jumps, $2 kept, $3 rolled back, final val $6"
 else fail "(b) defaults: status $rc, summary '$*'"; fi

@@ -192,7 +192,7 @@ outer_resumes() {
     done
     _steps=$(python3 -c '
 import json, sys
-s = [json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l).get("phase") == "predict"][:2]
+s = [json.loads(l)["step"] for l in open(sys.argv[1]) if json.loads(l).get("phase") == "jump"][:2]
 r = [json.loads(l)["step"] for l in open(sys.argv[2]) if "failed its check" in json.loads(l)["reason"]][:1]
 print(" ".join(str(x) for v in s for x in (v - 1, v, v + 2)), " ".join(str(x) for v in r for x in (v - 1, v)))' \
         "$_run/metrics.jsonl" "$_run/phases.jsonl")

@@ -17,6 +17,7 @@
 #include "../src/hybrid/predict.h"
 #include "../src/hybrid/snapshot.h"
 #include "../src/train/optim.h"
+#include "../src/train/outer.h"
 #include "test.h"
 
 #include <cJSON.h>
@@ -249,7 +250,11 @@ static void test_outer_formula(void) {
     if (!m) return;
     hpt_predictor p;
     CHECK(hpt_pred_init(&p, hpt_pred_parse("outer"), m, 0, 0) == HPT_OK, "outer init: %s", hpt_errmsg());
-    CHECK(p.ops->outer && p.arena_bytes == 2 * m->nparams * sizeof(float), "outer: its flag, anchor and buffer");
+    CHECK(p.ops->outer && p.arena_bytes == 0, "outer row: its flag, no arena of its own");
+    hpt_pred_free(&p);
+    hpt_outer o;
+    CHECK(hpt_outer_init(&o, m, 1.0f, 0.5f) == HPT_OK && hpt_outer_bytes(&o) == 2 * m->nparams * sizeof(float),
+          "outer step: one arena, its anchor and momentum");
     const size_t n = m->nparams;
     float *th = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float)), *u = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
@@ -261,35 +266,35 @@ static void test_outer_formula(void) {
     const float etas[] = {0.7f, 1.0f, 1.0f, 2.5f}, mus[] = {0.9f, 0.0f, 0.5f, 0.3f}, scales[] = {1.0f, 1.0f, 1.0f, 0.25f};
     for (int c = 0; c < 4; c++) {
         float eta = etas[c], mu = mus[c], s = scales[c];
-        memcpy(p.anchor, a, n * sizeof(float));
-        memcpy(p.outer_u, u, n * sizeof(float));
+        memcpy(o.anchor, a, n * sizeof(float));
+        memcpy(o.u, u, n * sizeof(float));
         memcpy(m->params, th, n * sizeof(float));
-        p.outer_lr = eta;
-        p.outer_mom = mu;
-        hpt_pred_apply(&p, m->params, NULL, NULL, NULL, 1, 0.0f, 1, s);
+        o.lr = eta;
+        o.momentum = mu;
+        hpt_outer_apply(&o, m->params, NULL, s, NULL);
         double worst = 0.0, worst_u = 0.0;
         for (size_t i = 0; i < n; i++) {
             double d = (double)th[i] - a[i], u2 = mu * (double)u[i] + d;
             double want = th[i] + s * ((a[i] + eta * (d + mu * u2)) - th[i]);
-            double e = fabs(m->params[i] - want), eu = fabs(p.outer_u[i] - u2);
+            double e = fabs(m->params[i] - want), eu = fabs(o.u[i] - u2);
             if (e > worst) worst = e;
             if (eu > worst_u) worst_u = eu;
         }
         CHECK(worst < 1e-6 && worst_u < 1e-7, "outer eta %g mu %g scale %g: |theta' - formula| %.3g, |u' - formula| %.3g",
               eta, mu, s, worst, worst_u);
-        CHECK(!memcmp(p.anchor, m->params, n * sizeof(float)), "outer eta %g mu %g: the new anchor is theta'", eta, mu);
+        CHECK(!memcmp(o.anchor, m->params, n * sizeof(float)), "outer eta %g mu %g: the new anchor is theta'", eta, mu);
         if (eta == 1.0f && mu == 0.0f) {
             CHECK(!memcmp(m->params, th, n * sizeof(float)), "outer eta 1 mu 0: theta unchanged bit for bit");
             int same = 1;
-            for (size_t i = 0; i < n; i++) same &= p.outer_u[i] == th[i] - a[i];
+            for (size_t i = 0; i < n; i++) same &= o.u[i] == th[i] - a[i];
             CHECK(same, "outer eta 1 mu 0: u' is the displacement");
         }
     }
-    hpt_pred_outer_reset(&p, th);
+    hpt_outer_reset(&o, th);
     int zero = 1;
-    for (size_t i = 0; i < n; i++) zero &= p.outer_u[i] == 0.0f;
-    CHECK(zero && !memcmp(p.anchor, th, n * sizeof(float)), "outer reset: anchor = params, u = 0");
-    hpt_pred_free(&p);
+    for (size_t i = 0; i < n; i++) zero &= o.u[i] == 0.0f;
+    CHECK(zero && !memcmp(o.anchor, th, n * sizeof(float)), "outer reset: anchor = params, u = 0");
+    hpt_outer_free(&o);
     free(th); free(a); free(u);
     hpt_model_free(m);
 }
@@ -302,8 +307,10 @@ static void test_outer_agree(void) {
     hpt_model *m = tiny_gpt();
     CHECK(m != NULL, "tiny model");
     if (!m || m->ntensors < 3) { hpt_model_free(m); return; }
-    hpt_predictor p;
-    CHECK(hpt_pred_init(&p, hpt_pred_parse("outer"), m, 0, 0) == HPT_OK, "outer init: %s", hpt_errmsg());
+    hpt_outer o;
+    CHECK(hpt_outer_init(&o, m, 1.5f, 0.5f) == HPT_OK, "outer init: %s", hpt_errmsg());
+    float gate[HPT_MAX_TENSORS];
+    for (int t = 0; t < HPT_MAX_TENSORS; t++) gate[t] = -1.0f;
     const size_t n = m->nparams;
     float *th = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float)), *u = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) { a[i] = sinf((float)i * 0.37f); u[i] = 0.0f; th[i] = a[i]; }
@@ -317,16 +324,14 @@ static void test_outer_agree(void) {
             th[i] = a[i] + dx[t][j];
             u[i] = ux[t][j];
         }
-    memcpy(p.anchor, a, n * sizeof(float));
-    memcpy(p.outer_u, u, n * sizeof(float));
+    memcpy(o.anchor, a, n * sizeof(float));
+    memcpy(o.u, u, n * sizeof(float));
     memcpy(m->params, th, n * sizeof(float));
-    p.outer_lr = 1.5f;
-    p.outer_mom = 0.5f;
-    p.outer_adapt = 1;
-    hpt_pred_apply(&p, m->params, NULL, NULL, NULL, 1, 0.0f, 1, 1.0f);
+    o.adapt = 1;
+    hpt_outer_apply(&o, m->params, NULL, 1.0f, gate);
     for (int t = 0; t < 3; t++) {
-        CHECK(fabs(p.tensor_gate[t] - want_g[t]) < 1e-5, "agree: tensor %d's gate %.6f, want %.1f", t,
-              p.tensor_gate[t], want_g[t]);
+        CHECK(fabs(gate[t] - want_g[t]) < 1e-5, "agree: tensor %d's gate %.6f, want %.1f", t,
+              gate[t], want_g[t]);
         double worst = 0.0;
         for (size_t k = 0; k < m->tensors[t].numel; k++) {
             size_t i = m->tensors[t].offset + k;
@@ -334,14 +339,14 @@ static void test_outer_agree(void) {
             double want = th[i] + want_g[t] * (0.5 * d + 1.5 * 0.5 * u2);
             double e = fabs(m->params[i] - want);
             if (e > worst) worst = e;
-            if (fabs(p.outer_u[i] - u2) > 1e-7) worst = 1.0;
+            if (fabs(o.u[i] - u2) > 1e-7) worst = 1.0;
         }
         CHECK(worst < 1e-6, "agree: tensor %d's step is its gate times the outer step (worst %.3g)", t, worst);
     }
     CHECK(!memcmp(m->params + m->tensors[1].offset, th + m->tensors[1].offset, m->tensors[1].numel * sizeof(float)),
           "agree: a tensor with gate 0 stays bit for bit");
-    CHECK(p.tensor_gate[3] == 0.0f, "agree: a tensor without displacement gets gate 0");
-    hpt_pred_free(&p);
+    CHECK(gate[3] == 0.0f, "agree: a tensor without displacement gets gate 0");
+    hpt_outer_free(&o);
     free(th); free(a); free(u);
     hpt_model_free(m);
 }

@@ -1,8 +1,8 @@
 /* tier: fast (make test; tests/run.sh) */
 /*
  * test_outer_sf.c — the hybrid's outer step under schedule-free AdamW
- * (docs/hybrid.md, "The outer step under schedule-free"; pred_outer.c with
- * the predictor's sf_z and sf_x set, optim.h's hpt_sf_outer_step):
+ * (docs/hybrid.md, "The outer step under schedule-free"; src/train/outer.c with
+ * the outer step's sf_z and sf_x set, optim.h's hpt_sf_outer_step):
  *   - 17 schedule-free steps on 7 parameters in two tensors (3 of warmup,
  *     weight decay on the first), the outer interval's anchor taken at step
  *     4, jumps after steps 9 and 14 (eta 2.5, mu 0.6, scale 1 then 0.5), end
@@ -16,9 +16,9 @@
  *   - eta 1, mu 0 leaves x, z and y bit for bit where the steps put them;
  *   - the snapshot restores schedule-free's z, x and rate sums byte for byte.
  */
-#include "../src/hybrid/predict.h"
 #include "../src/hybrid/snapshot.h"
 #include "../src/train/optim.h"
+#include "../src/train/outer.h"
 #include "../src/train/settings.h"
 #include "test.h"
 
@@ -56,7 +56,7 @@ enum { ON_X, ON_Y_ALONE, ON_Z };   /* where the outer step is taken */
 typedef struct state { float y[N], z[N], x[N], v[N], anchor[N], u[N]; } state;
 
 /* The fixture's run through the code that trains: hpt_sf_step on a model
- * built by hand, the outer predictor's reset and jump (pred_outer.c) with
+ * built by hand, the outer step's reset and jump (src/train/outer.c) with
  * the trainer's z and x in sf_z and sf_x; `where` moves the jump to the
  * wrong buffer for the discrimination check. */
 static void run(const ref *r, int where, float eta, float mu, state *out) {
@@ -73,10 +73,8 @@ static void run(const ref *r, int where, float eta, float mu, state *out) {
     m.ntensors = 2;
     m.tensors[0] = (hpt_tensor_info){.name = "w", .offset = 0, .numel = (size_t)r->ndecay, .decay = 1};
     m.tensors[1] = (hpt_tensor_info){.name = "b", .offset = (size_t)r->ndecay, .numel = (size_t)(N - r->ndecay)};
-    hpt_predictor p;
-    CHECK(hpt_pred_init(&p, hpt_pred_parse("outer"), &m, 0, 0) == HPT_OK, "outer init: %s", hpt_errmsg());
-    p.outer_lr = eta;
-    p.outer_mom = mu;
+    hpt_outer p;
+    CHECK(hpt_outer_init(&p, &m, eta, mu) == HPT_OK, "outer init: %s", hpt_errmsg());
     if (where == ON_X) { p.sf_z = out->z; p.sf_x = out->x; }
     hpt_train_config c;
     hpt_train_config_default(&c);
@@ -92,18 +90,18 @@ static void run(const ref *r, int where, float eta, float mu, state *out) {
         CHECK(hpt_sf_step(&m, out->z, out->x, out->v, &s, &o, t + 1, &norm) == HPT_OK, "step %d", t + 1);
         int done = t + 1;
         if (done == r->W) {
-            hpt_pred_outer_reset(&p, where == ON_Z ? out->z : out->y);
+            hpt_outer_reset(&p, where == ON_Z ? out->z : out->y);
         } else if (done == r->W + r->H || done == r->W + 2 * r->H) {
             float sc = done == r->W + r->H ? r->s1 : r->s2;
             if (where == ON_Z)   /* z's displacement, the departure on all three */
-                hpt_sf_outer_step(out->z, out->x, out->y, p.anchor, p.outer_u, N, mu, sc * (eta - 1.0f), sc * eta * mu);
+                hpt_sf_outer_step(out->z, out->x, out->y, p.anchor, p.u, N, mu, sc * (eta - 1.0f), sc * eta * mu);
             else
-                hpt_pred_apply(&p, out->y, NULL, NULL, NULL, done, 0.0f, 1, sc);
+                hpt_outer_apply(&p, out->y, NULL, sc, NULL);
         }
     }
     memcpy(out->anchor, p.anchor, sizeof out->anchor);
-    memcpy(out->u, p.outer_u, sizeof out->u);
-    hpt_pred_free(&p);
+    memcpy(out->u, p.u, sizeof out->u);
+    hpt_outer_free(&p);
 }
 
 /* The largest difference between a and b relative to b's values, floor

@@ -33,22 +33,25 @@ static void test_metrics(void) {
         "{\"note\":\"a line without a step, with \\\"quotes\\\" and \\\\\"}\n"
         "{\"step\":2,\"train_loss\":null,\"time_s\":0.5,\"phase\":\"predict\",\"val_loss\":3.25}\n"
         "{\"time_s\":0.75,\"ema_val_loss\":3.0,\"step\":3,\"val_accuracy\":0.5}\n"
-        "{\"step\":4,\"train_loss\":2.9,\"ti");  /* torn: the run was killed mid-line */
+        "{\"step\":4,\"phase\":\"check\"}\n"
+        "{\"step\":5,\"phase\":\"jump\"}\n"
+        "{\"step\":6,\"train_loss\":2.9,\"ti");  /* torn: the run was killed mid-line */
     hpt_rundir r;
     CHECK(hpt_rundir_open(&r, dir) == HPT_OK, "open: %s", hpt_errmsg());
     const hpt_run_metrics *m = &r.metrics;
-    CHECK(m->n == 3, "3 lines with a step, got %d", m->n);
-    if (m->n == 3) {
+    CHECK(m->n == 5, "5 lines with a step, got %d", m->n);
+    if (m->n == 5) {
         CHECK(m->step[0] == 1 && m->step[1] == 2 && m->step[2] == 3, "steps");
         CHECK(m->train_loss[0] == 3.5 && isnan(m->train_loss[1]) && isnan(m->train_loss[2]), "train_loss (null: NaN)");
         CHECK(isnan(m->val_loss[0]) && m->val_loss[1] == 3.25, "val_loss");
         CHECK(m->ema_val_loss[2] == 3.0 && m->val_accuracy[2] == 0.5, "keys in any order");
         CHECK(m->time_s[1] == 0.5, "time_s");
         CHECK(!m->predict[0] && m->predict[1] && !m->predict[2], "predict flags");
+        CHECK(!m->predict[3] && m->predict[4], "the outer path's jump is banded like a Predict phase, its check not");
     }
     CHECK(!r.summary.present, "no summary.json: not present");
     hpt_rundir_free(&r);
-    CHECK(hpt_rundir_last_step(dir) == 3, "last complete step 3, got %d", hpt_rundir_last_step(dir));
+    CHECK(hpt_rundir_last_step(dir) == 5, "last complete step 5, got %d", hpt_rundir_last_step(dir));
 }
 
 static void test_summary(void) {

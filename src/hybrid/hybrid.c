@@ -2,7 +2,8 @@
  * hybrid.c — the hybrid driver: runs the trainer step by step and, on the
  * default path (--predictor outer), every H real steps after the warmup
  * takes an outer Nesterov step on the displacement since the last anchor
- * (pred_outer.c), checks it against the next K real steps' training losses
+ * (the trainer layer's, src/train/outer.h, the step local-step training
+ * takes) and guards it: checks it against the next K real steps' training losses
  * and rolls back byte for byte to the snapshot taken before it when the
  * check fails or training diverges.
  *
@@ -57,14 +58,19 @@ static void restore_snapshot(hybrid *h) {
         hpt_trainer_restore_sf(h->tr, hpt_snapshot_sf_z(&h->snap), hpt_snapshot_sf_x(&h->snap), h->snap.sf_sums);
 }
 
-/* One line of phases.jsonl: the step, the phase entered, why (escaped as
- * JSON: a reason may quote anything). */
+/* An extension's controller runs every step (its predictor is selected). */
+static int runs_extension(const hybrid *h) { return h->ext && h->ext_role == HPT_EXT_CONTROLLER; }
+
+/* One line of phases.jsonl: the step, the phase entered (named by the
+ * outer path's names, a jump and its check, unless an extension's
+ * controller runs the steps), why (escaped
+ * as JSON: a reason may quote anything). */
 void hpt_hyb_log_transition(hybrid *h, hpt_phase to, const char *why) {
     if (!h->phases_log) return;
     cJSON *o = cJSON_CreateObject();
     if (!o) return;
     hpt_json_u64(o, "step", (uint64_t)hpt_trainer_steps(h->tr));
-    cJSON_AddStringToObject(o, "phase", hpt_phase_name(to));
+    cJSON_AddStringToObject(o, "phase", runs_extension(h) ? hpt_phase_name(to) : hpt_outer_phase_name(to));
     cJSON_AddStringToObject(o, "reason", why);
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -100,7 +106,8 @@ static float progress(const hybrid *h) {
 }
 
 /* ---------------------------------------------------------------- the outer path's interval
- * An outer predictor (--predictor outer, pred_outer.c) has no phase
+ * An outer predictor (--predictor outer, pred_outer.c's row; the step is
+ * src/train/outer.h's, held in h->out.step) has no phase
  * controller, no confidence gate (unless --outer-gate dynamics), no probes
  * and no line search: every H real steps after the warmup it jumps
  * (outer_jump), and the next K real steps' training losses are the jump's
@@ -114,7 +121,7 @@ static float progress(const hybrid *h) {
 
 /* A new interval: anchor = params, momentum buffer 0. */
 static void outer_new_interval(hybrid *h) {
-    hpt_pred_outer_reset(&h->pred, h->m->params);
+    hpt_outer_reset(&h->out.step, h->m->params);
     h->out.anchor_updates = hpt_trainer_updates(h->tr);
 }
 
@@ -275,8 +282,7 @@ static void outer_jump(hybrid *h) {
     }
     char crc[40];
     params_crc_text(h, crc, sizeof crc);
-    hpt_pred_apply(&h->pred, h->m->params, hpt_trainer_moment1(tr), hpt_trainer_moment2(tr), NULL, updates,
-                   0.0f, 1, s);
+    hpt_outer_apply(&h->out.step, h->m->params, NULL, s, h->pred.tensor_gate);
     if (h->cfg.outer_moments == 1) hpt_trainer_reset_moment1(tr);  /* the snapshot holds the old one */
     h->out.anchor_updates = updates;
     h->out.applied++;
@@ -298,7 +304,7 @@ static void outer_jump(hybrid *h) {
         snprintf(why + len, sizeof why - len, "; per-tensor agreement gates mean %.3f, min %.3f, max %.3f",
                  sum / h->m->ntensors, lo, hi);
     }
-    hpt_hyb_log_transition(h, HPT_PHASE_PREDICT, why);
+    hpt_hyb_log_transition(h, HPT_PHASE_JUMP, why);
 }
 
 /* After a real step under check: a non-finite loss or one above mean + 6 sd
@@ -336,7 +342,7 @@ static void outer_check(hybrid *h, float loss) {
 }
 
 /* One call on the outer path: a jump when due, then a real step (warmup,
- * correct while a check is under way, else full) and its check. The jump's
+ * check while a check is under way, else full) and its check. The jump's
  * time is returned in h->out.jump_s (the caller puts it on the clock). */
 static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_phase *real) {
     const hpt_hybrid_config *c = &h->cfg;
@@ -351,28 +357,29 @@ static hpt_status outer_step(hybrid *h, hpt_step_info *info, hpt_phase *ph, hpt_
         h->out.jump_s = hpt_now() - t;
     }
     *real = hpt_trainer_updates(h->tr) < c->warmup_steps ? HPT_PHASE_WARMUP
-          : h->out.check_left > 0 ? HPT_PHASE_CORRECT : HPT_PHASE_FULL;
+          : h->out.check_left > 0 ? HPT_PHASE_CHECK : HPT_PHASE_FULL;
     HPT_TRY(real_step(h, info, *real, NAN));
     outer_check(h, info->train_loss);
-    *ph = jumped ? HPT_PHASE_PREDICT : *real;
+    *ph = jumped ? HPT_PHASE_JUMP : *real;
     return HPT_OK;
 }
 
 /* The outer path's call with its accounting: everything beyond the
  * trainer's step is training time; the jump (snapshot, outer step, new
- * anchor) is the predict phase's time, the rest the controller's; the call
- * counts one step of its real step's phase (a jump moves no step). */
+ * anchor) is the jump's time (in predict's slot), the rest the
+ * controller's; the call counts one step of its real step's phase (a jump
+ * moves no step). */
 static hpt_status outer_timed(hybrid *h, hpt_step_info *info, double t0) {
     hpt_phase ph, real;
     HPT_TRY(outer_step(h, info, &ph, &real));
-    info->phase = hpt_phase_name(ph);
+    info->phase = hpt_outer_phase_name(ph);
     double whole = hpt_now() - t0, extra = whole - info->step_s;
     if (extra > 0.0) hpt_trainer_add_time(h->tr, extra);  /* step_s is on the clock already */
     double ctrl = extra - h->out.jump_s;
     if (ctrl > 0.0) h->cnt.ctrl_s += ctrl;
     info->step_s = whole;
     info->time_s = hpt_trainer_clock(h->tr);
-    h->cnt.phase_s[HPT_PHASE_PREDICT] += h->out.jump_s;
+    h->cnt.phase_s[HPT_PHASE_JUMP] += h->out.jump_s;
     h->cnt.phase_s[real] += whole - h->out.jump_s;
     h->cnt.phase_count_steps[real] += 1;
     return HPT_OK;
@@ -386,7 +393,7 @@ static hpt_status hybrid_step(void *hctx, hpt_trainer *tr, hpt_step_info *info) 
     (void)tr;
     hybrid *h = hctx;
     double t0 = hpt_now();
-    return h->ext_role == HPT_EXT_CONTROLLER && h->ext ? h->ext->step(h->ext_ctx, info, t0)
+    return runs_extension(h) ? h->ext->step(h->ext_ctx, info, t0)
                                                       : outer_timed(h, info, t0);
 }
 
@@ -410,16 +417,17 @@ static hpt_status open_phases_log(hybrid *h) {
     return HPT_OK;
 }
 
-/* The predictor: the outer one starts its first interval's anchor here (a
- * resume loads its own). */
+/* The predictor; on the outer path the outer step, whose first interval's
+ * anchor starts here (a resume loads its own). */
 static hpt_status init_predictor(hybrid *h) {
     HPT_TRY(hpt_pred_init(&h->pred, hpt_pred_parse(h->cfg.predictor), h->m, 0, 0));
-    h->pred.outer_lr = h->cfg.outer_lr;
-    h->pred.outer_mom = h->cfg.outer_momentum;
-    h->pred.outer_adapt = h->cfg.outer_adapt;
-    h->pred.sf_z = hpt_trainer_sf_z(h->tr);   /* NULL under AdamW */
-    h->pred.sf_x = hpt_trainer_sf_x(h->tr);
-    hpt_pred_outer_reset(&h->pred, h->m->params);
+    if (!h->pred.ops->outer) return HPT_OK;
+    hpt_outer *o = &h->out.step;
+    HPT_TRY(hpt_outer_init(o, h->m, h->cfg.outer_lr, h->cfg.outer_momentum));
+    o->adapt = h->cfg.outer_adapt;
+    o->sf_z = hpt_trainer_sf_z(h->tr);   /* NULL under AdamW */
+    o->sf_x = hpt_trainer_sf_x(h->tr);
+    hpt_outer_reset(o, h->m->params);
     return HPT_OK;
 }
 
@@ -465,7 +473,7 @@ static hpt_status init_parts(hybrid *h) {
     HPT_TRY(open_phases_log(h));
     size_t buffers, dynamics, encoder;
     hpt_hyb_ext_bytes(h, &buffers, &dynamics, &encoder);
-    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + buffers + h->pred.arena_bytes + dynamics;
+    h->arena_bytes = hpt_snapshot_floats(&h->snap) * sizeof(float) + buffers + hpt_hyb_pred_bytes(h) + dynamics;
     return HPT_OK;
 }
 
@@ -525,6 +533,7 @@ void hpt_hyb_free(hybrid *h) {
     if (!h) return;
     if (h->phases_log) fclose(h->phases_log);
     hpt_pred_free(&h->pred);
+    hpt_outer_free(&h->out.step);
     hpt_snapshot_free(&h->snap);
     if (h->ext_ctx) h->ext->free(h->ext_ctx);
     free(h);

@@ -12,6 +12,7 @@
 #ifndef HPT_HYBRID_INTERNAL_H
 #define HPT_HYBRID_INTERNAL_H
 
+#include "../train/outer.h"
 #include "../train/trainer.h"
 #include "divergence.h"
 #include "extension.h"
@@ -35,9 +36,11 @@
 /* What the driver has done, for summary.json (and checkpoints): extension.h. */
 typedef hpt_hyb_counts hybrid_counts;
 
-/* The outer path's own state (--predictor outer; hybrid.c): the anchor and
- * the momentum buffer are the predictor's arena. */
+/* The outer path's own state (--predictor outer; hybrid.c): the outer
+ * step (the trainer layer's, outer.h: anchor, momentum and their arena) and
+ * the guard's counters around it. */
 typedef struct hybrid_outer {
+    hpt_outer step;             /* arena NULL off the outer path */
     int anchor_updates;         /* the update count at the anchor */
     int check_left;             /* real steps left in the current jump's check (0: none) */
     int check_n;                /* real losses seen in it */
@@ -83,6 +86,10 @@ typedef struct hybrid {
     hybrid_counts cnt;
     hybrid_outer out;
 } hybrid;
+
+/* The predictor's memory: its arena, or on the outer path the outer step's
+ * anchor and momentum (summary.json's "predictor"). */
+static inline size_t hpt_hyb_pred_bytes(const hybrid *h) { return h->pred.arena_bytes + hpt_outer_bytes(&h->out.step); }
 
 /* ---------------------------------------------------------------- checkpoints
  * The HYBR section (docs/format.md): everything the next step reads, as

@@ -9,13 +9,13 @@
 #include <string.h>
 
 /* A step's phase fields (after the trainer's own members): the phase, its
- * passes, and for a Predict phase what its jump did. */
+ * passes, and for a Predict phase or an outer jump what the jump did. */
 void hpt_hyb_metrics(void *hctx, const hpt_step_info *info, cJSON *line) {
     (void)hctx;
     cJSON_AddStringToObject(line, "phase", info->phase);
     cJSON_AddNumberToObject(line, "backward", info->backward);
     cJSON_AddNumberToObject(line, "probe", info->probes);
-    if (!strcmp(info->phase, "predict")) {
+    if (!strcmp(info->phase, "predict") || !strcmp(info->phase, "jump")) {
         cJSON_AddNumberToObject(line, "predicted_steps", info->predicted_steps);
         cJSON_AddNumberToObject(line, "accepted", info->accepted);
         hpt_json_num(line, "alpha", info->alpha);
@@ -45,7 +45,7 @@ void hpt_hyb_summary(void *hctx, cJSON *o) {
         size_t buffers, dynamics, encoder;
         hpt_hyb_ext_bytes(h, &buffers, &dynamics, &encoder);
         hpt_json_u64(mb, "buffers", buffers);
-        hpt_json_u64(mb, "predictor", h->pred.arena_bytes);
+        hpt_json_u64(mb, "predictor", hpt_hyb_pred_bytes(h));
         hpt_json_u64(mb, "dynamics", dynamics);
         hpt_json_u64(mb, "encoder", encoder);
     }
@@ -105,7 +105,7 @@ void hpt_hyb_log_config(void *hctx, hpt_log_fn log, void *ctx) {
                  "mu %g%s, checked by the next %d real losses; hybrid state %.1f MiB (snapshot %.1f, anchor and "
                  "momentum %.1f)", c->predictor, c->outer_interval, c->warmup_steps, c->outer_lr, c->outer_momentum,
                  c->outer_follow_lr ? ", following the lr" : "", c->outer_check, h->arena_bytes / 1048576.0,
-                 3.0 * h->n * sizeof(float) / 1048576.0, h->pred.arena_bytes / 1048576.0);
+                 3.0 * h->n * sizeof(float) / 1048576.0, hpt_hyb_pred_bytes(h) / 1048576.0);
         if (log) log(ctx, line);
         return;
     }

@@ -145,8 +145,11 @@ static void walk_driver(hybrid *h, walker *x) {
     hpt_walk_block(x, "predictor/snapshot counters", iv, sizeof iv);
     hpt_walk_block(x, "tensor gates", h->pred.tensor_gate, sizeof h->pred.tensor_gate);
     hpt_walk_block(x, "tensor scales", h->pred.tensor_scale, sizeof h->pred.tensor_scale);
-    /* both arenas are the model's device memory */
-    hpt_walk_dev_block(x, "predictor arena", h->m, h->pred.arena, h->pred.arena ? h->pred.arena_bytes / sizeof(float) : 0);
+    /* both arenas are the model's device memory; on the outer path the
+     * predictor's block holds the outer step's (anchor, then momentum), as
+     * it held the outer predictor's own arena before */
+    float *pa = h->out.step.arena ? h->out.step.arena : h->pred.arena;
+    hpt_walk_dev_block(x, "predictor arena", h->m, pa, hpt_hyb_pred_bytes(h) / sizeof(float));
     hpt_walk_dev_block(x, "snapshot arena", h->m, h->snap.arena, hpt_snapshot_floats(&h->snap));
     walk_snap_sf(h, x);
 

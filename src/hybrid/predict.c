@@ -114,5 +114,6 @@ void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, cons
 
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *o, int t, float lr, int k, float scale) {
+    HPT_ASSERT(p->ops->apply);   /* not an outer row: the driver takes the outer step itself */
     p->ops->apply(p, params, mom1, mom2, o, t, lr, k, scale);
 }

@@ -5,7 +5,9 @@
  *
  * A predictor is a row (hpt_pred_ops, like the models' hpt_model_ops) and
  * one file. The default table (predict.c) holds the driver's own:
- *   outer       pred_outer.c       the default: the outer Nesterov step on the
+ *   outer       pred_outer.c       the default: the outer Nesterov step (its
+ *                                  arithmetic and state: src/train/outer.h, the
+ *                                  step local-step training takes) on the
  *                                  displacement since an anchor (DiLoCo's
  *                                  outer optimizer with one replica;
  *                                  Lookahead): an "outer" predictor, checked
@@ -30,7 +32,8 @@
 
 typedef struct hpt_predictor hpt_predictor;
 
-/* One predictor. Every function pointer but apply may be NULL. */
+/* One predictor. Every function pointer but apply may be NULL; an outer
+ * row has none (the driver takes the outer step itself, outer.h). */
 typedef struct hpt_pred_ops {
     const char *name;            /* its --predictor value */
     /* 1: an outer predictor: a jump every H real steps, no confidence gate,
@@ -81,7 +84,7 @@ struct hpt_predictor {
     size_t n;                    /* parameters */
     const hpt_model *m;          /* for the tensor table */
     float snr_lo, snr_hi;        /* coast gate: scale 0 below lo, 1 above hi */
-    float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast, shrink) */
+    float tensor_gate[HPT_MAX_TENSORS];   /* last computed per-tensor gate in [0, 1] (coast, shrink; the outer step's with --outer-adapt agree) */
     float straight_lo, straight_hi;      /* shrink gate: 0 at or below lo, 1 at or above hi */
     float tensor_scale[HPT_MAX_TENSORS];  /* per-tensor scale from the dynamics model, set by the phased controller (1: none; the outer path leaves it) */
     /* the ring (ops->ring_c > 0): c parameter snapshots, one every s real steps */
@@ -89,17 +92,7 @@ struct hpt_predictor {
     int ring_c, ring_s, ring_count, ring_head;
     int min_history;             /* ops->min_history, at most ring_c */
     float *slope;                /* (n) per-step slope of the last fit */
-    /* the outer predictor: the anchor and the outer momentum buffer, each
-     * (n), in the arena; its rate and momentum (set by the driver) */
-    float *anchor, *outer_u;
-    float outer_lr, outer_mom;
-    int outer_adapt;             /* 1: per-tensor agreement gate (tensor_gate), --outer-adapt agree */
-    /* under --optimizer schedule-free (set by the driver; else NULL): the
-     * trainer's z and x. The outer step then takes x's displacement and
-     * moves x, z and the params (y) alike (optim.h's hpt_sf_outer_step);
-     * the anchor is x's */
-    float *sf_z, *sf_x;
-    float *arena;                /* owns ring and slope, or the outer predictor's anchor and outer_u */
+    float *arena;                /* owns ring and slope */
     size_t arena_bytes;
 };
 
@@ -119,10 +112,5 @@ void hpt_pred_wait_reason(const hpt_predictor *p, char *buf, size_t cap);
 void hpt_pred_begin(hpt_predictor *p, const float *mom1, const float *mom2, const hpt_adamw *opt, int t);
 void hpt_pred_apply(hpt_predictor *p, float *params, const float *mom1, const float *mom2,
                     const hpt_adamw *opt, int t, float lr, int k, float scale);
-
-/* The outer predictor's new interval: anchor = params (schedule-free's x
- * when sf_x is set), momentum buffer 0 (at the start, after the warmup,
- * after a rollback). */
-void hpt_pred_outer_reset(hpt_predictor *p, const float *params);
 
 #endif /* HPT_PREDICT_H */

@@ -49,7 +49,7 @@ static void metrics_add(hpt_run_metrics *m, const cJSON *o) {
     m->ema_val_loss[i] = num(o, "ema_val_loss");
     m->val_accuracy[i] = num(o, "val_accuracy");
     const char *phase = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "phase"));
-    m->predict[i] = phase && !strcmp(phase, "predict");
+    m->predict[i] = phase && (!strcmp(phase, "predict") || !strcmp(phase, "jump"));   /* the outer path's jump */
     double bw = num(o, "backward"), before = i ? m->updates[i - 1] : 0;
     m->updates[i] = before + (isfinite(bw) ? bw : step - (i ? m->step[i - 1] : 0));
 }

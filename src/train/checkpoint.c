@@ -137,7 +137,7 @@ static hpt_status write_ckpt(FILE *f, void *p) {
     size += 16 + 8;  /* LOGS */
     size += 16 + DSRC_LEN;
     if (tr->ranks > 1) size += 16 + 4;
-    if (tr->anchor) size += 16 + LSTP_LEN(tr->ranks, n);
+    if (tr->outer.arena) size += 16 + LSTP_LEN(tr->ranks, n);
     hpt_writer w = {.f = f};
     hpt_state_header(&w, size);
     hpt_state_write_model(&w, m, tok);
@@ -190,11 +190,11 @@ static hpt_status write_ckpt(FILE *f, void *p) {
         hpt_state_section(&w, "RANK", 4);
         hpt_w_u32(&w, (uint32_t)tr->ranks);
     }
-    if (tr->anchor) {
+    if (tr->outer.arena) {
         hpt_state_section(&w, "LSTP", LSTP_LEN(tr->ranks, n));
         hpt_w_u32(&w, (uint32_t)tr->ranks);
         hpt_w_u64(&w, n);
-        hpt_model_write(&w, m, tr->outer_u, n);
+        hpt_model_write(&w, m, tr->outer.u, n);
         /* the other ranks' moments, one vector at a time through the free
          * gradient-sum arena (they send them in hpt_trainer_save_checkpoint) */
         for (int r = 1; r < tr->ranks; r++)
@@ -269,7 +269,7 @@ hpt_status hpt_trainer_save_checkpoint(hpt_trainer *tr) {
     if (!hpt_trainer_writer(tr)) {
         /* rank 0 saves every rank's state: equal, but for local-step mode's
          * own moments, which it gathers (write_ckpt) */
-        if (tr->anchor) {
+        if (tr->outer.arena) {
             HPT_TRY(hpt_comm_send(tr->comm, tr->m, tr->model->nparams, 0));
             HPT_TRY(hpt_comm_send(tr->comm, tr->v, tr->model->nparams, 0));
         }
@@ -462,7 +462,7 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
     tr->resumed = 1;
     if ((bad = decode_logs(hpt_state_find(secs, nsec, "LOGS"), &tr->metrics_bytes)))
         return hpt_fail(HPT_ERR_FORMAT, "'%s': %s", path, bad);
-    if (tr->anchor) {
+    if (tr->outer.arena) {
         /* saved at a sync: the weights are the anchor; u is every rank's,
          * the moments this rank's own */
         const unsigned char *ls = hpt_state_find(secs, nsec, "LSTP")->p;
@@ -470,8 +470,8 @@ static hpt_status restore(hpt_trainer *tr, const char *path, const hpt_state_sec
         memcpy(&ranks, ls, 4);
         if ((int)ranks != tr->ranks)
             return hpt_fail(HPT_ERR_FORMAT, "'%s': its LSTP section holds %u ranks' state, not %d", path, ranks, tr->ranks);
-        dev->copy(tr->anchor, m->params, n);
-        dev->upload(tr->outer_u, (const float *)(ls + 12), n);
+        dev->copy(tr->outer.anchor, m->params, n);
+        dev->upload(tr->outer.u, (const float *)(ls + 12), n);
         if (tr->rank > 0) {
             const unsigned char *own = ls + 12 + (1 + 2 * (size_t)(tr->rank - 1)) * n * sizeof(float);
             dev->upload(tr->m, (const float *)own, n);

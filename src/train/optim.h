@@ -98,9 +98,10 @@ hpt_status hpt_sf_step(hpt_model *m, float *z, float *x, float *v, hpt_sf_state 
  *     u      <- mu * u + D
  *     theta' =  anchor + eta * (D + mu * u)
  * given as a = s (eta - 1), b = s eta mu (s: the caller's scale, 1 for the
- * plain step), and theta' becomes the new anchor. Two callers:
+ * plain step), and theta' becomes the new anchor. The kernel of outer.c's
+ * step (which holds the anchor and u); its two cases:
  *   d NULL: D = theta - anchor, this process's own displacement (the
- *     hybrid's outer predictor, local-step mode in one process); computed
+ *     hybrid's jump, local-step mode in one process); computed
  *     as theta' = theta + a D + b u, so that a = b = 0 leaves theta bit for
  *     bit (even a -0.0f);
  *   d given: D is the ranks' mean displacement (local-step mode under

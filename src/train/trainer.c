@@ -36,8 +36,8 @@ void hpt_trainer_free(hpt_trainer *tr) {
         const hpt_device *dev = tr->model->dev;
         dev->free(tr->opt_arena);
         dev->free(tr->grad_sum);
-        dev->free(tr->outer_arena);
     }
+    hpt_outer_free(&tr->outer);
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
     free(tr->keep_steps);
@@ -100,14 +100,9 @@ static hpt_status init_outer(hpt_trainer *tr) {
     if (hpt_trainer_schedule_free(tr))
         return hpt_fail(HPT_ERR_ARG, "--optimizer schedule-free cannot be combined with --sync-interval "
                         "(local-step mode takes AdamW steps)");
-    size_t n = tr->model->nparams;
-    const hpt_device *dev = tr->model->dev;
-    tr->outer_arena = dev->alloc(2 * n);
-    if (!tr->outer_arena) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
-    tr->anchor = tr->outer_arena;
-    tr->outer_u = tr->outer_arena + n;
-    dev->copy(tr->anchor, tr->model->params, n);
-    dev->fill(tr->outer_u, 0.0f, n);
+    if (hpt_outer_init(&tr->outer, tr->model, c->sync_outer_lr, c->sync_outer_momentum) != HPT_OK)
+        return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    hpt_outer_reset(&tr->outer, tr->model->params);
     return HPT_OK;
 }
 
@@ -379,18 +374,16 @@ static hpt_status single_gradient(hpt_trainer *tr, double *loss_sum, double *nto
 
 /* Local-step mode's synchronisation, after every H-th step and the last:
  * the ranks' mean displacement since the anchor (one all-reduce, a stop
- * request riding along), then the outer Nesterov step (optim.c) from
+ * request riding along), then the outer Nesterov step (outer.h) from
  * values every rank holds alike, so that the ranks leave it with equal
  * parameters, which are the next anchor. In one process the displacement
- * is its own and the step is the hybrid's outer predictor's arithmetic. */
+ * is its own: the step the hybrid's outer path takes. */
 static hpt_status local_sync(hpt_trainer *tr) {
-    const hpt_train_config *c = &tr->cfg;
-    float *th = tr->model->params, *an = tr->anchor;
+    float *th = tr->model->params, *an = tr->outer.anchor;
     const size_t n = tr->model->nparams;
-    const float eta = c->sync_outer_lr, mu = c->sync_outer_momentum, a = eta - 1.0f, b = eta * mu;
     if (tr->ranks == 1) {
         tr->stop_seen = stop_requested;
-        tr->model->dev->outer_step(th, an, tr->outer_u, NULL, n, mu, a, b);
+        hpt_outer_apply(&tr->outer, th, NULL, 1.0f, NULL);
         return HPT_OK;
     }
     float *d = tr->grad_sum;  /* free between steps: n + micro + 1 >= n + 1 floats */
@@ -402,7 +395,7 @@ static hpt_status local_sync(hpt_trainer *tr) {
     const float ranks = (float)tr->ranks;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) d[i] /= ranks;
-    hpt_outer_step(th, an, tr->outer_u, d, n, mu, a, b);
+    hpt_outer_apply(&tr->outer, th, d, 1.0f, NULL);
     return HPT_OK;
 }
 
@@ -426,7 +419,7 @@ hpt_status hpt_trainer_step(hpt_trainer *tr, hpt_step_info *info) {
     } else HPT_TRY(hpt_optim_step(m, tr->m, tr->v, &opt, tr->updates + 1, &norm));
     tr->updates++;
     tr->step++;
-    if (tr->anchor && hpt_trainer_synced(tr)) HPT_TRY(local_sync(tr));
+    if (tr->outer.arena && hpt_trainer_synced(tr)) HPT_TRY(local_sync(tr));
     double dt = hpt_now() - t0;
     tr->train_s += dt;
     tr->tokens += ntok;
@@ -644,7 +637,7 @@ typedef struct ledger { size_t params, grads, adamw, acts, data; } ledger;
 static ledger ledger_of(const hpt_trainer *tr) {
     ledger l;
     hpt_model_bytes(tr->model, &l.params, &l.grads, &l.acts);
-    l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0) + (tr->anchor ? 2 : 0)) * tr->model->nparams *
+    l.adamw = (size_t)(2 + (tr->sf_z ? 2 : 0) + (tr->ema ? 1 : 0) + (tr->outer.arena ? 2 : 0)) * tr->model->nparams *
               sizeof(float);
     if (tr->muon_scratch) l.adamw += (hpt_muon_scratch_floats(tr->model) + 1) * sizeof(float);
     l.data = tr->task_->data_bytes(tr->task_);
@@ -700,7 +693,7 @@ static void log_start(const run *r) {
     hpt_logf(log, ctx, "memory     params %.1f MiB, grads %.1f MiB, adamw %.1f MiB, activations %.1f MiB, "
           "data %.1f MiB: %.1f MiB allocated%s", mib(l.params), mib(l.grads), mib(l.adamw), mib(l.acts), mib(l.data),
           mib(l.params + l.grads + l.adamw + l.acts + l.data), tr->ema ? " (adamw includes the weight average)"
-          : tr->anchor ? " (adamw includes the anchor and outer momentum)"
+          : tr->outer.arena ? " (adamw includes the anchor and outer momentum)"
           : tr->muon_scratch ? " (adamw includes Muon's momentum and Newton-Schulz scratch)" : "");
     if (r->hooks->log_config) r->hooks->log_config(r->hooks->hctx, log, ctx);
 }
@@ -765,7 +758,7 @@ hpt_status hpt_trainer_check_ranks(const hpt_trainer *tr) {
 static void test_drift(hpt_trainer *tr) {
     const char *r = getenv("HPT_TEST_DRIFT_RANK");
     if (r && tr->ranks > 1 && tr->step == 1 && atoi(r) == tr->rank) {
-        float *p = tr->anchor ? tr->anchor : tr->model->params;
+        float *p = tr->outer.arena ? tr->outer.anchor : tr->model->params;
         uint32_t bits;
         memcpy(&bits, p, 4);
         bits ^= 1u;

@@ -7,6 +7,7 @@
 #define HPT_TRAINER_IMPL_H
 
 #include "../base/comm.h"
+#include "outer.h"
 #include "task.h"
 #include "trainer.h"
 
@@ -70,11 +71,12 @@ struct hpt_trainer {
     /* local-step mode (cfg.sync_interval H > 0, docs/distributed.md): each
      * rank steps alone on its own micro-batches and AdamW moments; after
      * every H-th step (and the last) the ranks average their displacement
-     * since the anchor and take the outer Nesterov step (hpt_outer_step).
-     * anchor and outer_u (nparams each, one arena) are equal on every rank;
+     * since the anchor and take the outer Nesterov step (outer.h; its
+     * arena is NULL when the mode is off). Its anchor and momentum are
+     * equal on every rank;
      * share is the micro-batches whose mean is this rank's gradient (micro
      * when the step's gradients are all-reduced, grad_accum when not). */
-    float *outer_arena, *anchor, *outer_u;
+    hpt_outer outer;
     int share;
 };
 
