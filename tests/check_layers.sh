@@ -24,7 +24,7 @@ build=${2:-${BUILD:-build}}
 
 # room   | its directories                  | the rooms it may use (itself always)
 table='
-base     | src/base                         | -
+base     | src/base src/mpi                 | -
 kernels  | src/kernels                      | base
 device   | src/device src/cuda              | base kernels
 model    | src/model                        | base kernels device
@@ -39,7 +39,9 @@ cli      | cli                              | base kernels device model data io 
 # src/cuda is the device layer's CUDA backend: device.c's table holds its
 # row and it implements device.h, so it is one room with src/device, as
 # src/hybrid/phased (created by the driver, using its internals) is with
-# src/hybrid. src/report (plots, run directories) uses only base; cli/ uses it.
+# src/hybrid. src/mpi is base's MPI plugin (libhpt_mpi.so, the process
+# group's MPI calls), one room with src/base as src/cuda is with src/device.
+# src/report (run directories) uses only base; cli/ uses it.
 
 # dirs: "dir room" per line, longest directory first (src/hybrid/phased
 # before src/hybrid)
