@@ -11,6 +11,9 @@
 #       MPI, hwloc or libevent library, and runs: plotting is the CLI's
 #       (cli/plot.c) and MPI a plugin (libhpt_mpi.so, opened under mpirun)
 #   (d) ./hpt loads no MPI library either; the MPI plugin carries libmpi
+#   (e) the plugin is opened under mpirun alone: a plain run trains with
+#       HPT_MPI_PLUGIN naming no file; under mpirun that run is refused
+#       (exit 1) with the reason
 test_name=check_surface; . tests/lib.sh
 build=${BUILD:-build}
 so=$build/libhpt.so
@@ -67,4 +70,20 @@ else fail "$HPT loads $bad"; fi
 if [ ! -f "$build/libhpt_mpi.so" ]; then fail "no $build/libhpt_mpi.so (make builds it beside $HPT)"
 elif ldd "$build/libhpt_mpi.so" | grep -q 'libmpi'; then pass "libhpt_mpi.so carries libmpi"
 else fail "libhpt_mpi.so does not load libmpi"; fi
+
+# (e)
+words_text 7 >"$tmp/data.txt"
+tiny="train --data $tmp/data.txt --n-layer 1 --n-head 1 --n-embd 8 --block-size 8 --batch-size 2 --max-iters 2 --eval-iters 1 --threads 1"
+run env HPT_MPI_PLUGIN=/nonexistent/libhpt_mpi.so "$HPT" $tiny --out "$tmp/plain"
+if [ $rc -eq 0 ] && [ -n "$(crc_of "$tmp/plain")" ]; then pass "without mpirun the plugin is not opened: a plain run trains"
+else fail "a plain run with HPT_MPI_PLUGIN naming no file: status $rc"; fi
+if ! command -v mpirun >/dev/null 2>&1; then echo "skip the refusal under mpirun: mpirun is not installed"
+else
+    [ -n "${SANITIZED:-}" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    run timeout 60 mpirun --oversubscribe --allow-run-as-root -np 1 -x HPT_MPI_PLUGIN=/nonexistent/libhpt_mpi.so \
+        "$HPT" $tiny --out "$tmp/mpi"
+    if [ $rc -eq 1 ] && grep -q "started by mpirun, but MPI is not available: .*nonexistent/libhpt_mpi.so" "$tmp/err"; then
+        pass "under mpirun without the plugin: refused (exit 1), naming the file"
+    else fail "under mpirun without the plugin: status $rc"; fi
+fi
 finish
