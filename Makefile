@@ -50,10 +50,11 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # order is the vector width's (docs/architecture.md, "Performance notes").
 OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O3 -march=$(ARCH)) -g -fno-math-errno -fno-trapping-math
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -Iinclude -MMD -MP
-LDLIBS  += -lm -lz
+LDLIBS  += -lm -lz -ldl
 
 # cJSON for every JSON file hpt reads or writes; cairo draws the plots (PNG
-# and SVG from one drawing). Both from Debian (scripts/install-deps.sh).
+# and SVG from one drawing: cli/plot.c, so PLOT_LDLIBS links the program and
+# test_plot, never libhpt). Both from Debian (scripts/install-deps.sh).
 # DEPS_PREFIX=DIR takes them from Debian's packages unpacked there (dpkg -x)
 # on a machine that has no registry to install them from (the GPU machine):
 # pkg-config cannot resolve cairo.pc's Requires there, so the folders are
@@ -64,16 +65,20 @@ DEPS_PREFIX ?=
 ifneq ($(DEPS_PREFIX),)
   DEPS_LIB := $(DEPS_PREFIX)/usr/lib/x86_64-linux-gnu
   CFLAGS  += -I$(DEPS_PREFIX)/usr/include -I$(DEPS_PREFIX)/usr/include/cairo -I$(DEPS_PREFIX)/usr/include/cjson
-  LDLIBS  += -L$(DEPS_LIB) -Wl,-rpath-link,$(DEPS_LIB) -lcjson -lcairo
+  LDLIBS  += -L$(DEPS_LIB) -Wl,-rpath-link,$(DEPS_LIB) -lcjson
+  PLOT_LDLIBS := -lcairo
 else
   CFLAGS  += $(shell pkg-config --cflags libcjson cairo)
-  LDLIBS  += $(shell pkg-config --libs libcjson cairo)
+  LDLIBS  += $(shell pkg-config --libs libcjson)
+  PLOT_LDLIBS := $(shell pkg-config --libs cairo)
 endif
 
-# OpenMPI for data-parallel training under mpirun (src/base/comm.c, the only
-# file that includes mpi.h). One binary: without mpirun MPI is never started.
-CFLAGS  += $(shell pkg-config --cflags ompi-c)
-LDLIBS  += $(shell pkg-config --libs ompi-c)
+# OpenMPI for data-parallel training under mpirun: a plugin,
+# $(BUILD)/libhpt_mpi.so (src/mpi/comm_mpi.c, the only file that includes
+# mpi.h), opened by src/base/comm.c under mpirun alone, so libmpi (and the
+# hwloc and OpenMPI runtime it loads) is in no program or libhpt.so.
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c)
+MPI_LDLIBS := $(shell pkg-config --libs ompi-c)
 
 ifeq ($(OMP),1)
   CFLAGS += -fopenmp
@@ -211,16 +216,23 @@ lib: $(BUILD)/libhpt.a
 
 # The shared library for python/hpt (ctypes): the same sources compiled again
 # position-independent in $(BUILD)/pic/, so libhpt.a and ./hpt keep their
-# objects. OpenBLAS by rpath as above; OpenMPI is linked but MPI only starts
-# under mpirun (src/base/comm.c), so a plain python3 loads it. A copy beside
-# the package makes `pip install ./python` self-contained.
+# objects. OpenBLAS by rpath as above; no cairo, no MPI. It exports the hpt_
+# names alone (src/libhpt.map): the kernels' own names (matmul_forward, ...)
+# stay inside it, as llm.c-derived code in the same process has its own. A
+# copy beside the package makes `pip install ./python` self-contained.
 PIC_OBJ := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -c $< -o $@
 
-$(BUILD)/libhpt.so: $(PIC_OBJ) $(BUILD)/cuda.config
-	$(CC) $(LDFLAGS) -shared -o $@ $(filter %.o,$^) $(LDLIBS)
+$(BUILD)/libhpt.so: $(PIC_OBJ) $(BUILD)/cuda.config src/libhpt.map
+	$(CC) $(LDFLAGS) -shared -Wl,--version-script=src/libhpt.map -o $@ $(filter %.o,$^) $(LDLIBS)
+
+# The MPI plugin: MPI's calls as comm.h's table, needing nothing of hpt's
+$(BUILD)/libhpt_mpi.so: $(BUILD)/pic/src/mpi/comm_mpi.o
+	$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -o $@ $^ $(MPI_LDLIBS)
+$(BUILD)/pic/src/mpi/comm_mpi.o: CFLAGS += $(MPI_CFLAGS)
+$(BUILD)/src/base/comm.o $(BUILD)/pic/src/base/comm.o: CFLAGS += -DHPT_MPI_PLUGIN_DIR='"$(abspath $(BUILD))"'
 
 python/hpt/libhpt.so: $(BUILD)/libhpt.so $(if $(CUDA_OBJ),python/hpt/libhpt_cuda.so)
 	cp $< $@.tmp && mv $@.tmp $@
@@ -245,8 +257,8 @@ hpt: $(HPT_BIN)
 endif
 # every cli/*.c is part of the program: a new command's file is just a file
 CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
-$(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a $(if $(CUDA_OBJ),$(BUILD)/libhpt_cuda.so)
-	$(CC) $(LDFLAGS) -o $@ $(filter-out %.so,$^) $(LDLIBS)
+$(HPT_BIN): $(CLI_OBJ) $(BUILD)/libhpt.a $(if $(CUDA_OBJ),$(BUILD)/libhpt_cuda.so) $(BUILD)/libhpt_mpi.so
+	$(CC) $(LDFLAGS) -o $@ $(filter-out %.so,$^) $(LDLIBS) $(PLOT_LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -296,6 +308,8 @@ $(BUILD)/test_compare_budget: $(BUILD)/tests/test_compare_budget.o $(BUILD)/cli/
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/test_compare_sweep: $(BUILD)/tests/test_compare_sweep.o $(BUILD)/cli/compare_sweep.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/test_plot: $(BUILD)/tests/test_plot.o $(BUILD)/cli/plot.o $(BUILD)/libhpt.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(PLOT_LDLIBS)
 
 $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libhpt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -353,4 +367,4 @@ demo: hpt $(DEMO_DATA)
 clean:
 	rm -rf build build-* hpt python/hpt/libhpt.so
 
--include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:%=%.d) $(CUDA_TEST_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)$(if $(filter emu,$(CUDA)), $(BUILD)/tests/cudaemu/test_emu.d)
+-include $(LIB_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(BUILD)/pic/src/mpi/comm_mpi.d $(CLI_OBJ:.o=.d) $(TESTS:%=%.d) $(CUDA_TEST_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)$(if $(filter emu,$(CUDA)), $(BUILD)/tests/cudaemu/test_emu.d)

@@ -7,7 +7,7 @@
  */
 #include "cli.h"
 #include "compare.h"
-#include "../src/report/plot.h"
+#include "plot.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  */
 #include "cli.h"
 #include "../src/base/base.h"    /* hpt_read_file, hpt_fail */
-#include "../src/report/plot.h"
+#include "plot.h"
 
 #include <math.h>
 #include <stdlib.h>

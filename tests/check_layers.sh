@@ -24,7 +24,7 @@ build=${2:-${BUILD:-build}}
 
 # room   | its directories                  | the rooms it may use (itself always)
 table='
-base     | src/base                         | -
+base     | src/base src/mpi                 | -
 kernels  | src/kernels                      | base
 device   | src/device src/cuda              | base kernels
 model    | src/model                        | base kernels device
@@ -41,7 +41,9 @@ cli      | cli                              | base kernels device model data io 
 # src/hybrid/phased (the driver's extension, one row of its table, handed
 # the driver's services) is with src/hybrid: the table's reference to its
 # row is the one arrow between them, which tests/cli_nophased.sh checks.
-# src/report (plots, run directories) uses only base; cli/ uses it.
+# src/mpi is base's MPI plugin (libhpt_mpi.so, the process group's MPI
+# calls), one room with src/base as src/cuda is with src/device.
+# src/report (run directories) uses only base; cli/ uses it.
 
 # dirs: "dir room" per line, longest directory first (src/hybrid/phased
 # before src/hybrid)

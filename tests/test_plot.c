@@ -1,6 +1,6 @@
 /* tier: fast (make test; tests/run.sh) */
 /*
- * test_plot.c — the chart writer (src/report/plot.c), read back as a viewer
+ * test_plot.c — the chart writer (cli/plot.c), read back as a viewer
  * would: the PNG through cairo's own PNG reader (size, the series' palette
  * colors present, the Predict-band tint where the bands are, a white
  * background), the SVG through a small XML well-formedness check plus its
@@ -13,7 +13,7 @@
  * Files go to a mkdtemp directory under /tmp, removed at the end. With
  * HPT_PLOT_KEEP=DIR they go to DIR and stay, to look at them.
  */
-#include "../src/report/plot.h"
+#include "../cli/plot.h"
 #include "../src/base/base.h"
 #include "test.h"
 

@@ -1,7 +1,11 @@
 /*
  * comm.h — the process group a data-parallel run trains in: MPI (OpenMPI)
  * when the program was started by mpirun, a group of one otherwise. The
- * trainer talks to it through these calls only; nothing else includes mpi.h.
+ * trainer talks to it through these calls only. MPI itself is a plugin,
+ * libhpt_mpi.so (src/mpi/comm_mpi.c, the only file that includes mpi.h),
+ * opened by hpt_comm_init under mpirun alone: libmpi and what it loads
+ * (hwloc, libevent, OpenMPI's runtime) stay out of every program that links
+ * libhpt and out of every run that is not distributed.
  *
  * One group per process (MPI's world is process-wide, as hpt_set_threads'
  * pool is): hpt_comm_init starts it, hpt_comm_world returns it to the
@@ -20,10 +24,12 @@
 
 typedef struct hpt_comm hpt_comm;
 
-/* Starts the group: MPI_Init when launched by mpirun (OpenMPI's
- * OMPI_COMM_WORLD_SIZE, or a PMIx/PMI launcher's size, in the environment),
- * else a group of one without touching MPI (no singleton start-up: a plain
- * ./hpt stays what it was). Sets hpt_comm_world(). */
+/* Starts the group: opens the MPI plugin and MPI_Init when launched by
+ * mpirun (OpenMPI's OMPI_COMM_WORLD_SIZE, or a PMIx/PMI launcher's size, in
+ * the environment), else a group of one without touching MPI (no singleton
+ * start-up: a plain ./hpt stays what it was). Sets hpt_comm_world(). The
+ * plugin is looked for as hpt_plugin_open says (plugin.h): $HPT_MPI_PLUGIN,
+ * beside the binary or library, then the build directory. */
 hpt_status hpt_comm_init(hpt_comm **out);
 /* MPI_Finalize (when it was initialised) and clears hpt_comm_world(). */
 void hpt_comm_free(hpt_comm *c);
@@ -59,5 +65,22 @@ void hpt_comm_abort(hpt_comm *c, int code) __attribute__((noreturn));
 /* The gradient all-reduces so far: calls, bytes per rank sent, seconds. */
 typedef struct hpt_comm_stats { uint64_t calls, bytes; double seconds; } hpt_comm_stats;
 hpt_comm_stats hpt_comm_stats_of(const hpt_comm *c);
+
+/* The MPI plugin's table (hpt_comm_mpi_impl in libhpt_mpi.so): MPI's calls
+ * on MPI_COMM_WORLD with int counts, each returning 0 (MPI_SUCCESS) or MPI's
+ * error code. The group above splits counts past INT_MAX, keeps the
+ * statistics and words the errors; the plugin calls nothing of hpt's, so it
+ * loads beside ./hpt and a libhpt.so alike. */
+typedef struct hpt_comm_mpi {
+    int (*init)(int *rank, int *size);          /* MPI_Init_thread, FUNNELED */
+    void (*finalize)(void);
+    int (*allreduce_sum)(float *buf, int n);    /* in place */
+    int (*allreduce_min)(int *v);               /* one int, in place */
+    int (*allreduce_isum)(int *v);              /* one int, in place */
+    int (*bcast)(void *buf, int n, int root);   /* n bytes */
+    int (*send)(const float *buf, int n, int to);
+    int (*recv)(float *buf, int n, int from);
+    void (*abort)(int code);                    /* MPI_Abort: ends every rank */
+} hpt_comm_mpi;
 
 #endif /* HPT_COMM_H */

@@ -24,7 +24,7 @@
  * PNG; curves are anti-aliased by cairo.
  */
 #include "plot.h"
-#include "../base/base.h"
+#include "../src/base/base.h"
 
 #include <cairo.h>
 #include <cairo-svg.h>
