@@ -377,7 +377,7 @@ static int resume_train(const char *dir, int hybrid, int threads, int log_interv
     start_group(0, 1);  /* a resumed hybrid run's clock setting is checked below */
     install_stop_handlers();
     hpt_set_memory_ceiling((size_t)(g_rss_limit_mib * 1048576.0));
-    hpt_status st = hpt_trainer_resume_on(&tr, dir, threads, flags, device, on_log, NULL);
+    hpt_status st = hpt_trainer_resume(&tr, dir, threads, flags, device, on_log, NULL);
     if (st != HPT_OK) die_status(st);
     apply_memory_limits(tr);
     if (hybrid >= 0 && hybrid != hpt_trainer_resumed_hybrid(tr)) {
@@ -476,7 +476,7 @@ static int cmd_sample(int argc, char **argv) {
     hpt_set_vocab_dir(o.vocab);
     hpt_model *m;
     hpt_text *tok;
-    st = hpt_weights_load_on(model_path, 1, 0, o.device, &m, &tok);
+    st = hpt_weights_load(model_path, 1, 0, o.device ? o.device : "cpu", &m, &tok);   /* named: checked */
     if (st != HPT_OK) die_status(st);
     if (!tok) {
         fprintf(stderr, "hpt: '%s' is not a language model (it has no tokenizer); sample needs one from --task text\n", model_path);

@@ -32,7 +32,7 @@
 #include <string.h>
 
 static hpt_status outer_init(hpt_predictor *p) {
-    p->arena = p->m->dev->alloc(2 * p->n);   /* the model's device: anchor and u sit beside its weights */
+    p->arena = p->m->dev->alloc(p->m->dev, 2 * p->n);   /* the model's device: anchor and u sit beside its weights */
     if (!p->arena) return HPT_ERR_NOMEM;
     p->arena_bytes = 2 * p->n * sizeof(float);
     p->anchor = p->arena;

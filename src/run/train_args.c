@@ -221,7 +221,7 @@ hpt_status hpt_train_args_run(hpt_train_args *a, hpt_log_fn log, hpt_step_fn on_
     hpt_set_device_memory_limit((size_t)(a->run.vram_limit_mib * mib));
     hpt_trainer *tr = NULL;
     unsigned flags = a->run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u;
-    hpt_status st = a->run.resume_dir ? hpt_trainer_resume_on(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device, log, ctx)
+    hpt_status st = a->run.resume_dir ? hpt_trainer_resume(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device, log, ctx)
                                       : hpt_trainer_init(&tr, &a->train);
     if (st == HPT_OK) {
         hpt_trainer_set_memory_limits(tr, (size_t)(a->run.rss_warn_mib * mib), (size_t)(a->run.rss_limit_mib * mib));
