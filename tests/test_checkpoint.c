@@ -118,7 +118,8 @@ static void test_round_trip(const char *data) {
     hpt_dir_unlock(b->lock_fd);
     b->lock_fd = -1;
     hpt_trainer *t2 = NULL;
-    CHECK(hpt_trainer_resume(&t2, out, 2, 0u, NULL, NULL, NULL) == HPT_ERR_ARG && !t2, "resume with threads 2 not refused");
+    CHECK(hpt_trainer_resume(&t2, out, 2, 0u, NULL, NULL, NULL) == HPT_ERR_ARG && !t2,
+          "resume with threads 2 not refused");
     CHECK(strstr(hpt_errmsg(), "--threads") != NULL, "message: %s", hpt_errmsg());
 
     /* keep_last 2: saving at 12, 13 leaves 12 and 13; a newer file is left alone */
@@ -135,7 +136,8 @@ static void test_round_trip(const char *data) {
     hpt_trainer_free(b);
     b = NULL;
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, 1, 0u, NULL, capture, NULL) == HPT_OK, "resume past a bad file: %s", hpt_errmsg());
+    CHECK(hpt_trainer_resume(&b, out, 1, 0u, NULL, capture, NULL) == HPT_OK, "resume past a bad file: %s",
+          hpt_errmsg());
     CHECK(strstr(g_log, "ckpt-00000099.bin") && strstr(g_log, "falling back") && strstr(g_log, "step 13 of 40"),
           "fallback log: %s", g_log);
     CHECK(!exists(tmp_path("run/checkpoints/ckpt-00000099.bin")) &&
@@ -257,7 +259,8 @@ static void test_fashion_cursor(void) {
     c.out_dir = tmp_path("fm");
     c.threads = 1;
     hpt_task *a = NULL, *b = NULL;
-    CHECK(hpt_task_fashion_init(&a, &c, &hpt_device_cpu) == HPT_OK && hpt_task_fashion_init(&b, &c, &hpt_device_cpu) == HPT_OK, "init: %s", hpt_errmsg());
+    CHECK(hpt_task_fashion_init(&a, &c, &hpt_device_cpu) == HPT_OK &&
+          hpt_task_fashion_init(&b, &c, &hpt_device_cpu) == HPT_OK, "init: %s", hpt_errmsg());
     if (!a || !b) { if (a) { hpt_model_free(a->model); a->free(a); } if (b) { hpt_model_free(b->model); b->free(b); } return; }
     hpt_batch x, y;
     /* into the second epoch: 20 batches, then compare the next 15 (across the boundary) */

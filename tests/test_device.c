@@ -165,7 +165,8 @@ static void test_optimizers(const hpt_device *d, size_t n) {
      * (p), anchor (dm), u (dv) against hpt_sf_outer_step */
     for (int stay = 0; stay < 2; stay++) {
         const float sa = stay ? 0.0f : 0.4f, sb = stay ? 0.0f : 0.9f;
-        fill_random(x, n, 13); fill_random(z, n, 14); fill_random(p, n, 15); fill_random(m, n, 16); fill_random(v, n, 17);
+        fill_random(x, n, 13); fill_random(z, n, 14); fill_random(p, n, 15); fill_random(m, n, 16); fill_random(v, n,
+                    17);
         if (stay && n) p[0] = -0.0f;   /* y untouched, even a -0 */
         memcpy(x2, x, n * 4); memcpy(z2, z, n * 4); memcpy(y2, p, n * 4); memcpy(m2, m, n * 4); memcpy(v2, v, n * 4);
         d->upload(dx, x, n); d->upload(dz, z, n); d->upload(dp, p, n); d->upload(dg, m, n); d->upload(dv, v, n);

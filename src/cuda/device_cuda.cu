@@ -341,28 +341,32 @@ static void cuda_download_acts(const hpt_device *d, float *host, const hpt_act *
     free(tmp);
 }
 
-static void cuda_encoder_forward(const hpt_device *d, hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
+static void cuda_encoder_forward(const hpt_device *d, hpt_act *out, const int *tok, const float *wte,
+                                 const float *wpe, int B, int T,
                                  int C) {
     const int bf16 = use(d);
     if (bf16) encoder_forward_bf16_cuda(H(out), tok, wte, wpe, B, T, C);
     else encoder_forward_cuda(F(out), tok, wte, wpe, B, T, C);
 }
 
-static void cuda_encoder_backward(const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
+static void cuda_encoder_backward(const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok,
+                                  int B, int T,
                                   int C, int V, float *scratch) {
     const int bf16 = use(d);
     if (bf16) encoder_backward_bf16_cuda(dwte, dwpe, CH(dout), tok, B, T, C, V, (int *)scratch);
     else encoder_backward_cuda(dwte, dwpe, CF(dout), tok, B, T, C, V, (int *)scratch);
 }
 
-static void cuda_layernorm_forward(const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+static void cuda_layernorm_forward(const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp,
+                                   const float *w,
                                    const float *b, int N, int C) {
     const int bf16 = use(d);
     if (bf16) layernorm_forward_bf16_cuda(H(out), mean, rstd, CH(inp), w, b, N, C);
     else layernorm_forward_cuda(F(out), mean, rstd, CF(inp), w, b, N, C);
 }
 
-static void cuda_layernorm_backward(const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
+static void cuda_layernorm_backward(const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,
+                                    const hpt_act *inp,
                                     const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                     float *scratch) {
     const int bf16 = use(d);
@@ -373,14 +377,16 @@ static void cuda_layernorm_backward(const hpt_device *d, hpt_act *dinp, float *d
     else layernorm_backward_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
 }
 
-static void cuda_matmul_forward(const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+static void cuda_matmul_forward(const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w,
+                                const float *b, int N, int C,
                                 int OC) {
     const int bf16 = use(d);
     if (bf16) matmul_forward_bf16_cuda(H(out), CH(inp), CH(w), b, N, C, OC);
     else matmul_forward_cuda(F(out), CF(inp), CF(w), b, N, C, OC);
 }
 
-static void cuda_matmul_backward_dinp(const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+static void cuda_matmul_backward_dinp(const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w,
+                                      int N, int C, int OC,
                                       hpt_act *wide) {
     const int bf16 = use(d);
     (void)wide;   /* cuBLAS needs no split of a long inner dimension */
@@ -388,7 +394,8 @@ static void cuda_matmul_backward_dinp(const hpt_device *d, hpt_act *dinp, const 
     else matmul_backward_dinp_first_cuda(F(dinp), CF(dout), CF(w), N, C, OC);
 }
 
-static void cuda_matmul_backward_dweight(const hpt_device *d, float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
+static void cuda_matmul_backward_dweight(const hpt_device *d, float *dw, float *db, const hpt_act *dout,
+                                         const hpt_act *inp, int N,
                                          int C, int OC, int first, float *scratch) {
     const int bf16 = use(d);
     if (bf16 && first) matmul_backward_dweight_first_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
@@ -438,7 +445,8 @@ static int materialise_refused(int bf16, int C, int NH, const char *where) {
     return 1;
 }
 
-static void cuda_attention_forward(const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
+static void cuda_attention_forward(const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T,
+                                   int C, int NH) {
     const int bf16 = use(d);
     if (materialise_refused(bf16, C, NH, "attention forward")) return;
     if (attention_materialise(C, NH)) attention_forward_cuda(F(out), att, CF(qkv), B, T, C, NH);
@@ -446,7 +454,8 @@ static void cuda_attention_forward(const hpt_device *d, hpt_act *out, float *att
     else attention_forward_flash_cuda(F(out), att, CF(qkv), B, T, C, NH);
 }
 
-static void cuda_attention_backward(const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
+static void cuda_attention_backward(const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv,
+                                    const hpt_act *out,
                                     const float *att, int B, int T, int C, int NH, float *scratch) {
     const int bf16 = use(d);
     if (materialise_refused(bf16, C, NH, "attention backward")) return;
@@ -475,13 +484,15 @@ static void cuda_residual_forward(const hpt_device *d, hpt_act *out, const hpt_a
     else residual_forward_cuda(F(out), CF(a), CF(b), n);
 }
 
-static void cuda_xent_forward(const hpt_device *d, float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
+static void cuda_xent_forward(const hpt_device *d, float *losses, hpt_act *logits, const int *targets, int N, int V,
+                              int Vp) {
     const int bf16 = use(d);
     if (bf16) softmax_xent_forward_bf16_cuda(losses, H(logits), targets, N, V, Vp);
     else softmax_xent_forward_cuda(losses, F(logits), targets, N, V, Vp);
 }
 
-static void cuda_xent_backward(const hpt_device *d, hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
+static void cuda_xent_backward(const hpt_device *d, hpt_act *probs, const int *targets, float dloss, int N, int V,
+                               int Vp) {
     const int bf16 = use(d);
     if (bf16) softmax_xent_backward_bf16_cuda(H(probs), targets, dloss, N, V, Vp);
     else softmax_xent_backward_cuda(F(probs), targets, dloss, N, V, Vp);

@@ -90,22 +90,31 @@ typedef struct hpt_dev_nn {
     void (*act_from_floats)(const hpt_device *d, hpt_act *dst, const float *src, size_t n);
     /* host (n floats) = src (n activations of this row's memory) */
     void (*download_acts)(const hpt_device *d, float *host, const hpt_act *src, size_t n);
-    void (*encoder_forward)(const hpt_device *d, hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C);
-    void (*encoder_backward)(const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T, int C,
+    void (*encoder_forward)(const hpt_device *d, hpt_act *out, const int *tok, const float *wte, const float *wpe,
+                            int B, int T, int C);
+    void (*encoder_backward)(const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok,
+                             int B, int T, int C,
                              int V, float *scratch);
-    void (*layernorm_forward)(const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+    void (*layernorm_forward)(const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp,
+                              const float *w,
                               const float *b, int N, int C);
-    void (*layernorm_backward)(const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
+    void (*layernorm_backward)(const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,
+                               const hpt_act *inp,
                                const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                float *scratch);
-    void (*matmul_forward)(const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+    void (*matmul_forward)(const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b,
+                           int N, int C,
                            int OC);
-    void (*matmul_backward_dinp)(const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+    void (*matmul_backward_dinp)(const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N,
+                                 int C, int OC,
                                  hpt_act *wide);
-    void (*matmul_backward_dweight)(const hpt_device *d, float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N, int C,
+    void (*matmul_backward_dweight)(const hpt_device *d, float *dw, float *db, const hpt_act *dout,
+                                    const hpt_act *inp, int N, int C,
                                     int OC, int first, float *scratch);
-    void (*attention_forward)(const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
+    void (*attention_forward)(const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C,
+                              int NH);
+    void (*attention_backward)(const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv,
+                               const hpt_act *out,
                                const float *att, int B, int T, int C, int NH, float *scratch);
     void (*gelu_forward)(const hpt_device *d, hpt_act *out, const hpt_act *inp, size_t n);
     void (*gelu_backward)(const hpt_device *d, hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n);
@@ -181,7 +190,8 @@ struct hpt_device {
      * NULL: this row. */
     const hpt_device *(*row)(void);
 
-    /* the instance's, set by hpt_device_open (zero in the table's rows) */
+    /* the instance's, set by hpt_device_open (zero in the table's rows but
+     * the CPU's, which is its own instance at fp32) */
     const char *precision;   /* --precision: "fp32", or a name the row has ("tf32", "bf16") */
     size_t mem_limit;        /* --vram-limit in bytes; 0: none (hpt_device_check_plan) */
     void *state;             /* the row's own, from open */
@@ -195,8 +205,8 @@ struct hpt_device {
 size_t hpt_device_memory_limit(void);
 
 /* The operations over a row's memory, as lists, for a row that wraps
- * another row's operations one by one (device_guard.c around the CPU row's): V(name, params, args) for those
- * that return nothing, R(type, name, params, args) for those that do. The
+ * another row's operations one by one (device_guard.c around the CPU
+ * row's): V(name, params, args) for those that return nothing, R(type, name, params, args) for those that do. The
  * fields above are the contract; a wrapper generated from a list that
  * drifted from them does not compile. */
 #define HPT_DEV_DATA_OPS(V, R)                                                                          \

@@ -254,7 +254,8 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
                                        B * T, C));
         linear_forward(g, HPT_PROF_QKV_FWD, s.qkv, s.ln1, gemm_weight(g, m, QKVW, l), P[QKVB] + l * 3 * C,
                        B * T, C, 3 * C);
-        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(g->dev, s.atty, s.att, s.qkv, B, T, C, NH));
+        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(g->dev, s.atty, s.att, s.qkv, B, T,
+                 C, NH));
         linear_forward(g, HPT_PROF_ATTPROJ_FWD, a->proj, s.atty, gemm_weight(g, m, ATTPROJW, l), P[ATTPROJB] + l * C,
                        B * T, C, C);
         HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(g->dev, s.res2, s.resid, a->proj, BTC));
@@ -263,13 +264,15 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
                                        B * T, C));
         linear_forward(g, HPT_PROF_FC_FWD, s.fch, s.ln2, gemm_weight(g, m, FCW, l), P[FCB] + l * 4 * C,
                        B * T, C, 4 * C);
-        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(g->dev, s.fch_gelu, s.fch, BTC * 4));
+        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(g->dev, s.fch_gelu, s.fch,
+                 BTC * 4));
         linear_forward(g, HPT_PROF_FCPROJ_FWD, a->proj, s.fch_gelu, gemm_weight(g, m, FCPROJW, l),
                        P[FCPROJB] + l * C, B * T, 4 * C, C);
         HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(g->dev, s.res3, s.res2, a->proj, BTC));
     }
     HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-             nn->layernorm_forward(g->dev, a->lnf, a->lnf_mean, a->lnf_rstd, act_at(g, a->residual3, (L - 1) * BTC), P[LNFW],
+             nn->layernorm_forward(g->dev, a->lnf, a->lnf_mean, a->lnf_rstd, act_at(g, a->residual3, (L - 1) * BTC),
+                                   P[LNFW],
                                    P[LNFB], B * T, C));
     linear_forward(g, HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, gemm_weight(g, m, WTE, 0), NULL, B * T, C, Vp);
 
@@ -344,7 +347,8 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
                     s.ln1_rstd, B * T, C, first);
     }
     if (first) HPT_PROF(HPT_PROF_ZERO_GRAD, 0, g->dev->fill(G[WPE], 0.0f, m->tensors[WPE].numel));
-    HPT_PROF(HPT_PROF_EMBED_BWD, 0, nn->encoder_backward(g->dev, G[WTE], G[WPE], a->dresid, tok_ids(g), B, T, C, V, a->scratch));
+    HPT_PROF(HPT_PROF_EMBED_BWD, 0, nn->encoder_backward(g->dev, G[WTE], G[WPE], a->dresid, tok_ids(g), B, T, C, V,
+             a->scratch));
     return g->dev->sync(g->dev);
 }
 

@@ -124,7 +124,8 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
     int writer = hpt_comm_rank(comm) == 0;
-    hpt_status st = hpt_trainer_agree(comm, writer ? hpt_rundir_check(c->out_dir, c->existing_run) : HPT_OK);  /* preflight.c */
+    hpt_status st = hpt_trainer_agree(comm, writer ? hpt_rundir_check(c->out_dir, c->existing_run)   /* preflight.c */
+                                                   : HPT_OK);
     hpt_trainer *tr = st == HPT_OK ? calloc(1, sizeof *tr) : NULL;
     if (!tr) {
         hpt_device_close(dev);

@@ -120,7 +120,7 @@ static void test_shape(const shape *s) {
     CHECK(hpt_gpt2_init(&gpu, &cfg, s->B, s->T, 7, dev) == HPT_OK, "gpu model: %s", hpt_errmsg());
     if (!cpu || !gpu) { hpt_model_free(cpu); hpt_model_free(gpu); hpt_device_close(dev); return; }
 
-    /* the memory plan: the arena is what the ledger counts (act_floats_on),
+    /* the memory plan: the arena is what the ledger counts (hpt_gpt2_act_floats),
      * and its att slot holds the CUDA row's attention state: B*NH*T
      * log-sum-exps a layer (flash), B*NH*T*T probabilities under
      * HPT_CUDA_ATTENTION=materialise; the CPU's stays B*NH*T*T */
@@ -128,7 +128,8 @@ static void test_shape(const shape *s) {
     const int mat = mode && (!strcmp(mode, "materialise") || !strcmp(mode, "materialize"));
     const size_t A = dev->nn->attention_state_floats(dev, s->B, s->T, s->C, s->NH);
     CHECK(A == (size_t)s->B * s->NH * s->T * (mat ? (size_t)s->T : 1), "%s: attention state %zu floats", s->name, A);
-    CHECK(hpt_device_cpu.nn->attention_state_floats(&hpt_device_cpu, s->B, s->T, s->C, s->NH) == (size_t)s->B * s->NH * s->T * s->T,
+    CHECK(hpt_device_cpu.nn->attention_state_floats(&hpt_device_cpu, s->B, s->T, s->C,
+          s->NH) == (size_t)s->B * s->NH * s->T * s->T,
           "%s: the CPU's attention state", s->name);
     CHECK(gpu->act_bytes == hpt_gpt2_act_floats(&cfg, s->B, s->T, dev) * sizeof(float) &&
           cpu->act_bytes == hpt_gpt2_act_floats(&cfg, s->B, s->T, NULL) * sizeof(float),
