@@ -323,6 +323,8 @@ static void test_two_precisions(const shape *s) {
               !memcmp(p, q, alone.m->nparams * sizeof(float)),
               "%s: %s beside %s, interleaved, is the %s model alone bit for bit (loss %.9g, alone %.9g)", s->name,
               prec[i], prec[1 - i], prec[i], both[i].loss[TWO_STEPS - 1], alone.loss[TWO_STEPS - 1]);
+        printf("  %s beside %s: loss %.9g, alone %.9g\n", prec[i], prec[1 - i], both[i].loss[TWO_STEPS - 1],
+               alone.loss[TWO_STEPS - 1]);
         free(p); free(q);
         run_close(&alone);
     }
