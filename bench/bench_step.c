@@ -344,7 +344,7 @@ static int run_probe(const opts *o) {
 
 /* the device being timed, for prof.h's hpt_prof_sync */
 static const hpt_device *g_dev;
-static void dev_sync(void) { g_dev->sync(); }
+static void dev_sync(void) { g_dev->sync(g_dev); }
 
 int main(int argc, char **argv) {
     opts o;
@@ -354,9 +354,9 @@ int main(int argc, char **argv) {
     const int B = o.batch, T = o.seq;
     hpt_gpt2_config cfg = {.vocab_size = o.vocab, .block_size = o.block_size, .n_layer = o.n_layer,
                            .n_head = o.n_head, .n_embd = o.n_embd};
-    const hpt_device *dev;
-    hpt_status st = hpt_device_usable(o.device, &dev);
-    if (st == HPT_OK && o.precision) st = dev->set_precision(o.precision);
+    hpt_device *dev;
+    const hpt_device_settings ds = {.precision = o.precision, .mem_limit = 0};
+    hpt_status st = hpt_device_open(o.device, &ds, &dev);
     if (st != HPT_OK) {
         fprintf(stderr, "bench_step: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
         return 1;
@@ -366,7 +366,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: --optimizer adamw or muon, got '%s'\n", o.optimizer);
         return 2;
     }
-    if (muon && dev != &hpt_device_cpu) {   /* as hpt train: Muon's step is host code */
+    if (muon && !dev->host_memory) {   /* as hpt train: Muon's step is host code */
         fprintf(stderr, "bench_step: --optimizer muon runs on --device cpu only\n");
         return 2;
     }
@@ -374,14 +374,14 @@ int main(int argc, char **argv) {
     if (!dev->host_memory) hpt_prof_sync = dev_sync;
     double ti0 = hpt_now();
     hpt_model *m;
-    st = hpt_gpt2_init_on(&m, &cfg, B, T, (uint64_t)o.seed, dev);
+    st = hpt_gpt2_init(&m, &cfg, B, T, (uint64_t)o.seed, dev);
     if (st != HPT_OK) {
         fprintf(stderr, "bench_step: %s (%s)\n", hpt_errmsg(), hpt_status_str(st));
         return 1;
     }
     double init_s = hpt_now() - ti0;
     const size_t n = m->nparams;
-    float *mom = dev->alloc(2 * n);   /* AdamW's m and v, zero */
+    float *mom = dev->alloc(dev, 2 * n);   /* AdamW's m and v, zero */
     if (mom) dev->fill(mom, 0.0f, 2 * n);
     int *x = malloc((size_t)B * T * sizeof(int)), *y = malloc((size_t)B * T * sizeof(int));
     const int total = o.warmup + o.steps;
@@ -442,12 +442,12 @@ int main(int argc, char **argv) {
         st = hpt_model_forward(m, &b, &loss);
         double t2 = hpt_now();
         if (st == HPT_OK) st = hpt_model_backward_fresh(m, 1.0f);
-        if (st == HPT_OK) st = dev->sync();   /* a device's kernels are asynchronous: each phase waits for its own */
+        if (st == HPT_OK) st = dev->sync(dev);   /* a device's kernels are asynchronous: each phase waits for its own */
         double t3 = hpt_now();
         if (st == HPT_OK)
             st = muon ? hpt_muon_step(m, mom, mom + n, muon_scratch, &opt, &mu, s + 1, &norm)
                       : hpt_optim_step(m, mom, mom + n, &opt, s + 1, &norm);
-        if (st == HPT_OK) st = dev->sync();
+        if (st == HPT_OK) st = dev->sync(dev);
         double t4 = hpt_now();
         if (st != HPT_OK) {
             fprintf(stderr, "bench_step: step %d: %s (%s)\n", s + 1, hpt_errmsg(), hpt_status_str(st));
@@ -578,7 +578,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "wrote %s\n", o.json);
     }
     free(ph); free(losses); free(x); free(y); free(kt);
-    dev->free(mom);
+    dev->free(dev, mom);
     hpt_model_free(m);
+    hpt_device_close(dev);
     return 0;
 }

@@ -98,7 +98,7 @@ int cmd_eval(int argc, char **argv) {
     hpt_set_threads(threads);
     double loss;
     size_t tokens;
-    hpt_status st = hpt_eval_text_on(model, data, device, &loss, &tokens);
+    hpt_status st = hpt_eval_text(model, data, device, &loss, &tokens);
     if (st != HPT_OK) die_status(st);
     /* JSON has no inf or nan: a perplexity past double's range is null */
     char ppl[32];

@@ -450,7 +450,7 @@ static int cmd_sample(int argc, char **argv) {
     hpt_set_vocab_dir(o.vocab);
     hpt_model *m;
     hpt_text *tok;
-    st = hpt_weights_load_on(model_path, 1, 0, o.device, &m, &tok);
+    st = hpt_weights_load(model_path, 1, 0, o.device ? o.device : "cpu", &m, &tok);   /* named: checked */
     if (st != HPT_OK) die_status(st);
     if (!tok) {
         fprintf(stderr, "hpt: '%s' is not a language model (it has no tokenizer); sample needs one from --task text\n", model_path);

@@ -89,6 +89,22 @@ typedef enum hpt_status {
  * is src/device/device.h's. */
 hpt_status hpt_device_check(const char *name);
 
+/* A device opened with its settings: the handle the functions below take
+ * where they run a model (NULL: the CPU at fp32). Each instance keeps its
+ * own settings, memory ledger and first-failure record, so two models on
+ * two instances (two precisions of one GPU) run side by side in one process
+ * without meeting. */
+typedef struct hpt_device hpt_device;
+typedef struct hpt_device_settings {
+    const char *precision;   /* --precision: NULL or "fp32"; "tf32", "bf16" where the device has them */
+    size_t mem_limit;        /* --vram-limit in bytes: the most a plan may take of its memory; 0: none */
+} hpt_device_settings;
+/* Opens the device named `name` (NULL: "cpu") with s (NULL: the defaults):
+ * refused as hpt_device_check refuses, and a precision the device has not
+ * with the reason. Close it after every model on it is freed. */
+hpt_status hpt_device_open(const char *name, const hpt_device_settings *s, hpt_device **out);
+void hpt_device_close(hpt_device *d);   /* NULL: a no-op */
+
 const char *hpt_status_str(hpt_status st);
 /* Message of the last failure on this thread ("" if none). */
 const char *hpt_errmsg(void);
@@ -139,10 +155,13 @@ typedef struct hpt_gpt2_config {
 int hpt_gpt2_padded_vocab(int V);
 
 /* Builds a GPT-2 model whose activations are reserved for batches of B
- * sequences of length T (T <= block_size). All memory is allocated here;
- * nothing is allocated by forward/backward. Parameters are initialised as in
- * GPT-2 (N(0, 0.02), residual projections scaled by 1/sqrt(2L)) from seed. */
-hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed);
+ * sequences of length T (T <= block_size), on dev (NULL: the CPU), which
+ * must outlive it. All memory is allocated here; nothing is allocated by
+ * forward/backward. Parameters are initialised as in GPT-2 (N(0, 0.02),
+ * residual projections scaled by 1/sqrt(2L)) from seed, drawn on the host
+ * and uploaded, so every device starts from the same bits. */
+hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
+                         const hpt_device *dev);
 
 /* A batch: tokens (GPT) or features (classifiers), and targets. */
 typedef struct hpt_batch {
@@ -186,8 +205,11 @@ int hpt_model_block_size(const hpt_model *m);   /* longest T reserved at init */
  * in_c*in_h*in_w); 0 for a token model. */
 int hpt_model_input_dim(const hpt_model *m);
 size_t hpt_model_backward_calls(const hpt_model *m); /* backward passes run so far */
-/* Rebuilds a model from the config words stored in a state file (any family). */
-hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T);
+/* Rebuilds a model from the config words stored in a state file (any
+ * family) on dev (NULL: the CPU; the GPT-2 family runs on every device, the
+ * classifiers on the CPU alone). */
+hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,
+                               const hpt_device *dev);
 /* The parameter count such a config describes, without building the model
  * (loaders check stored arenas against it before allocating anything). */
 hpt_status hpt_model_conf_params(const uint32_t *conf, int nconf, size_t *n);
@@ -521,24 +543,21 @@ const char *hpt_trainer_checkpoint(const hpt_trainer *tr);
  * (the bad one is renamed to *.corrupt once a good one is found). threads:
  * -1 keeps the stored count; any other value must equal it (HPT_ERR_ARG).
  * A hybrid run's checkpoint (hpt_trainer_resumed_hybrid) is continued with
- * hpt_trainer_run_hybrid and hpt_hybrid_config_resumed's config. */
-hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads,
-                              hpt_log_fn log, void *ctx);
-/* The checkpoint records the data's identity (size and CRC-32 of what the
+ * hpt_trainer_run_hybrid and hpt_hybrid_config_resumed's config.
+ *
+ * The checkpoint records the data's identity (size and CRC-32 of what the
  * task read); a resume whose data no longer matches it is refused
  * (HPT_ERR_DATA, naming the file and both identities) unless flags holds
  * HPT_RESUME_ALLOW_DATA_CHANGE, which goes on and logs what that changes.
  * A checkpoint without the record (an older hpt's) resumes with a note.
- * hpt_trainer_resume is this with flags 0. */
+ *
+ * device: --device's name (NULL: "cpu"); the checkpoint's format is the
+ * same on every device, so a run saved on one continues on another (the
+ * same bits where the two devices' kernels give the same bits, within
+ * rounding elsewhere). */
 #define HPT_RESUME_ALLOW_DATA_CHANGE 1u
-hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
-                                    hpt_log_fn log, void *ctx);
-/* hpt_trainer_resume_flags on a device (--device's name; NULL: "cpu"): the
- * checkpoint's format is the same on every device, so a run saved on one
- * continues on another (the same bits where the two devices' kernels give
- * the same bits, within rounding elsewhere). */
-hpt_status hpt_trainer_resume_on(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
-                                 hpt_log_fn log, void *ctx);
+hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
+                              hpt_log_fn log, void *ctx);
 
 /* Memory guard rails of a run (bytes, 0 = off; operational settings, not
  * saved in checkpoints): past warn, one warning through the log; past limit,
@@ -552,16 +571,16 @@ void hpt_trainer_set_memory_limits(hpt_trainer *tr, size_t warn, size_t limit);
  * (docs/format.md). */
 hpt_status hpt_weights_save(const char *path, hpt_model *m, const hpt_text *tok);
 /* Loads a model reserved for batches of B x T (T <= 0: its full context) and
- * its tokenizer (*tok is NULL when the file has none). Weights that are not
- * finite load (--init leaves them to the trainer's NaN check). */
-hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok);
-/* hpt_weights_load with the model on a device (--device's name; NULL:
- * "cpu"): its arenas are that device's memory, which the host reads only
- * through the model's calls (hpt_model_logits_copy, hpt_weights_save), not
- * through hpt_model_params / _grads / _logits' pointers. A file whose
- * weights are not all finite is refused (HPT_ERR_NUMERIC, naming the tensor):
- * sample and eval would draw or score nothing from it. */
-hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok);
+ * its tokenizer (*tok is NULL when the file has none). device: NULL, the
+ * CPU, where weights that are not finite load (--init leaves them to the
+ * trainer's NaN check); or --device's name, opened at fp32 for this model
+ * and closed with it: its arenas are that device's memory, which the host
+ * reads only through the model's calls (hpt_model_logits_copy,
+ * hpt_weights_save), not through hpt_model_params / _grads / _logits'
+ * pointers, and a file whose weights are not all finite is refused
+ * (HPT_ERR_NUMERIC, naming the tensor): sample and eval would draw or score
+ * nothing from it. */
+hpt_status hpt_weights_load(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok);
 
 /* One token drawn from a row of logits (V): temperature, the top k kept
  * (topk <= 0 or >= V: all), then an inverse-CDF draw with a 53-bit uniform
@@ -594,11 +613,10 @@ hpt_status hpt_hf_import(const char *safetensors, int n_head, hpt_tokenizer_kind
 hpt_status hpt_hf_export(const char *model_path, const char *out_path, int overwrite);
 /* The mean next-token cross-entropy of a language model over a text file,
  * tokenised with the model's tokenizer, in consecutive windows of the
- * model's block size (src/train/eval.c); *tokens: the tokens predicted. */
-hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *loss, size_t *tokens);
-/* hpt_eval_text with the model on a device (--device's name; NULL: "cpu") */
-hpt_status hpt_eval_text_on(const char *model_path, const char *data_path, const char *device, double *loss,
-                            size_t *tokens);
+ * model's block size (src/train/eval.c), with the model on the device named
+ * `device` (NULL: "cpu"); *tokens: the tokens predicted. */
+hpt_status hpt_eval_text(const char *model_path, const char *data_path, const char *device, double *loss,
+                         size_t *tokens);
 
 /* A GPT-2 model file's config and tokenizer kind, without building the model
  * (hpt train --init takes the architecture flags it was not given from it). */
@@ -615,8 +633,10 @@ size_t hpt_peak_rss_bytes(void);   /* high-water mark of the RSS */
  * figures) a plan above it or above the machine's available memory. */
 void hpt_set_memory_ceiling(size_t bytes);
 /* The most a run may plan to allocate on a device with memory of its own
- * (a GPU), in bytes (hpt train's --vram-limit); 0: none. The plan is also
- * checked against the device's free memory, before anything is allocated. */
+ * (a GPU), in bytes (hpt train's --vram-limit); 0: none: the mem_limit a
+ * trainer opens its device with (hpt_trainer_init, hpt_trainer_resume). The
+ * plan is also checked against the device's free memory, before anything
+ * is allocated. */
 void hpt_set_device_memory_limit(size_t bytes);
 double hpt_now(void);              /* monotonic seconds */
 

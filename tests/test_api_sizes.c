@@ -90,7 +90,7 @@ int main(void) {
     /* (c) */
     hpt_gpt2_config gc = {.vocab_size = 7, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 8};
     hpt_model *g = NULL;
-    CHECK(hpt_gpt2_init(&g, &gc, B, 4, 1) == HPT_OK, "gpt2 init: %s", hpt_errmsg());
+    CHECK(hpt_gpt2_init(&g, &gc, B, 4, 1, NULL) == HPT_OK, "gpt2 init: %s", hpt_errmsg());
     if (g) {
         CHECK(hpt_model_input_dim(g) == 0, "gpt2: hpt_model_input_dim %d, want 0", hpt_model_input_dim(g));
         int tok[B * 4] = {0}, tgt[B * 4] = {0};

@@ -409,7 +409,7 @@ static void test_windows(void) {
 static hpt_status expect_format_error(const char *path, const char *what, const char *needle) {
     hpt_model *m = (hpt_model *)&m;
     hpt_text *tok = (hpt_text *)&tok;
-    hpt_status st = hpt_weights_load(path, 1, 0, &m, &tok);
+    hpt_status st = hpt_weights_load(path, 1, 0, NULL, &m, &tok);
     CHECK(st == HPT_ERR_FORMAT, "%s: status %d (%s), want HPT_ERR_FORMAT", what, st, hpt_errmsg());
     CHECK(strstr(hpt_errmsg(), path) != NULL, "%s: message does not name the file: '%s'", what, hpt_errmsg());
     if (needle) CHECK(strstr(hpt_errmsg(), needle) != NULL, "%s: message lacks '%s': '%s'", what, needle, hpt_errmsg());
@@ -428,7 +428,7 @@ static void round_trip(const char *data_path, hpt_tokenizer_kind kind, const cha
     if (!tok) return;
     hpt_gpt2_config cfg = {.vocab_size = hpt_text_vocab_size(tok), .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8};
     hpt_model *m = NULL;
-    CHECK(hpt_gpt2_init(&m, &cfg, 2, 8, 17) == HPT_OK, "init: %s", hpt_errmsg());
+    CHECK(hpt_gpt2_init(&m, &cfg, 2, 8, 17, NULL) == HPT_OK, "init: %s", hpt_errmsg());
     size_t n;
     float *p = hpt_model_params(m, &n);
     for (size_t i = 0; i < n; i++) p[i] += 1e-3f * (float)(i % 13);  /* not just init values */
@@ -437,7 +437,7 @@ static void round_trip(const char *data_path, hpt_tokenizer_kind kind, const cha
 
     hpt_model *m2 = NULL;
     hpt_text *tok2 = NULL;
-    CHECK(hpt_weights_load(path, 1, 0, &m2, &tok2) == HPT_OK, "load %s: %s", path, hpt_errmsg());
+    CHECK(hpt_weights_load(path, 1, 0, NULL, &m2, &tok2) == HPT_OK, "load %s: %s", path, hpt_errmsg());
     if (m2 && tok2) {
         size_t n2;
         float *p2 = hpt_model_params(m2, &n2);
@@ -502,7 +502,7 @@ static void test_weights(void) {
     {
         hpt_model *m = NULL;
         hpt_text *tok = NULL;
-        hpt_status st = hpt_weights_load(bad, 1, 0, &m, &tok);
+        hpt_status st = hpt_weights_load(bad, 1, 0, NULL, &m, &tok);
         CHECK(st == HPT_OK, "a file with an unknown section was rejected: %s", hpt_errmsg());
         hpt_model_free(m);
         hpt_text_free(tok);
@@ -572,7 +572,7 @@ static void test_weights(void) {
     hpt_model *m = NULL;
     hpt_text *tok = NULL;
     const char *missing = test_tmp_path("missing.bin");
-    hpt_status st = hpt_weights_load(missing, 1, 0, &m, &tok);
+    hpt_status st = hpt_weights_load(missing, 1, 0, NULL, &m, &tok);
     CHECK(st == HPT_ERR_IO && strstr(hpt_errmsg(), missing), "missing model file: %d '%s'", st, hpt_errmsg());
     free(buf);
     free(orig);

@@ -75,13 +75,13 @@ static void test_round_trip(const char *data) {
     /* a checkpoint is a model file */
     hpt_model *m = NULL;
     hpt_text *tok = NULL;
-    CHECK(hpt_weights_load(ck, 1, 0, &m, &tok) == HPT_OK, "weights_load(checkpoint): %s", hpt_errmsg());
+    CHECK(hpt_weights_load(ck, 1, 0, NULL, &m, &tok) == HPT_OK, "weights_load(checkpoint): %s", hpt_errmsg());
     if (m) CHECK(same_floats(m->params, a->model->params, a->model->nparams), "checkpoint parameters differ");
     hpt_model_free(m);
     hpt_text_free(tok);
 
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, -1, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
+    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
     if (!b) { hpt_trainer_free(a); return; }
     CHECK(strstr(g_log, "step 7 of 40") != NULL, "resume log: %s", g_log);
     size_t n = a->model->nparams;
@@ -118,7 +118,8 @@ static void test_round_trip(const char *data) {
     hpt_dir_unlock(b->lock_fd);
     b->lock_fd = -1;
     hpt_trainer *t2 = NULL;
-    CHECK(hpt_trainer_resume(&t2, out, 2, NULL, NULL) == HPT_ERR_ARG && !t2, "resume with threads 2 not refused");
+    CHECK(hpt_trainer_resume(&t2, out, 2, 0u, NULL, NULL, NULL) == HPT_ERR_ARG && !t2,
+          "resume with threads 2 not refused");
     CHECK(strstr(hpt_errmsg(), "--threads") != NULL, "message: %s", hpt_errmsg());
 
     /* keep_last 2: saving at 12, 13 leaves 12 and 13; a newer file is left alone */
@@ -135,7 +136,8 @@ static void test_round_trip(const char *data) {
     hpt_trainer_free(b);
     b = NULL;
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, 1, capture, NULL) == HPT_OK, "resume past a bad file: %s", hpt_errmsg());
+    CHECK(hpt_trainer_resume(&b, out, 1, 0u, NULL, capture, NULL) == HPT_OK, "resume past a bad file: %s",
+          hpt_errmsg());
     CHECK(strstr(g_log, "ckpt-00000099.bin") && strstr(g_log, "falling back") && strstr(g_log, "step 13 of 40"),
           "fallback log: %s", g_log);
     CHECK(!exists(tmp_path("run/checkpoints/ckpt-00000099.bin")) &&
@@ -225,7 +227,7 @@ static void test_damaged_sections(const char *data) {
         CHECK(patch_section(ck, cases[i].tag, cases[i].at, cases[i].v, cases[i].n), "patch %s", cases[i].tag);
         hpt_trainer *b = NULL;
         g_log[0] = 0;
-        hpt_status st = hpt_trainer_resume(&b, out, -1, capture, NULL);
+        hpt_status st = hpt_trainer_resume(&b, out, -1, 0u, NULL, capture, NULL);
         CHECK(st == HPT_OK && strstr(g_log, "ckpt-00000005.bin' is unusable") && strstr(g_log, cases[i].why) &&
               strstr(g_log, "step 3 of 40"), "case %zu (%s at %zu): status %d, log: %s", i, cases[i].tag,
               cases[i].at, st, g_log);
@@ -240,7 +242,7 @@ static void test_damaged_sections(const char *data) {
     uint64_t z = 0;
     CHECK(patch_section(ck, "DATA", 0, &z, 8), "patch DATA");
     hpt_trainer *b = NULL;
-    CHECK(hpt_trainer_resume(&b, out, -1, NULL, NULL) == HPT_ERR_FORMAT && !b && strstr(hpt_errmsg(), "DATA"),
+    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, NULL, NULL) == HPT_ERR_FORMAT && !b && strstr(hpt_errmsg(), "DATA"),
           "a zero data cursor: %s", hpt_errmsg());
     hpt_trainer_free(b);
     free(orig);
@@ -257,7 +259,8 @@ static void test_fashion_cursor(void) {
     c.out_dir = tmp_path("fm");
     c.threads = 1;
     hpt_task *a = NULL, *b = NULL;
-    CHECK(hpt_task_fashion_init(&a, &c) == HPT_OK && hpt_task_fashion_init(&b, &c) == HPT_OK, "init: %s", hpt_errmsg());
+    CHECK(hpt_task_fashion_init(&a, &c, &hpt_device_cpu) == HPT_OK &&
+          hpt_task_fashion_init(&b, &c, &hpt_device_cpu) == HPT_OK, "init: %s", hpt_errmsg());
     if (!a || !b) { if (a) { hpt_model_free(a->model); a->free(a); } if (b) { hpt_model_free(b->model); b->free(b); } return; }
     hpt_batch x, y;
     /* into the second epoch: 20 batches, then compare the next 15 (across the boundary) */
@@ -312,7 +315,7 @@ static void test_hybrid_state(const char *data) {
     CHECK(mode == 1, "TCFG mode %u (want 1: hybrid)", mode);
 
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, -1, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
+    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
     if (b && hy) {
         CHECK(hpt_trainer_resumed_hybrid(b), "resumed as a hybrid run");
         hpt_hybrid_config rc;

@@ -117,7 +117,7 @@ static void run_reference(const void *fixture, run_out *out, int verbose) {
     CHECK(hpt_gpt2_padded_vocab(r->V) == r->Vp, "padded vocab %d, fixture %d",
           hpt_gpt2_padded_vocab(r->V), r->Vp);
     hpt_model *m = NULL;
-    hpt_status st = hpt_gpt2_init(&m, &mc, r->B, r->T, 1);
+    hpt_status st = hpt_gpt2_init(&m, &mc, r->B, r->T, 1, NULL);
     CHECK(st == HPT_OK, "hpt_gpt2_init: %s", hpt_errmsg());
     if (st != HPT_OK) return;
     if (!ref_load_params(m, &r->d, "tools/ref/gpt2_ref.py")) { hpt_model_free(m); return; }

@@ -25,7 +25,7 @@
 static void test_params_only(void) {
     const hpt_gpt2_config cfg = {.vocab_size = 11, .block_size = 6, .n_layer = 2, .n_head = 2, .n_embd = 8};
     hpt_model *full = NULL, *m = NULL;
-    CHECK(hpt_gpt2_init(&full, &cfg, 2, 6, 1) == HPT_OK, "init: %s", hpt_errmsg());
+    CHECK(hpt_gpt2_init(&full, &cfg, 2, 6, 1, NULL) == HPT_OK, "init: %s", hpt_errmsg());
     CHECK(hpt_gpt2_init_params_only(&m, &cfg) == HPT_OK, "params only: %s", hpt_errmsg());
     if (!full || !m) return;
     int n1, n2;

@@ -27,7 +27,7 @@
 static hpt_model *tiny_gpt(void) {
     hpt_gpt2_config c = {.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16};
     hpt_model *m;
-    if (hpt_gpt2_init(&m, &c, 2, 8, 7) != HPT_OK) return NULL;
+    if (hpt_gpt2_init(&m, &c, 2, 8, 7, NULL) != HPT_OK) return NULL;
     return m;
 }
 

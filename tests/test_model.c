@@ -35,7 +35,7 @@ static int tokens[B * T], targets[B * T];
 
 static hpt_model *make_model(int b, int t, uint64_t seed) {
     hpt_model *m = NULL;
-    hpt_status st = hpt_gpt2_init(&m, &CFG, b, t, seed);
+    hpt_status st = hpt_gpt2_init(&m, &CFG, b, t, seed, NULL);
     CHECK(st == HPT_OK && m, "hpt_gpt2_init %dx%d: %s", b, t, hpt_errmsg());
     if (!m) exit(1);
     return m;
@@ -279,14 +279,14 @@ static void test_errors(void) {
     hpt_model *x = (hpt_model *)&x;
     hpt_gpt2_config c = CFG;
     c.n_embd = 9;
-    CHECK(hpt_gpt2_init(&x, &c, 1, 1, 1) == HPT_ERR_ARG && x == NULL, "n_embd 9 with 2 heads accepted");
+    CHECK(hpt_gpt2_init(&x, &c, 1, 1, 1, NULL) == HPT_ERR_ARG && x == NULL, "n_embd 9 with 2 heads accepted");
     c = CFG; c.vocab_size = 1;
-    CHECK(hpt_gpt2_init(&x, &c, 1, 1, 1) == HPT_ERR_ARG, "vocab 1 accepted");
+    CHECK(hpt_gpt2_init(&x, &c, 1, 1, 1, NULL) == HPT_ERR_ARG, "vocab 1 accepted");
     c = CFG;
-    CHECK(hpt_gpt2_init(&x, &c, 1, MAXT + 1, 1) == HPT_ERR_ARG, "T > block_size accepted");
-    CHECK(hpt_gpt2_init(&x, &c, 0, 1, 1) == HPT_ERR_ARG, "B = 0 accepted");
+    CHECK(hpt_gpt2_init(&x, &c, 1, MAXT + 1, 1, NULL) == HPT_ERR_ARG, "T > block_size accepted");
+    CHECK(hpt_gpt2_init(&x, &c, 0, 1, 1, NULL) == HPT_ERR_ARG, "B = 0 accepted");
     c.n_layer = 0;
-    CHECK(hpt_gpt2_init(&x, &c, 1, 1, 1) == HPT_ERR_ARG, "0 layers accepted");
+    CHECK(hpt_gpt2_init(&x, &c, 1, 1, 1, NULL) == HPT_ERR_ARG, "0 layers accepted");
     hpt_model_free(NULL);  /* must be a no-op */
 }
 
@@ -456,7 +456,7 @@ static void conf_count_matches(hpt_model *m, const char *what) {
           "%s: conf says %zu parameters, the table has %zu", what, n, m ? m->nparams : 0);
     /* and hpt_model_conf_bytes (the memory check) with its activation table */
     size_t pb = 0, ab = 0;
-    CHECK(m && hpt_model_conf_bytes(m->conf, m->nconf, m->max_B, m->max_T, &pb, &ab) &&
+    CHECK(m && hpt_model_conf_bytes(m->conf, m->nconf, m->max_B, m->max_T, NULL, &pb, &ab) &&
           pb == m->nparams * sizeof(float) && ab == m->act_bytes,
           "%s: conf_bytes says %zu activation bytes, init allocated %zu", what, ab, m ? m->act_bytes : 0);
     hpt_model_free(m);
@@ -468,7 +468,7 @@ static void test_conf_params(void) {
         hpt_gpt2_config c = {.vocab_size = gp[i][0], .block_size = gp[i][1], .n_layer = gp[i][2],
                              .n_head = gp[i][3], .n_embd = gp[i][4]};
         hpt_model *m = NULL;
-        hpt_gpt2_init(&m, &c, 1, 1, 1);
+        hpt_gpt2_init(&m, &c, 1, 1, 1, NULL);
         conf_count_matches(m, "gpt2");
     }
     for (int nh = 0; nh <= HPT_MLP_MAX_HIDDEN; nh++) {

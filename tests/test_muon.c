@@ -165,7 +165,7 @@ static void test_orthogonal(void) {
 static void test_families(void) {
     hpt_model *m;
     const hpt_gpt2_config gc = {.vocab_size = 50, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16};
-    CHECK(hpt_gpt2_init(&m, &gc, 1, 8, 1) == HPT_OK, "gpt2: %s", hpt_errmsg());
+    CHECK(hpt_gpt2_init(&m, &gc, 1, 8, 1, NULL) == HPT_OK, "gpt2: %s", hpt_errmsg());
     char got[256] = "";
     for (int i = 0; i < m->ntensors; i++)
         if (m->hidden[i]) { strcat(got, m->tensors[i].name); strcat(got, " "); }

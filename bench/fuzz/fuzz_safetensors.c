@@ -42,6 +42,6 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     double loss;
     size_t n;
     hpt_hf_export(out, back, 1);
-    hpt_eval_text(out, text, &loss, &n);
+    hpt_eval_text(out, text, NULL, &loss, &n);
     return 0;
 }

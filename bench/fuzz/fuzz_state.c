@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     hpt_text *t = NULL;
     /* B = 1, T = 4: a forged config cannot make the loader reserve huge
      * activations for a long context */
-    if (hpt_weights_load(path, 1, 4, &m, &t) == HPT_OK) {
+    if (hpt_weights_load(path, 1, 4, NULL, &m, &t) == HPT_OK) {
         size_t n;
         hpt_model_params(m, &n);
     }

@@ -387,8 +387,8 @@ class Model:
         model handle the caller frees (its tokenizer is this model's own)."""
         path = self._file("sample on a device")
         dh, dtok = ctypes.c_void_p(), ctypes.c_void_p()
-        check(lib.hpt_weights_load_on(os.fsencode(path), 1, 0, os.fsencode(device), ctypes.byref(dh),
-                                      ctypes.byref(dtok)))
+        check(lib.hpt_weights_load(os.fsencode(path), 1, 0, os.fsencode(device), ctypes.byref(dh),
+                                   ctypes.byref(dtok)))
         if dtok.value:
             lib.hpt_text_free(dtok)
         return dh.value
@@ -400,8 +400,8 @@ class Model:
         self._handle()
         path = self._file("eval")
         loss, n = ctypes.c_double(), ctypes.c_size_t()
-        check(lib.hpt_eval_text_on(os.fsencode(path), os.fsencode(data), os.fsencode(device), ctypes.byref(loss),
-                                   ctypes.byref(n)))
+        check(lib.hpt_eval_text(os.fsencode(path), os.fsencode(data), os.fsencode(device), ctypes.byref(loss),
+                                ctypes.byref(n)))
         return {"loss": loss.value, "ppl": float(np.exp(loss.value)), "tokens": n.value}
 
 
@@ -435,7 +435,7 @@ def GPT2(vocab_size, block_size, n_layer, n_head, n_embd, batch, seed=1337):
                 batch=batch)
     vocab_size, block_size, n_layer, n_head, n_embd, batch = (_c_int(k, v) for k, v in dims.items())
     cfg = _lib.GPT2Config(vocab_size, block_size, n_layer, n_head, n_embd)
-    m = Model(_init(lib.hpt_gpt2_init, cfg, batch, block_size, _c_seed(seed)), None, batch, block_size, "gpt2")
+    m = Model(_init(lib.hpt_gpt2_init, cfg, batch, block_size, _c_seed(seed), None), None, batch, block_size, "gpt2")
     m._vocab = int(vocab_size)
     return m
 
@@ -465,7 +465,7 @@ def load(path, batch=1):
     activations for batches of `batch` sequences of its full context."""
     _default_threads()
     h, tok = ctypes.c_void_p(), ctypes.c_void_p()
-    check(lib.hpt_weights_load(os.fsencode(path), int(batch), 0, ctypes.byref(h), ctypes.byref(tok)))
+    check(lib.hpt_weights_load(os.fsencode(path), int(batch), 0, None, ctypes.byref(h), ctypes.byref(tok)))
     desc = lib.hpt_model_describe(h).decode()
     kind = desc.split()[0] if desc else "model"
     m = Model(h.value, tok.value, batch, lib.hpt_model_block_size(h), kind)

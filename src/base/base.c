@@ -79,22 +79,26 @@ float *hpt_arena_alloc(size_t nfloats) {
     return p;
 }
 
-float *hpt_arena_carve(const size_t *sizes, int n, float **ptrs[], size_t *total_floats) {
-    return hpt_arena_carve_with(sizes, n, ptrs, total_floats, hpt_arena_alloc);
-}
-
-float *hpt_arena_carve_with(const size_t *sizes, int n, float **ptrs[], size_t *total_floats,
-                            float *(*alloc)(size_t nfloats)) {
-    /* Round every slice to 16 floats (64 bytes) so each starts aligned. */
+/* Every slice is rounded to 16 floats (64 bytes) so each starts aligned. */
+size_t hpt_arena_layout(const size_t *sizes, int n) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += (sizes[i] + 15) / 16 * 16;
-    float *base = alloc(total);
-    if (!base) return NULL;
+    return total;
+}
+
+void hpt_arena_point(float *base, const size_t *sizes, int n, float **ptrs[]) {
     float *p = base;
     for (int i = 0; i < n; i++) {
-        if (ptrs) *ptrs[i] = p;
+        *ptrs[i] = p;
         p += (sizes[i] + 15) / 16 * 16;
     }
+}
+
+float *hpt_arena_carve(const size_t *sizes, int n, float **ptrs[], size_t *total_floats) {
+    size_t total = hpt_arena_layout(sizes, n);
+    float *base = hpt_arena_alloc(total);
+    if (!base) return NULL;
+    if (ptrs) hpt_arena_point(base, sizes, n, ptrs);
     if (total_floats) *total_floats = total;
     return base;
 }

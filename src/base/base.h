@@ -36,10 +36,11 @@ void hpt_assert_fail_(const char *expr, const char *file, int line)
  * Returns NULL (and sets the error) on failure; free with hpt_arena_free. */
 float *hpt_arena_carve(const size_t *sizes, int n, float **ptrs[], size_t *total_floats);
 float *hpt_arena_alloc(size_t nfloats);   /* one aligned, zeroed slice */
-/* hpt_arena_carve from another allocator's memory (a device row's alloc:
- * zeroed, 64-byte aligned at least); free it with that allocator's free. */
-float *hpt_arena_carve_with(const size_t *sizes, int n, float **ptrs[], size_t *total_floats,
-                            float *(*alloc)(size_t nfloats));
+/* hpt_arena_carve in two halves, for another allocator's memory (a
+ * device's alloc: zeroed, 64-byte aligned at least; freed by its free):
+ * the block's floats, then the slices' starts in a block of that size. */
+size_t hpt_arena_layout(const size_t *sizes, int n);
+void hpt_arena_point(float *base, const size_t *sizes, int n, float **ptrs[]);
 void hpt_arena_free(void *p);
 
 /* --------------------------------------------------------------- RNG */

@@ -765,10 +765,6 @@ k_flash_backward_dkv(A *__restrict__ dinp, const A *__restrict__ dout, const A *
     }
 }
 
-static bool g_flash_tc = true;   /* attention_flash_cuda_tensor_cores */
-
-extern "C" void attention_flash_cuda_tensor_cores(int on) { g_flash_tc = on != 0; }
-
 extern "C" size_t attention_flash_cuda_state(int B, int T, int NH) { return (size_t)B * NH * T; }
 extern "C" size_t attention_flash_cuda_scratch(int B, int T, int NH) { return (size_t)B * NH * T; }
 
@@ -841,7 +837,7 @@ static void flash_fwd(A *out, float *lse, const A *inp, int B, int T, int C, int
     if (!B || !T || !C || !fl_head_ok(C, NH, where)) return;
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
-    const bool tc = g_flash_tc && kc_gemm_math() != KC_FP32;
+    const bool tc = kc_flash_tc() && kc_gemm_math() != KC_FP32;
 #define FL_FWD(n) (tc ? fl_forward_launch<n, true, A>(out, lse, inp, B, T, C, NH, scale, where) \
                       : fl_forward_launch<n, false, A>(out, lse, inp, B, T, C, NH, scale, where))
     FL_DISPATCH((hs + 15) / 16, FL_FWD)
@@ -866,7 +862,7 @@ static void flash_bwd(A *dinp, const A *dout, const A *inp, const A *out, const 
     const size_t rows = (size_t)B * T * NH;   /* one warp each, 8 to a block */
     k_flash_rowdot<A><<<blocks_for(rows, 8), 256>>>(scratch, dout, out, T, C, NH, rows);
     kc_check_launch(where);
-    const bool tc = g_flash_tc && kc_gemm_math() != KC_FP32;
+    const bool tc = kc_flash_tc() && kc_gemm_math() != KC_FP32;
 #define FL_BWD(n) (tc ? fl_backward_launch<n, true, A>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where) \
                       : fl_backward_launch<n, false, A>(dinp, dout, inp, lse, scratch, B, T, C, NH, scale, first, where))
     FL_DISPATCH((hs + 15) / 16, FL_BWD)

@@ -85,7 +85,8 @@ static const char *cuda_unavailable(void) {
 
 /* ---------------------------------------------------------------- memory */
 
-static float *cuda_alloc(size_t n) {
+static float *cuda_alloc(const hpt_device *d, size_t n) {
+    (void)d;   /* device 0's memory, whatever the instance */
     if (n > ((size_t)-1) / sizeof(float)) {
         hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu floats on the GPU", n);
         return NULL;
@@ -103,7 +104,7 @@ static float *cuda_alloc(size_t n) {
     return (float *)p;
 }
 
-static void cuda_free(float *p) { HPT_CUDA_CHECK(cudaFree(p)); }   /* NULL is a no-op */
+static void cuda_free(const hpt_device *d, float *p) { (void)d; HPT_CUDA_CHECK(cudaFree(p)); }   /* NULL: a no-op */
 
 static void cuda_upload(float *dst, const float *host, size_t n) {
     if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -280,7 +281,8 @@ static void cuda_outer_step(float *theta, float *anchor, float *u, const float *
 
 static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 
-static size_t cuda_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
+static size_t cuda_scratch_floats(const hpt_device *d, int B, int T, int C, int NH, int V, int Vp) {
+    (void)d;
     (void)Vp;   /* the LM head's GEMM has no bias: no column sums over Vp */
     const int N = B * T;
     size_t s = matmul_backward_cuda_scratch(N, 4 * C);   /* the widest biased layer: fc */
@@ -290,31 +292,47 @@ static size_t cuda_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
     return max_of(s, encoder_backward_cuda_scratch(V));   /* ints, as many as floats */
 }
 
-/* Activations are floats under fp32 and tf32, and bf16 under bf16
- * (act_bf16, set with the precision): each wrapper below names the hpt_act
- * pointers as the kernels' floats or kc_bf16s and calls that twin. */
-static int act_bf16;
+/* An instance's own (device.h): its kernels' context (the cuBLAS handle at
+ * its precision, its first failure) and whether its activations are bf16
+ * (fp32 and tf32: floats). Each wrapper below binds the context, names the
+ * hpt_act pointers as the kernels' floats or kc_bf16s and calls that twin. */
+struct cuda_state {
+    kc_ctx *kc;
+    int bf16;
+};
+
+/* binds d's context for the kernels called next; its activations' type */
+static int use(const hpt_device *d) {
+    const cuda_state *s = (const cuda_state *)d->state;
+    kernels_cuda_use(s->kc);
+    return s->bf16;
+}
 
 #define F(p) ((float *)(p))
 #define CF(p) ((const float *)(p))
 #define H(p) ((kc_bf16 *)(p))
 #define CH(p) ((const kc_bf16 *)(p))
 
-static size_t cuda_act_bytes(void) { return act_bf16 ? sizeof(kc_bf16) : sizeof(float); }
+static size_t cuda_act_bytes(const hpt_device *d) {
+    return ((const cuda_state *)d->state)->bf16 ? sizeof(kc_bf16) : sizeof(float);
+}
 
-static void cuda_upload_ints(int *dst, const int *host, size_t n) {
+static void cuda_upload_ints(const hpt_device *d, int *dst, const int *host, size_t n) {
+    (void)d;
     if (n) HPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(int), cudaMemcpyHostToDevice));
 }
 
-static void cuda_act_from_floats(hpt_act *dst, const float *src, size_t n) {
-    if (act_bf16) floats_to_bf16_cuda(H(dst), src, n);
+static void cuda_act_from_floats(const hpt_device *d, hpt_act *dst, const float *src, size_t n) {
+    const int bf16 = use(d);
+    if (bf16) floats_to_bf16_cuda(H(dst), src, n);
     else cuda_copy(F(dst), src, n);
 }
 
 /* bf16 to the host as it is, then widened there (exact): half the bytes
  * across PCIe, no device buffer */
-static void cuda_download_acts(float *host, const hpt_act *src, size_t n) {
-    if (!act_bf16) { cuda_download(host, CF(src), n); return; }
+static void cuda_download_acts(const hpt_device *d, float *host, const hpt_act *src, size_t n) {
+    const int bf16 = use(d);
+    if (!bf16) { cuda_download(host, CF(src), n); return; }
     if (!n) return;
     kc_bf16 *tmp = (kc_bf16 *)malloc(n * sizeof *tmp);
     HPT_ASSERT(tmp);
@@ -323,51 +341,65 @@ static void cuda_download_acts(float *host, const hpt_act *src, size_t n) {
     free(tmp);
 }
 
-static void cuda_encoder_forward(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
+static void cuda_encoder_forward(const hpt_device *d, hpt_act *out, const int *tok, const float *wte,
+                                 const float *wpe, int B, int T,
                                  int C) {
-    if (act_bf16) encoder_forward_bf16_cuda(H(out), tok, wte, wpe, B, T, C);
+    const int bf16 = use(d);
+    if (bf16) encoder_forward_bf16_cuda(H(out), tok, wte, wpe, B, T, C);
     else encoder_forward_cuda(F(out), tok, wte, wpe, B, T, C);
 }
 
-static void cuda_encoder_backward(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
+static void cuda_encoder_backward(const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok,
+                                  int B, int T,
                                   int C, int V, float *scratch) {
-    if (act_bf16) encoder_backward_bf16_cuda(dwte, dwpe, CH(dout), tok, B, T, C, V, (int *)scratch);
+    const int bf16 = use(d);
+    if (bf16) encoder_backward_bf16_cuda(dwte, dwpe, CH(dout), tok, B, T, C, V, (int *)scratch);
     else encoder_backward_cuda(dwte, dwpe, CF(dout), tok, B, T, C, V, (int *)scratch);
 }
 
-static void cuda_layernorm_forward(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+static void cuda_layernorm_forward(const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp,
+                                   const float *w,
                                    const float *b, int N, int C) {
-    if (act_bf16) layernorm_forward_bf16_cuda(H(out), mean, rstd, CH(inp), w, b, N, C);
+    const int bf16 = use(d);
+    if (bf16) layernorm_forward_bf16_cuda(H(out), mean, rstd, CH(inp), w, b, N, C);
     else layernorm_forward_cuda(F(out), mean, rstd, CF(inp), w, b, N, C);
 }
 
-static void cuda_layernorm_backward(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
+static void cuda_layernorm_backward(const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,
+                                    const hpt_act *inp,
                                     const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                     float *scratch) {
-    if (act_bf16 && first)
+    const int bf16 = use(d);
+    if (bf16 && first)
         layernorm_backward_first_bf16_cuda(H(dinp), dw, db, CH(dout), CH(inp), w, mean, rstd, N, C, scratch);
-    else if (act_bf16) layernorm_backward_bf16_cuda(H(dinp), dw, db, CH(dout), CH(inp), w, mean, rstd, N, C, scratch);
+    else if (bf16) layernorm_backward_bf16_cuda(H(dinp), dw, db, CH(dout), CH(inp), w, mean, rstd, N, C, scratch);
     else if (first) layernorm_backward_first_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
     else layernorm_backward_cuda(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C, scratch);
 }
 
-static void cuda_matmul_forward(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+static void cuda_matmul_forward(const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w,
+                                const float *b, int N, int C,
                                 int OC) {
-    if (act_bf16) matmul_forward_bf16_cuda(H(out), CH(inp), CH(w), b, N, C, OC);
+    const int bf16 = use(d);
+    if (bf16) matmul_forward_bf16_cuda(H(out), CH(inp), CH(w), b, N, C, OC);
     else matmul_forward_cuda(F(out), CF(inp), CF(w), b, N, C, OC);
 }
 
-static void cuda_matmul_backward_dinp(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+static void cuda_matmul_backward_dinp(const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w,
+                                      int N, int C, int OC,
                                       hpt_act *wide) {
+    const int bf16 = use(d);
     (void)wide;   /* cuBLAS needs no split of a long inner dimension */
-    if (act_bf16) matmul_backward_dinp_first_bf16_cuda(H(dinp), CH(dout), CH(w), N, C, OC);
+    if (bf16) matmul_backward_dinp_first_bf16_cuda(H(dinp), CH(dout), CH(w), N, C, OC);
     else matmul_backward_dinp_first_cuda(F(dinp), CF(dout), CF(w), N, C, OC);
 }
 
-static void cuda_matmul_backward_dweight(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
+static void cuda_matmul_backward_dweight(const hpt_device *d, float *dw, float *db, const hpt_act *dout,
+                                         const hpt_act *inp, int N,
                                          int C, int OC, int first, float *scratch) {
-    if (act_bf16 && first) matmul_backward_dweight_first_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
-    else if (act_bf16) matmul_backward_dweight_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
+    const int bf16 = use(d);
+    if (bf16 && first) matmul_backward_dweight_first_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
+    else if (bf16) matmul_backward_dweight_bf16_cuda(dw, db, CH(dout), CH(inp), N, C, OC, scratch);
     else if (first) matmul_backward_dweight_first_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
     else matmul_backward_dweight_cuda(dw, db, CF(dout), CF(inp), N, C, OC, scratch);
 }
@@ -396,14 +428,15 @@ static int attention_materialise(int C, int NH) {
     return attention_env() == ATT_MATERIALISE || C / NH > ATTENTION_FLASH_CUDA_MAX_HS;
 }
 
-static size_t cuda_attention_state_floats(int B, int T, int C, int NH) {
+static size_t cuda_attention_state_floats(const hpt_device *d, int B, int T, int C, int NH) {
+    (void)d;
     return attention_materialise(C, NH) ? (size_t)B * NH * T * T : attention_flash_cuda_state(B, T, NH);
 }
 
 /* the T x T kernels have no bf16 twin: under bf16 storage they are refused
  * with the reason (at the model's next sync) instead of run on bf16 bits */
-static int materialise_refused(int C, int NH, const char *where) {
-    if (!act_bf16 || !attention_materialise(C, NH)) return 0;
+static int materialise_refused(int bf16, int C, int NH, const char *where) {
+    if (!bf16 || !attention_materialise(C, NH)) return 0;
     char why[200];
     snprintf(why, sizeof why, "--precision bf16 needs the flash attention (head size %d, at most %d; "
              "HPT_CUDA_ATTENTION=materialise keeps fp32 activations: --precision tf32)", C / NH,
@@ -412,45 +445,56 @@ static int materialise_refused(int C, int NH, const char *where) {
     return 1;
 }
 
-static void cuda_attention_forward(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
-    if (materialise_refused(C, NH, "attention forward")) return;
+static void cuda_attention_forward(const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T,
+                                   int C, int NH) {
+    const int bf16 = use(d);
+    if (materialise_refused(bf16, C, NH, "attention forward")) return;
     if (attention_materialise(C, NH)) attention_forward_cuda(F(out), att, CF(qkv), B, T, C, NH);
-    else if (act_bf16) attention_forward_flash_bf16_cuda(H(out), att, CH(qkv), B, T, C, NH);
+    else if (bf16) attention_forward_flash_bf16_cuda(H(out), att, CH(qkv), B, T, C, NH);
     else attention_forward_flash_cuda(F(out), att, CF(qkv), B, T, C, NH);
 }
 
-static void cuda_attention_backward(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
+static void cuda_attention_backward(const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv,
+                                    const hpt_act *out,
                                     const float *att, int B, int T, int C, int NH, float *scratch) {
-    if (materialise_refused(C, NH, "attention backward")) return;
+    const int bf16 = use(d);
+    if (materialise_refused(bf16, C, NH, "attention backward")) return;
     if (attention_materialise(C, NH))
         attention_backward_first_cuda(F(dqkv), CF(dout), CF(qkv), att, B, T, C, NH, scratch);
-    else if (act_bf16)
+    else if (bf16)
         attention_backward_flash_first_bf16_cuda(H(dqkv), CH(dout), CH(qkv), CH(out), att, B, T, C, NH, scratch);
     else attention_backward_flash_first_cuda(F(dqkv), CF(dout), CF(qkv), CF(out), att, B, T, C, NH, scratch);
 }
 
-static void cuda_gelu_forward(hpt_act *out, const hpt_act *inp, size_t n) {
-    if (act_bf16) gelu_forward_bf16_cuda(H(out), CH(inp), n);
+static void cuda_gelu_forward(const hpt_device *d, hpt_act *out, const hpt_act *inp, size_t n) {
+    const int bf16 = use(d);
+    if (bf16) gelu_forward_bf16_cuda(H(out), CH(inp), n);
     else gelu_forward_cuda(F(out), CF(inp), n);
 }
 
-static void cuda_gelu_backward(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
-    if (act_bf16) gelu_backward_first_bf16_cuda(H(dinp), CH(inp), CH(dout), n);
+static void cuda_gelu_backward(const hpt_device *d, hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
+    const int bf16 = use(d);
+    if (bf16) gelu_backward_first_bf16_cuda(H(dinp), CH(inp), CH(dout), n);
     else gelu_backward_first_cuda(F(dinp), CF(inp), CF(dout), n);
 }
 
-static void cuda_residual_forward(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
-    if (act_bf16) residual_forward_bf16_cuda(H(out), CH(a), CH(b), n);
+static void cuda_residual_forward(const hpt_device *d, hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
+    const int bf16 = use(d);
+    if (bf16) residual_forward_bf16_cuda(H(out), CH(a), CH(b), n);
     else residual_forward_cuda(F(out), CF(a), CF(b), n);
 }
 
-static void cuda_xent_forward(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
-    if (act_bf16) softmax_xent_forward_bf16_cuda(losses, H(logits), targets, N, V, Vp);
+static void cuda_xent_forward(const hpt_device *d, float *losses, hpt_act *logits, const int *targets, int N, int V,
+                              int Vp) {
+    const int bf16 = use(d);
+    if (bf16) softmax_xent_forward_bf16_cuda(losses, H(logits), targets, N, V, Vp);
     else softmax_xent_forward_cuda(losses, F(logits), targets, N, V, Vp);
 }
 
-static void cuda_xent_backward(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
-    if (act_bf16) softmax_xent_backward_bf16_cuda(H(probs), targets, dloss, N, V, Vp);
+static void cuda_xent_backward(const hpt_device *d, hpt_act *probs, const int *targets, float dloss, int N, int V,
+                               int Vp) {
+    const int bf16 = use(d);
+    if (bf16) softmax_xent_backward_bf16_cuda(H(probs), targets, dloss, N, V, Vp);
     else softmax_xent_backward_cuda(F(probs), targets, dloss, N, V, Vp);
 }
 
@@ -477,7 +521,8 @@ static const hpt_dev_nn cuda_nn = {
     cuda_xent_backward,
 };
 
-static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+static void cuda_mem_info(const hpt_device *d, size_t *free_bytes, size_t *total_bytes) {
+    (void)d;   /* device 0's, which every instance shares */
     HPT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
@@ -489,31 +534,54 @@ static void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
  * the GEMMs on bf16 tensor cores with fp32 sums, the flash attention's
  * products on TF32 tensor cores (its tiles are fp32 in shared memory);
  * parameters, gradients, optimizer state, layernorm statistics and losses
- * fp32. The precision is fixed before a model is made: its arena is carved
- * for the element size (act_bytes). */
-static hpt_status cuda_set_precision(const char *name) {
-    static const struct { const char *name; int mode; } modes[] = {
-        {"fp32", KC_FP32}, {"tf32", KC_TF32}, {"bf16", KC_BF16}};
-    const char *want = name ? name : "fp32";
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        if (strcmp(want, modes[i].name)) continue;
-        if (modes[i].mode == KC_BF16 && attention_env() == ATT_MATERIALISE)   /* before anything is written */
-            return hpt_fail(HPT_ERR_ARG, "--precision bf16: HPT_CUDA_ATTENTION=materialise selects the T x T "
-                            "attention, which has no bf16 kernels (unset it for the flash attention, or use "
-                            "--precision tf32)");
-        if (kernels_cuda_set_gemm_math(modes[i].mode) != 0)
-            return hpt_fail(HPT_ERR_ARG, "--precision %s: %s", want, kernels_cuda_error());
-        attention_flash_cuda_tensor_cores(attention_env() != ATT_FLASH_FP32);
-        act_bf16 = modes[i].mode == KC_BF16;
-        return HPT_OK;
-    }
-    return hpt_fail(HPT_ERR_ARG, "--precision %s: the CUDA backend has fp32, tf32 and bf16", want);
+ * fp32. The precision is an instance's for its life: a model's arena is
+ * carved for its element size (act_bytes). */
+static const struct { const char *name; int mode; } modes[] = {
+    {"fp32", KC_FP32}, {"tf32", KC_TF32}, {"bf16", KC_BF16}};
+
+/* the instance's context (its own cuBLAS handle) at its mode, bound */
+static hpt_status open_context(cuda_state *s, int i) {
+    if (modes[i].mode == KC_BF16 && attention_env() == ATT_MATERIALISE)   /* before anything is written */
+        return hpt_fail(HPT_ERR_ARG, "--precision bf16: HPT_CUDA_ATTENTION=materialise selects the T x T "
+                        "attention, which has no bf16 kernels (unset it for the flash attention, or use "
+                        "--precision tf32)");
+    if (!(s->kc = kernels_cuda_ctx_new())) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    kernels_cuda_use(s->kc);
+    if (kernels_cuda_init() != 0 || kernels_cuda_set_gemm_math(modes[i].mode) != 0)
+        return hpt_fail(HPT_ERR_ARG, "--precision %s: %s", modes[i].name, kernels_cuda_error());
+    attention_flash_cuda_tensor_cores(attention_env() != ATT_FLASH_FP32);
+    s->bf16 = modes[i].mode == KC_BF16;
+    return HPT_OK;
 }
 
-/* A kernel's failure (a launch, cuBLAS, a fault) is kept by kernels_cuda.cu
- * and said here, at the model's sync points (the end of its forward and
- * backward). */
-static hpt_status cuda_sync(void) {
+static void cuda_close(hpt_device *d) {
+    cuda_state *s = (cuda_state *)d->state;
+    if (!s) return;
+    kernels_cuda_ctx_free(s->kc);   /* unbinds it where bound */
+    free(s);
+    d->state = NULL;
+}
+
+static hpt_status cuda_open(hpt_device *d) {
+    size_t i = 0;
+    while (i < sizeof modes / sizeof modes[0] && strcmp(d->precision, modes[i].name)) i++;
+    if (i == sizeof modes / sizeof modes[0])
+        return hpt_fail(HPT_ERR_ARG, "--precision %s: the CUDA backend has fp32, tf32 and bf16", d->precision);
+    cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
+    if (!s) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    d->state = s;
+    d->precision = modes[i].name;
+    hpt_status st = open_context(s, (int)i);
+    if (st != HPT_OK) cuda_close(d);
+    return st;
+}
+
+/* A kernel's failure (a launch, cuBLAS, a fault) is kept in the instance's
+ * context and said here, at the model's sync points (the end of its forward
+ * and backward). A fault inside a kernel is the GPU's (it ends the CUDA
+ * context of the process): the instance that syncs first reports it. */
+static hpt_status cuda_sync(const hpt_device *d) {
+    use(d);
     if (kernels_cuda_sync() == 0) return HPT_OK;
     return hpt_fail(HPT_ERR_IO, "--device cuda: %s", kernels_cuda_error());
 }
@@ -541,7 +609,7 @@ static void cuda_sf_outer_step(float *x, float *z, float *y, float *anchor, floa
 
 /* hpt_device_cuda_impl: the row libhpt_cuda.so exports; the program's
  * hpt_device_cuda (src/device/device_cuda_load.c) opens this plugin on demand
- * and forwards to it, so that a CPU run never loads cuBLAS. */
+ * and hands this row back, so that a CPU run never loads cuBLAS. */
 extern "C" __attribute__((visibility("default"))) const hpt_device hpt_device_cuda_impl;
 extern "C" const hpt_device hpt_device_cuda_impl = {
     /* C++17 has no designated initializers: the fields in device.h's order */
@@ -567,6 +635,11 @@ extern "C" const hpt_device hpt_device_cuda_impl = {
     cuda_sf_outer_step,
     &cuda_nn,
     cuda_mem_info,
-    cuda_set_precision,
     cuda_sync,
+    cuda_open,
+    cuda_close,
+    NULL,   /* row: this one */
+    NULL,   /* precision, mem_limit, state: an instance's */
+    0,
+    NULL,
 };

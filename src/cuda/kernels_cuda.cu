@@ -16,17 +16,51 @@
  */
 #include "kernels_cuda_internal.cuh"
 
-/* ------------------------------------------------------------ errors */
+/* ------------------------------------------------------------ contexts */
 
-static cublasHandle_t g_blas;
-static int g_failed;
-static char g_err[512];
+/* What --precision and the first-failure record are made of: a cuBLAS
+ * handle at a math mode, the flash attention's tensor-core switch, and the
+ * first failure. One per device instance (kernels_cuda_ctx_new), so two
+ * models at two precisions keep theirs; the kernels read the one bound now
+ * (kernels_cuda_use: the device binds its own at each of its calls), the
+ * default one where nothing was bound (the kernel tests). */
+struct kc_ctx {
+    cublasHandle_t blas;
+    int gemm_math;    /* KC_*: the GEMMs' arithmetic (gemm below) */
+    bool flash_tc;    /* attention_flash_cuda_tensor_cores */
+    int failed;
+    char err[512];
+};
+
+static kc_ctx g_default = {NULL, KC_FP32, true, 0, ""};
+static kc_ctx *g_cur = &g_default;
+
+extern "C" kc_ctx *kernels_cuda_ctx_new(void) {
+    kc_ctx *c = (kc_ctx *)calloc(1, sizeof *c);
+    if (c) { c->gemm_math = KC_FP32; c->flash_tc = true; }
+    return c;
+}
+
+extern "C" void kernels_cuda_ctx_free(kc_ctx *c) {
+    if (!c || c == &g_default) return;
+    if (c->blas) cublasDestroy(c->blas);
+    if (g_cur == c) g_cur = &g_default;
+    free(c);
+}
+
+extern "C" kc_ctx *kernels_cuda_use(kc_ctx *c) {
+    kc_ctx *prev = g_cur;
+    g_cur = c ? c : &g_default;
+    return prev;
+}
+
+/* ------------------------------------------------------------ errors */
 
 /* The first failure sticks: later ones are usually its consequences. */
 void kc_fail(const char *where, const char *what) {
-    if (g_failed) return;
-    g_failed = 1;
-    snprintf(g_err, sizeof g_err, "%s: %s", where, what);
+    if (g_cur->failed) return;
+    g_cur->failed = 1;
+    snprintf(g_cur->err, sizeof g_cur->err, "%s: %s", where, what);
 }
 
 /* After a launch: a bad configuration is reported at once; a fault inside
@@ -40,17 +74,17 @@ void kc_check_blas(cublasStatus_t s, const char *where) {
     if (s != CUBLAS_STATUS_SUCCESS) kc_fail(where, cublasGetStatusString(s));
 }
 
-extern "C" const char *kernels_cuda_error(void) { return g_err; }
+extern "C" const char *kernels_cuda_error(void) { return g_cur->err; }
 
 extern "C" int kernels_cuda_init(void) {
-    if (g_blas) return g_failed ? -1 : 0;
+    if (g_cur->blas) return g_cur->failed ? -1 : 0;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) { kc_fail("kernels_cuda_init", cudaGetErrorString(e)); return -1; }
     if (n == 0) { kc_fail("kernels_cuda_init", "no CUDA device found"); return -1; }
-    cublasStatus_t s = cublasCreate(&g_blas);
+    cublasStatus_t s = cublasCreate(&g_cur->blas);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        g_blas = NULL;
+        g_cur->blas = NULL;
         kc_check_blas(s, "kernels_cuda_init: cublasCreate");
         return -1;
     }
@@ -59,21 +93,17 @@ extern "C" int kernels_cuda_init(void) {
      * NVIDIA_TF32_OVERRIDE... which can only turn it off). Pedantic mode
      * would also forbid cuBLAS's faster fp32 reduction schemes; default
      * keeps them, and the test's tolerances cover their rounding. */
-    kc_check_blas(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH), "kernels_cuda_init: cublasSetMathMode");
+    kc_check_blas(cublasSetMathMode(g_cur->blas, CUBLAS_DEFAULT_MATH), "kernels_cuda_init: cublasSetMathMode");
     /* alpha and beta are host floats; the default stream */
-    kc_check_blas(cublasSetPointerMode(g_blas, CUBLAS_POINTER_MODE_HOST), "kernels_cuda_init: cublasSetPointerMode");
-    return g_failed ? -1 : 0;
+    kc_check_blas(cublasSetPointerMode(g_cur->blas, CUBLAS_POINTER_MODE_HOST),
+                  "kernels_cuda_init: cublasSetPointerMode");
+    return g_cur->failed ? -1 : 0;
 }
 
 extern "C" void kernels_cuda_shutdown(void) {
-    if (g_blas) cublasDestroy(g_blas);
-    g_blas = NULL;
+    if (g_cur->blas) cublasDestroy(g_cur->blas);
+    g_cur->blas = NULL;
 }
-
-/* The GEMMs' arithmetic (kernels_cuda.h's KC_*). fp32 and tf32 go through
- * cublasSgemm under a math mode; bf16 through cublasGemmEx with fp32 data
- * and the compute type CUBLAS_COMPUTE_32F_FAST_16BF (gemm below). */
-static int g_gemm_math = KC_FP32;
 
 /* TF32 and bf16 tensor cores are Ampere's (compute capability 8.0) and
  * newer: on an older GPU cuBLAS would quietly fall back to FFMA, so a run
@@ -86,8 +116,11 @@ static int tensor_cores_present(void) {
     return major >= 8;
 }
 
+/* The GEMMs' arithmetic (kernels_cuda.h's KC_*). fp32 and tf32 go through
+ * cublasSgemm under a math mode; bf16 through cublasGemmEx with fp32 data
+ * and the compute type CUBLAS_COMPUTE_32F_FAST_16BF (gemm below). */
 extern "C" int kernels_cuda_set_gemm_math(int mode) {
-    if (!g_blas) { kc_fail("kernels_cuda_set_gemm_math", "kernels_cuda_init was not called"); return -1; }
+    if (!g_cur->blas) { kc_fail("kernels_cuda_set_gemm_math", "kernels_cuda_init was not called"); return -1; }
     if (mode != KC_FP32 && mode != KC_TF32 && mode != KC_BF16) {
         kc_fail("kernels_cuda_set_gemm_math", "unknown mode");
         return -1;
@@ -101,18 +134,21 @@ extern "C" int kernels_cuda_set_gemm_math(int mode) {
             return -1;
         }
     }
-    kc_check_blas(cublasSetMathMode(g_blas, mode == KC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+    kc_check_blas(cublasSetMathMode(g_cur->blas, mode == KC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                "kernels_cuda_set_gemm_math: cublasSetMathMode");
-    if (!g_failed) g_gemm_math = mode;
-    return g_failed ? -1 : 0;
+    if (!g_cur->failed) g_cur->gemm_math = mode;
+    return g_cur->failed ? -1 : 0;
 }
 
-int kc_gemm_math(void) { return g_gemm_math; }
+int kc_gemm_math(void) { return g_cur->gemm_math; }
+
+extern "C" void attention_flash_cuda_tensor_cores(int on) { g_cur->flash_tc = on != 0; }
+bool kc_flash_tc(void) { return g_cur->flash_tc; }
 
 extern "C" int kernels_cuda_sync(void) {
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) kc_fail("kernels_cuda_sync", cudaGetErrorString(e));
-    return g_failed ? -1 : 0;
+    return g_cur->failed ? -1 : 0;
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -269,7 +305,7 @@ __global__ void k_bias_rows(A *__restrict__ out, const float *__restrict__ bias,
 }
 
 int kc_have_blas(const char *where) {
-    if (g_blas) return 1;
+    if (g_cur->blas) return 1;
     kc_fail(where, "kernels_cuda_init was not called (no cuBLAS handle)");
     return 0;
 }
@@ -285,11 +321,11 @@ static cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
                            cudaDataType ab, int lda, const void *B, int ldb, float beta, void *Cm, cudaDataType ct,
                            int ldc) {
     const float one = 1.0f;
-    if (ab == CUDA_R_32F && ct == CUDA_R_32F && g_gemm_math != KC_BF16)
-        return cublasSgemm(g_blas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
+    if (ab == CUDA_R_32F && ct == CUDA_R_32F && g_cur->gemm_math != KC_BF16)
+        return cublasSgemm(g_cur->blas, ta, tb, m, n, k, &one, (const float *)A, lda, (const float *)B, ldb, &beta,
                            (float *)Cm, ldc);
     const cublasComputeType_t compute = ab == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
-    return cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, ab, lda, B, ab, ldb, &beta, Cm, ct, ldc, compute,
+    return cublasGemmEx(g_cur->blas, ta, tb, m, n, k, &one, A, ab, lda, B, ab, ldb, &beta, Cm, ct, ldc, compute,
                         CUBLAS_GEMM_DEFAULT);
 }
 

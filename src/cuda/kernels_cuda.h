@@ -73,7 +73,20 @@ static inline float kc_bf16_float(kc_bf16 h) {
     return v.f;
 }
 
-/* ---- setup and errors */
+/* ---- setup and errors
+ *
+ * Everything below acts on the context bound now: a cuBLAS handle at a math
+ * mode and a first-failure record. One default context serves a program
+ * that binds none (the kernel tests); a device instance makes its own
+ * (kernels_cuda_ctx_new) and binds it at each of its calls, so that two
+ * instances at two precisions keep theirs. One host thread drives them. */
+typedef struct kc_ctx kc_ctx;
+/* a context with no handle yet (kernels_cuda_init makes it once bound);
+ * NULL when out of memory */
+kc_ctx *kernels_cuda_ctx_new(void);
+void kernels_cuda_ctx_free(kc_ctx *c);   /* its handle too; NULL: a no-op */
+/* binds c (NULL: the default context); returns the one bound before */
+kc_ctx *kernels_cuda_use(kc_ctx *c);
 
 /* Creates the cuBLAS handle on the current device: math mode
  * CUBLAS_DEFAULT_MATH with an fp32 compute type, which never uses TF32

@@ -36,6 +36,8 @@ int kc_have_blas(const char *where);
 /* the math mode kernels_cuda_set_gemm_math set (KC_FP32, KC_TF32, KC_BF16):
  * the flash attention's products follow it as the GEMMs do */
 int kc_gemm_math(void);
+/* attention_flash_cuda_tensor_cores's switch, in the bound context */
+bool kc_flash_tc(void);
 
 /* Blocks for a grid-stride loop over n elements: enough to fill any GPU,
  * capped so that the count fits a grid's x dimension with room. */

@@ -50,6 +50,7 @@ typedef struct hpt_dev_sf {
  * kernels, which know the type. */
 typedef struct hpt_act hpt_act;
 
+
 /* The GPT-2 family's kernels on one row's memory: each is the kernel of the
  * same name in src/kernels/kernels.h (read its contract there). `first`:
  * the gradient is written as if onto zeros instead of accumulated; the
@@ -80,40 +81,60 @@ typedef struct hpt_act hpt_act;
  * (B,T,C): the flash backward reads it (rowsum(dout * out) per head), the
  * CPU row ignores it. */
 typedef struct hpt_dev_nn {
-    size_t (*scratch_floats)(int B, int T, int C, int NH, int V, int Vp);
-    size_t (*attention_state_floats)(int B, int T, int C, int NH);
+    size_t (*scratch_floats)(const hpt_device *d, int B, int T, int C, int NH, int V, int Vp);
+    size_t (*attention_state_floats)(const hpt_device *d, int B, int T, int C, int NH);
     /* bytes of one hpt_act under the precision set now (4, or 2) */
-    size_t (*act_bytes)(void);
-    void (*upload_ints)(int *dst, const int *host, size_t n);
+    size_t (*act_bytes)(const hpt_device *d);
+    void (*upload_ints)(const hpt_device *d, int *dst, const int *host, size_t n);
     /* dst (n activations) = src (n floats of this row's memory), rounded */
-    void (*act_from_floats)(hpt_act *dst, const float *src, size_t n);
+    void (*act_from_floats)(const hpt_device *d, hpt_act *dst, const float *src, size_t n);
     /* host (n floats) = src (n activations of this row's memory) */
-    void (*download_acts)(float *host, const hpt_act *src, size_t n);
-    void (*encoder_forward)(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C);
-    void (*encoder_backward)(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T, int C,
+    void (*download_acts)(const hpt_device *d, float *host, const hpt_act *src, size_t n);
+    void (*encoder_forward)(const hpt_device *d, hpt_act *out, const int *tok, const float *wte, const float *wpe,
+                            int B, int T, int C);
+    void (*encoder_backward)(const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok,
+                             int B, int T, int C,
                              int V, float *scratch);
-    void (*layernorm_forward)(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+    void (*layernorm_forward)(const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp,
+                              const float *w,
                               const float *b, int N, int C);
-    void (*layernorm_backward)(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
+    void (*layernorm_backward)(const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,
+                               const hpt_act *inp,
                                const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                float *scratch);
-    void (*matmul_forward)(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+    void (*matmul_forward)(const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b,
+                           int N, int C,
                            int OC);
-    void (*matmul_backward_dinp)(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+    void (*matmul_backward_dinp)(const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N,
+                                 int C, int OC,
                                  hpt_act *wide);
-    void (*matmul_backward_dweight)(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N, int C,
+    void (*matmul_backward_dweight)(const hpt_device *d, float *dw, float *db, const hpt_act *dout,
+                                    const hpt_act *inp, int N, int C,
                                     int OC, int first, float *scratch);
-    void (*attention_forward)(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH);
-    void (*attention_backward)(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
+    void (*attention_forward)(const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C,
+                              int NH);
+    void (*attention_backward)(const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv,
+                               const hpt_act *out,
                                const float *att, int B, int T, int C, int NH, float *scratch);
-    void (*gelu_forward)(hpt_act *out, const hpt_act *inp, size_t n);
-    void (*gelu_backward)(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n);
-    void (*residual_forward)(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n);
-    void (*xent_forward)(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp);
-    void (*xent_backward)(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp);
+    void (*gelu_forward)(const hpt_device *d, hpt_act *out, const hpt_act *inp, size_t n);
+    void (*gelu_backward)(const hpt_device *d, hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n);
+    void (*residual_forward)(const hpt_device *d, hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n);
+    void (*xent_forward)(const hpt_device *d, float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp);
+    void (*xent_backward)(const hpt_device *d, hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp);
 } hpt_dev_nn;
 
-typedef struct hpt_device {
+/* A device: a row of the table (its operations) opened with settings
+ * (hpt_device_open), which it keeps with whatever the row needs of its own
+ * for them (the CUDA row: its cuBLAS handle at the precision, and its
+ * first-failure record; the guard row: its mappings). So two models on two
+ * instances of one row, at two precisions, do not meet. The operations that
+ * give out or take back memory, account for it, depend on the settings or
+ * report the instance's failures take the instance (d); the sweeps over
+ * memory an instance gave out take its pointers alone.
+ *
+ * hpt_device_cpu is both the CPU's row and an instance of it (fp32, no
+ * state): the default where a caller names no device (NULL). */
+struct hpt_device {
     const char *name;        /* --device's value: "cpu", "cuda" */
     const char *summary;     /* one line for --help */
     /* NULL when this process can use the device, else why not (built
@@ -125,8 +146,8 @@ typedef struct hpt_device {
     int host_memory;
 
     /* memory: n floats; NULL when it cannot be had */
-    float *(*alloc)(size_t n);
-    void (*free)(float *p);
+    float *(*alloc)(const hpt_device *d, size_t n);
+    void (*free)(const hpt_device *d, float *p);
     void (*upload)(float *dst, const float *host, size_t n);
     void (*download)(float *host, const float *src, size_t n);
     void (*copy)(float *dst, const float *src, size_t n);
@@ -152,25 +173,40 @@ typedef struct hpt_device {
 
     /* the GPT-2 family's kernels; NULL in a row that runs no model */
     const hpt_dev_nn *nn;
-    /* bytes of this row's memory free now and in all; NULL where the row
-     * has no limit of its own (the CPU: the host's, hpt_mem_check) */
-    void (*mem_info)(size_t *free_bytes, size_t *total_bytes);
-    /* --precision: "fp32" on every row; other names where the row has them
-     * (the CUDA row: "tf32"), else refused with the reason */
-    hpt_status (*set_precision)(const char *name);
+    /* bytes of this instance's memory free now and in all; NULL where the
+     * row has no limit of its own (the CPU: the host's, hpt_mem_check) */
+    void (*mem_info)(const hpt_device *d, size_t *free_bytes, size_t *total_bytes);
     /* waits for every operation issued so far and reports the first one
-     * that failed since the row was opened (HPT_OK, or the reason) */
-    hpt_status (*sync)(void);
-} hpt_device;
+     * that failed since the instance was opened (HPT_OK, or the reason) */
+    hpt_status (*sync)(const hpt_device *d);
 
-/* The row named `name` (NULL: the default, "cpu"), refused with the reason
- * when it is unknown (the message lists the table) or unavailable here. */
-hpt_status hpt_device_get(const char *name, const hpt_device **out);
+    /* Opening and closing an instance: d is a copy of the row with its
+     * settings filled in; open checks them (a precision the row has not is
+     * refused with the reason) and makes d->state; close frees it. */
+    hpt_status (*open)(hpt_device *d);
+    void (*close)(hpt_device *d);
+    /* The row that does the work, where this one only finds it (libhpt's
+     * CUDA row: the plugin's own row, asked after unavailable said yes);
+     * NULL: this row. */
+    const hpt_device *(*row)(void);
 
-/* The operations over a row's memory, as lists, for the rows that wrap
- * another row's operations one by one (device_guard.c around the CPU row's,
- * device_cuda_load.c around the plugin's): V(name, params, args) for those
- * that return nothing, R(type, name, params, args) for those that do. The
+    /* the instance's, set by hpt_device_open (zero in the table's rows but
+     * the CPU's, which is its own instance at fp32) */
+    const char *precision;   /* --precision: "fp32", or a name the row has ("tf32", "bf16") */
+    size_t mem_limit;        /* --vram-limit in bytes; 0: none (hpt_device_check_plan) */
+    void *state;             /* the row's own, from open */
+};
+
+/* Instances: hpt.h's hpt_device_open and hpt_device_close (NULL and
+ * hpt_device_cpu: a no-op). */
+
+/* The mem_limit a trainer opens its device with (hpt.h's
+ * hpt_set_device_memory_limit: the command line's --vram-limit). */
+size_t hpt_device_memory_limit(void);
+
+/* The operations over a row's memory, as lists, for a row that wraps
+ * another row's operations one by one (device_guard.c around the CPU
+ * row's): V(name, params, args) for those that return nothing, R(type, name, params, args) for those that do. The
  * fields above are the contract; a wrapper generated from a list that
  * drifted from them does not compile. */
 #define HPT_DEV_DATA_OPS(V, R)                                                                          \
@@ -194,53 +230,47 @@ hpt_status hpt_device_get(const char *name, const hpt_device **out);
                       float b), (x, z, y, an, u, n, mu, a, b))
 
 #define HPT_DEV_NN_OPS(V, R)                                                                            \
-    R(size_t, scratch_floats, (int B, int T, int C, int NH, int V, int Vp), (B, T, C, NH, V, Vp))       \
-    R(size_t, attention_state_floats, (int B, int T, int C, int NH), (B, T, C, NH))                     \
-    R(size_t, act_bytes, (void), ())                                                                    \
-    V(upload_ints, (int *dst, const int *host, size_t n), (dst, host, n))                               \
-    V(act_from_floats, (hpt_act *dst, const float *src, size_t n), (dst, src, n))                       \
-    V(download_acts, (float *host, const hpt_act *src, size_t n), (host, src, n))                       \
-    V(encoder_forward, (hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,  \
-                        int C), (out, tok, wte, wpe, B, T, C))                                          \
-    V(encoder_backward, (float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,    \
-                         int C, int V, float *scratch), (dwte, dwpe, dout, tok, B, T, C, V, scratch))   \
-    V(layernorm_forward, (hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,    \
-                          const float *b, int N, int C), (out, mean, rstd, inp, w, b, N, C))            \
-    V(layernorm_backward, (hpt_act *dinp, float *dw, float *db, const hpt_act *dout,                    \
+    R(size_t, scratch_floats, (const hpt_device *d, int B, int T, int C, int NH, int V, int Vp), (d, B, T, C, NH, V, Vp))       \
+    R(size_t, attention_state_floats, (const hpt_device *d, int B, int T, int C, int NH), (d, B, T, C, NH))                     \
+    R(size_t, act_bytes, (const hpt_device *d), (d))                                                                    \
+    V(upload_ints, (const hpt_device *d, int *dst, const int *host, size_t n), (d, dst, host, n))                               \
+    V(act_from_floats, (const hpt_device *d, hpt_act *dst, const float *src, size_t n), (d, dst, src, n))                       \
+    V(download_acts, (const hpt_device *d, float *host, const hpt_act *src, size_t n), (d, host, src, n))                       \
+    V(encoder_forward, (const hpt_device *d, hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,  \
+                        int C), (d, out, tok, wte, wpe, B, T, C))                                          \
+    V(encoder_backward, (const hpt_device *d, float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,    \
+                         int C, int V, float *scratch), (d, dwte, dwpe, dout, tok, B, T, C, V, scratch))   \
+    V(layernorm_forward, (const hpt_device *d, hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,    \
+                          const float *b, int N, int C), (d, out, mean, rstd, inp, w, b, N, C))            \
+    V(layernorm_backward, (const hpt_device *d, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,                    \
                            const hpt_act *inp, const float *w, const float *mean, const float *rstd,     \
                            int N, int C, int first, float *scratch),                                    \
-      (dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, scratch))                                   \
-    V(matmul_forward, (hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N,        \
-                       int C, int OC), (out, inp, w, b, N, C, OC))                                      \
-    V(matmul_backward_dinp, (hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C,         \
-                             int OC, hpt_act *wide), (dinp, dout, w, N, C, OC, wide))                   \
-    V(matmul_backward_dweight, (float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,    \
+      (d, dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, scratch))                                   \
+    V(matmul_forward, (const hpt_device *d, hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N,        \
+                       int C, int OC), (d, out, inp, w, b, N, C, OC))                                      \
+    V(matmul_backward_dinp, (const hpt_device *d, hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C,         \
+                             int OC, hpt_act *wide), (d, dinp, dout, w, N, C, OC, wide))                   \
+    V(matmul_backward_dweight, (const hpt_device *d, float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,    \
                                 int C, int OC, int first, float *scratch),                              \
-      (dw, db, dout, inp, N, C, OC, first, scratch))                                                    \
-    V(attention_forward, (hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH),   \
-      (out, att, qkv, B, T, C, NH))                                                                     \
-    V(attention_backward, (hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,  \
+      (d, dw, db, dout, inp, N, C, OC, first, scratch))                                                    \
+    V(attention_forward, (const hpt_device *d, hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH),   \
+      (d, out, att, qkv, B, T, C, NH))                                                                     \
+    V(attention_backward, (const hpt_device *d, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,  \
                            const float *att, int B, int T, int C, int NH, float *scratch),              \
-      (dqkv, dout, qkv, out, att, B, T, C, NH, scratch))                                                \
-    V(gelu_forward, (hpt_act *out, const hpt_act *inp, size_t n), (out, inp, n))                        \
-    V(gelu_backward, (hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n),                \
-      (dinp, inp, dout, n))                                                                             \
-    V(residual_forward, (hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n), (out, a, b, n))   \
-    V(xent_forward, (float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp),         \
-      (losses, logits, targets, N, V, Vp))                                                              \
-    V(xent_backward, (hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp),           \
-      (probs, targets, dloss, N, V, Vp))
-
-/* hpt_device_get, then the row must run models (its nn kernels): the one
- * check every entry point that takes --device makes (hpt.h's
- * hpt_device_check). Which families run on it is the family's to say (the
- * GPT-2 family on every such row; the classifiers on the CPU alone). */
-hpt_status hpt_device_usable(const char *name, const hpt_device **out);
+      (d, dqkv, dout, qkv, out, att, B, T, C, NH, scratch))                                                \
+    V(gelu_forward, (const hpt_device *d, hpt_act *out, const hpt_act *inp, size_t n), (d, out, inp, n))                        \
+    V(gelu_backward, (const hpt_device *d, hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n),                \
+      (d, dinp, inp, dout, n))                                                                             \
+    V(residual_forward, (const hpt_device *d, hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n), (d, out, a, b, n))   \
+    V(xent_forward, (const hpt_device *d, float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp),         \
+      (d, losses, logits, targets, N, V, Vp))                                                              \
+    V(xent_backward, (const hpt_device *d, hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp),           \
+      (d, probs, targets, dloss, N, V, Vp))
 
 /* The memory ledger on a device with memory of its own (mem_info): a plan
  * of `need` bytes (detail: what they are, for the message) is refused,
  * with the figures and before anything is allocated, when it is more than
- * the device has free or than --vram-limit (hpt_set_device_memory_limit)
+ * the device has free or than its mem_limit (--vram-limit)
  * allows. A row without mem_info (the host's memory) passes: the host's
  * own check (hpt_mem_check) is the caller's. */
 hpt_status hpt_device_check_plan(const hpt_device *d, size_t need, const char *detail);
@@ -248,9 +278,14 @@ hpt_status hpt_device_check_plan(const hpt_device *d, size_t need, const char *d
 /* The table, in order, for --help and the tests: NULL past the last row. */
 const hpt_device *hpt_device_at(int i);
 
+/* the CPU row's open (fp32 alone), which the guard row shares */
+hpt_status hpt_device_cpu_open(hpt_device *d);
+
 /* The rows, each defined in its own file. */
 extern const hpt_device hpt_device_cpu;
 extern const hpt_device hpt_device_guard;
 extern const hpt_device hpt_device_cuda;
+
+static inline const hpt_device *hpt_device_or_cpu(const hpt_device *dev) { return dev ? dev : &hpt_device_cpu; }
 
 #endif /* HPT_DEVICE_H */

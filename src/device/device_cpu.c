@@ -8,10 +8,13 @@
 
 #include <string.h>
 
+/* the instance: the CPU row keeps nothing of its own */
+#define SELF const hpt_device *self __attribute__((unused))
+
 static const char *cpu_unavailable(void) { return NULL; }
 
-static float *cpu_alloc(size_t n) { return hpt_arena_alloc(n); }
-static void cpu_free(float *p) { hpt_arena_free(p); }
+static float *cpu_alloc(SELF, size_t n) { return hpt_arena_alloc(n); }
+static void cpu_free(SELF, float *p) { hpt_arena_free(p); }
 /* host and device memory are one here: the three copies are memcpy */
 static void cpu_copy(float *dst, const float *src, size_t n) {
     if (n) memcpy(dst, src, n * sizeof(float));
@@ -34,43 +37,43 @@ static void cpu_sf_adamw(float *y, const float *g, float *z, float *x, float *v,
 #define F(p) ((float *)(p))
 #define CF(p) ((const float *)(p))
 
-static size_t cpu_scratch_floats(int B, int T, int C, int NH, int V, int Vp) {
+static size_t cpu_scratch_floats(SELF, int B, int T, int C, int NH, int V, int Vp) {
     (void)B; (void)T; (void)C; (void)NH; (void)V; (void)Vp;
     return 0;
 }
 
 /* kernels.h's att: the softmax rows, (B,NH,T,T) */
-static size_t cpu_attention_state_floats(int B, int T, int C, int NH) {
+static size_t cpu_attention_state_floats(SELF, int B, int T, int C, int NH) {
     (void)C;
     return (size_t)B * NH * T * T;
 }
 
-static size_t cpu_act_bytes(void) { return sizeof(float); }
+static size_t cpu_act_bytes(SELF) { return sizeof(float); }
 
-static void cpu_upload_ints(int *dst, const int *host, size_t n) {
+static void cpu_upload_ints(SELF, int *dst, const int *host, size_t n) {
     if (n) memcpy(dst, host, n * sizeof(int));
 }
 
-static void cpu_act_from_floats(hpt_act *dst, const float *src, size_t n) { cpu_copy(F(dst), src, n); }
-static void cpu_download_acts(float *host, const hpt_act *src, size_t n) { cpu_copy(host, CF(src), n); }
+static void cpu_act_from_floats(SELF, hpt_act *dst, const float *src, size_t n) { cpu_copy(F(dst), src, n); }
+static void cpu_download_acts(SELF, float *host, const hpt_act *src, size_t n) { cpu_copy(host, CF(src), n); }
 
-static void cpu_encoder_forward(hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
+static void cpu_encoder_forward(SELF, hpt_act *out, const int *tok, const float *wte, const float *wpe, int B, int T,
                                 int C) {
     encoder_forward(F(out), tok, wte, wpe, B, T, C);
 }
 
-static void cpu_encoder_backward(float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
+static void cpu_encoder_backward(SELF, float *dwte, float *dwpe, const hpt_act *dout, const int *tok, int B, int T,
                                  int C, int V, float *scratch) {
     (void)V; (void)scratch;
     encoder_backward(dwte, dwpe, CF(dout), tok, B, T, C);
 }
 
-static void cpu_layernorm_forward(hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
+static void cpu_layernorm_forward(SELF, hpt_act *out, float *mean, float *rstd, const hpt_act *inp, const float *w,
                                   const float *b, int N, int C) {
     layernorm_forward(F(out), mean, rstd, CF(inp), w, b, N, C);
 }
 
-static void cpu_layernorm_backward(hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
+static void cpu_layernorm_backward(SELF, hpt_act *dinp, float *dw, float *db, const hpt_act *dout, const hpt_act *inp,
                                    const float *w, const float *mean, const float *rstd, int N, int C, int first,
                                    float *scratch) {
     (void)scratch;
@@ -78,49 +81,49 @@ static void cpu_layernorm_backward(hpt_act *dinp, float *dw, float *db, const hp
     else layernorm_backward(F(dinp), dw, db, CF(dout), CF(inp), w, mean, rstd, N, C);
 }
 
-static void cpu_matmul_forward(hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
+static void cpu_matmul_forward(SELF, hpt_act *out, const hpt_act *inp, const hpt_act *w, const float *b, int N, int C,
                                int OC) {
     matmul_forward(F(out), CF(inp), CF(w), b, N, C, OC);
 }
 
-static void cpu_matmul_backward_dinp(hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
+static void cpu_matmul_backward_dinp(SELF, hpt_act *dinp, const hpt_act *dout, const hpt_act *w, int N, int C, int OC,
                                      hpt_act *wide) {
     if (wide) matmul_backward_dinp_first_kblocks(F(dinp), CF(dout), CF(w), N, C, OC, F(wide));
     else matmul_backward_dinp_first(F(dinp), CF(dout), CF(w), N, C, OC);
 }
 
-static void cpu_matmul_backward_dweight(float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
+static void cpu_matmul_backward_dweight(SELF, float *dw, float *db, const hpt_act *dout, const hpt_act *inp, int N,
                                         int C, int OC, int first, float *scratch) {
     (void)scratch;
     if (first) matmul_backward_dweight_first(dw, db, CF(dout), CF(inp), N, C, OC);
     else matmul_backward_dweight(dw, db, CF(dout), CF(inp), N, C, OC);
 }
 
-static void cpu_attention_forward(hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
+static void cpu_attention_forward(SELF, hpt_act *out, float *att, const hpt_act *qkv, int B, int T, int C, int NH) {
     attention_forward(F(out), att, CF(qkv), B, T, C, NH);
 }
 
-static void cpu_attention_backward(hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
+static void cpu_attention_backward(SELF, hpt_act *dqkv, const hpt_act *dout, const hpt_act *qkv, const hpt_act *out,
                                    const float *att, int B, int T, int C, int NH, float *scratch) {
     (void)out; (void)scratch;   /* the probabilities are in att */
     attention_backward_first(F(dqkv), CF(dout), CF(qkv), att, B, T, C, NH);
 }
 
-static void cpu_gelu_forward(hpt_act *out, const hpt_act *inp, size_t n) { gelu_forward(F(out), CF(inp), n); }
+static void cpu_gelu_forward(SELF, hpt_act *out, const hpt_act *inp, size_t n) { gelu_forward(F(out), CF(inp), n); }
 
-static void cpu_gelu_backward(hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
+static void cpu_gelu_backward(SELF, hpt_act *dinp, const hpt_act *inp, const hpt_act *dout, size_t n) {
     gelu_backward_first(F(dinp), CF(inp), CF(dout), n);
 }
 
-static void cpu_residual_forward(hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
+static void cpu_residual_forward(SELF, hpt_act *out, const hpt_act *a, const hpt_act *b, size_t n) {
     residual_forward(F(out), CF(a), CF(b), n);
 }
 
-static void cpu_xent_forward(float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
+static void cpu_xent_forward(SELF, float *losses, hpt_act *logits, const int *targets, int N, int V, int Vp) {
     softmax_xent_forward(losses, F(logits), targets, N, V, Vp);
 }
 
-static void cpu_xent_backward(hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
+static void cpu_xent_backward(SELF, hpt_act *probs, const int *targets, float dloss, int N, int V, int Vp) {
     softmax_xent_backward(F(probs), targets, dloss, N, V, Vp);
 }
 
@@ -147,12 +150,13 @@ static const hpt_dev_nn cpu_nn = {
     .xent_backward = cpu_xent_backward,
 };
 
-static hpt_status cpu_sync(void) { return HPT_OK; }
+static hpt_status cpu_sync(SELF) { return HPT_OK; }
 
-static hpt_status cpu_set_precision(const char *name) {
-    if (!name || !strcmp(name, "fp32")) return HPT_OK;
+/* fp32 alone; shared with the guard row, whose arithmetic is this row's */
+hpt_status hpt_device_cpu_open(hpt_device *d) {
+    if (!strcmp(d->precision, "fp32")) { d->precision = "fp32"; return HPT_OK; }
     return hpt_fail(HPT_ERR_ARG, "--precision %s: the CPU computes in fp32 only (tf32 and bf16 are a GPU's: "
-                    "--device cuda)", name);
+                    "--device cuda)", d->precision);
 }
 
 const hpt_device hpt_device_cpu = {
@@ -177,6 +181,7 @@ const hpt_device hpt_device_cpu = {
     .outer_step = outer_step,
     .sf_outer_step = sf_outer_step,
     .nn = &cpu_nn,
-    .set_precision = cpu_set_precision,
     .sync = cpu_sync,
+    .open = hpt_device_cpu_open,
+    .precision = "fp32",
 };

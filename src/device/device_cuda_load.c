@@ -1,9 +1,9 @@
 /*
  * device_cuda_load.c — the CUDA row of a build with CUDA, as the program and
- * libhpt see it: a row whose operations forward to the real one
- * (src/cuda/device_cuda.cu's hpt_device_cuda_impl) in a plugin,
- * libhpt_cuda.so, opened the first time the row is asked whether it can be
- * used (`--device cuda`).
+ * libhpt see it: a row that finds the real one (src/cuda/device_cuda.cu's
+ * hpt_device_cuda_impl) in a plugin, libhpt_cuda.so, opened the first time
+ * the row is asked whether it can be used (`--device cuda`), and hands it
+ * back (its `row`): an instance of "cuda" is the plugin's row opened.
  *
  * Why a plugin: the CUDA row calls cuBLAS, and a program linked against
  * cuBLAS/cuBLASLt loads them at start-up: 225 MB of resident memory
@@ -77,37 +77,13 @@ static const char *load_unavailable(void) {
     return w ? w : impl->unavailable();
 }
 
-/* Every operation: the plugin's (the lists of device.h, and the row's own
- * five). They are reached only after load_unavailable said yes
- * (hpt_device_get asks first). */
-#define FWD_V(name, params, args) static void l_##name params { impl->name args; }
-#define FWD_R(type, name, params, args) static type l_##name params { return impl->name args; }
-#define FWD_NN_V(name, params, args) static void n_##name params { impl->nn->name args; }
-#define FWD_NN_R(type, name, params, args) static type n_##name params { return impl->nn->name args; }
-HPT_DEV_DATA_OPS(FWD_V, FWD_R)
-HPT_DEV_NN_OPS(FWD_NN_V, FWD_NN_R)
-FWD_R(float *, alloc, (size_t n), (n))
-FWD_V(free, (float *p), (p))
-FWD_V(mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))
-FWD_R(hpt_status, set_precision, (const char *name), (name))
-FWD_R(hpt_status, sync, (void), ())
+/* The plugin's row itself: an instance of "cuda" is a copy of it, opened by
+ * its own open (hpt_device_open asks only after load_unavailable said yes). */
+static const hpt_device *plugin_row(void) { return impl; }
 
-#define NN_FIELD_V(name, params, args) .name = n_##name,
-#define NN_FIELD_R(type, name, params, args) .name = n_##name,
-static const hpt_dev_nn load_nn = {HPT_DEV_NN_OPS(NN_FIELD_V, NN_FIELD_R)};
-
-#define FIELD_V(name, params, args) .name = l_##name,
-#define FIELD_R(type, name, params, args) .name = l_##name,
 const hpt_device hpt_device_cuda = {
     .name = "cuda",
     .summary = "an NVIDIA GPU (CUDA, cuBLAS): device 0",
     .unavailable = load_unavailable,
-    .host_memory = 0,
-    .alloc = l_alloc,
-    .free = l_free,
-    HPT_DEV_DATA_OPS(FIELD_V, FIELD_R)
-    .nn = &load_nn,
-    .mem_info = l_mem_info,
-    .set_precision = l_set_precision,
-    .sync = l_sync,
+    .row = plugin_row,
 };

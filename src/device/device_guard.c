@@ -12,9 +12,9 @@
  * The arithmetic is the CPU row's, so a run on this row gives the CPU's
  * bits: tests/cli_device.sh compares the two.
  *
- * It also stands in for a GPU's memory ledger: it reports a fixed size
- * (HPT_GUARD_MIB, 4096 by default) as its total and that less what it has
- * mapped as free, so the plan check (hpt_device_check_plan, --vram-limit)
+ * It also stands in for a GPU's memory ledger: each instance reports a fixed
+ * size (HPT_GUARD_MIB, 4096 by default) as its total and that less what it
+ * has mapped as free, so the plan check (hpt_device_check_plan, --vram-limit)
  * and summary.json's device memory are tested on it too.
  *
  * A test device, slow by design (two mprotect sweeps per call); it has no
@@ -30,13 +30,25 @@
 
 enum { MAX_MAPS = 256 };
 
-static struct { void *p; size_t bytes; } maps[MAX_MAPS];
-static int nmaps;
-static size_t mapped;   /* bytes of the live maps */
+/* An instance's memory: its mappings and their bytes (its ledger). */
+typedef struct guard_state {
+    struct { void *p; size_t bytes; } maps[MAX_MAPS];
+    int nmaps;
+    size_t mapped;              /* bytes of the live maps */
+    struct guard_state *next;   /* the next open instance */
+} guard_state;
+
+/* The open instances. The sweeps over memory (copy, fill, the optimizers)
+ * are handed pointers, not an instance, so each opens the memory of every
+ * open instance: all of it is the guard's own, and none of it is open
+ * outside the row's calls. */
+static guard_state *open_states;
+
+static guard_state *state_of(const hpt_device *d) { return d->state; }
 
 static void protect_all(int prot) {
-    for (int i = 0; i < nmaps; i++)
-        HPT_ASSERT(mprotect(maps[i].p, maps[i].bytes, prot) == 0);
+    for (guard_state *g = open_states; g; g = g->next)
+        for (int i = 0; i < g->nmaps; i++) HPT_ASSERT(mprotect(g->maps[i].p, g->maps[i].bytes, prot) == 0);
 }
 
 #define OPEN() protect_all(PROT_READ | PROT_WRITE)
@@ -44,8 +56,27 @@ static void protect_all(int prot) {
 
 static const char *guard_unavailable(void) { return NULL; }
 
-static float *guard_alloc(size_t n) {
-    if (nmaps == MAX_MAPS) {
+static hpt_status guard_open(hpt_device *d) {
+    HPT_TRY(hpt_device_cpu_open(d));   /* the CPU row's arithmetic: its precision */
+    guard_state *g = calloc(1, sizeof *g);
+    if (!g) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    g->next = open_states;
+    open_states = g;
+    d->state = g;
+    return HPT_OK;
+}
+
+static void guard_close(hpt_device *d) {
+    guard_state *g = state_of(d);
+    HPT_ASSERT(g->nmaps == 0 || !"--device guard: closed with memory still allocated");
+    for (guard_state **p = &open_states; *p; p = &(*p)->next)
+        if (*p == g) { *p = g->next; break; }
+    free(g);
+}
+
+static float *guard_alloc(const hpt_device *d, size_t n) {
+    guard_state *g = state_of(d);
+    if (g->nmaps == MAX_MAPS) {
         hpt_fail(HPT_ERR_NOMEM, "--device guard: more than %d allocations", MAX_MAPS);
         return NULL;
     }
@@ -56,23 +87,24 @@ static float *guard_alloc(size_t n) {
         hpt_fail(HPT_ERR_NOMEM, "--device guard: cannot map %zu bytes (%s)", bytes, strerror(errno));
         return NULL;
     }
-    maps[nmaps].p = p;   /* zeroed by the kernel, as every row's alloc */
-    maps[nmaps].bytes = bytes;
-    nmaps++;
-    mapped += bytes;
+    g->maps[g->nmaps].p = p;   /* zeroed by the kernel, as every row's alloc */
+    g->maps[g->nmaps].bytes = bytes;
+    g->nmaps++;
+    g->mapped += bytes;
     return p;
 }
 
-static void guard_free(float *p) {
+static void guard_free(const hpt_device *d, float *p) {
     if (!p) return;
-    for (int i = 0; i < nmaps; i++) {
-        if (maps[i].p != p) continue;
-        HPT_ASSERT(munmap(maps[i].p, maps[i].bytes) == 0);
-        mapped -= maps[i].bytes;
-        maps[i] = maps[--nmaps];
+    guard_state *g = state_of(d);
+    for (int i = 0; i < g->nmaps; i++) {
+        if (g->maps[i].p != p) continue;
+        HPT_ASSERT(munmap(g->maps[i].p, g->maps[i].bytes) == 0);
+        g->mapped -= g->maps[i].bytes;
+        g->maps[i] = g->maps[--g->nmaps];
         return;
     }
-    HPT_ASSERT(!"--device guard: free of memory this row did not allocate");
+    HPT_ASSERT(!"--device guard: free of memory this instance did not allocate");
 }
 
 /* Every operation below: open, the CPU row's operation, close (the lists
@@ -92,13 +124,11 @@ HPT_DEV_NN_OPS(GUARD_NN_V, GUARD_NN_R)
 #define NN_FIELD_R(type, name, params, args) .name = guard_nn_##name,
 static const hpt_dev_nn guard_nn = {HPT_DEV_NN_OPS(NN_FIELD_V, NN_FIELD_R)};
 
-static hpt_status guard_sync(void) { return HPT_OK; }
+static hpt_status guard_sync(const hpt_device *d) { (void)d; return HPT_OK; }
 
-static hpt_status guard_set_precision(const char *name) { return hpt_device_cpu.set_precision(name); }
-
-static void guard_mem_info(size_t *free_bytes, size_t *total_bytes) {
+static void guard_mem_info(const hpt_device *d, size_t *free_bytes, size_t *total_bytes) {
     const char *e = getenv("HPT_GUARD_MIB");
-    size_t total = (size_t)(e && atol(e) > 0 ? atol(e) : 4096) << 20;
+    size_t total = (size_t)(e && atol(e) > 0 ? atol(e) : 4096) << 20, mapped = state_of(d)->mapped;
     *total_bytes = total;
     *free_bytes = mapped < total ? total - mapped : 0;
 }
@@ -115,6 +145,7 @@ const hpt_device hpt_device_guard = {
     HPT_DEV_DATA_OPS(FIELD_V, FIELD_R)
     .nn = &guard_nn,
     .mem_info = guard_mem_info,
-    .set_precision = guard_set_precision,
     .sync = guard_sync,
+    .open = guard_open,
+    .close = guard_close,
 };

@@ -1,7 +1,7 @@
 /*
  * device_nocuda.c — the CUDA row of a build without CUDA: it exists so that
  * `--device cuda` gets the reason instead of "unknown device", and nothing
- * else of it can be called (hpt_device_get refuses an unavailable row).
+ * else of it can be called (hpt_device_open refuses an unavailable row).
  */
 #include "device.h"
 

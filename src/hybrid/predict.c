@@ -80,7 +80,7 @@ hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ri
         p->ring_c = ring_c;
         p->ring_s = ring_s;
         p->min_history = p->ops->min_history < ring_c ? p->ops->min_history : ring_c;
-        p->arena = m->dev->alloc((size_t)(ring_c + 1) * p->n);
+        p->arena = m->dev->alloc(m->dev, (size_t)(ring_c + 1) * p->n);
         if (!p->arena) return HPT_ERR_NOMEM;
         p->ring = p->arena;
         p->slope = p->arena + (size_t)ring_c * p->n;
@@ -91,7 +91,7 @@ hpt_status hpt_pred_init(hpt_predictor *p, int index, const hpt_model *m, int ri
 
 void hpt_pred_free(hpt_predictor *p) {
     if (p->ops && p->ops->free) p->ops->free(p);
-    if (p->arena) p->m->dev->free(p->arena);
+    if (p->arena) p->m->dev->free(p->m->dev, p->arena);
     p->arena = NULL;
 }
 

@@ -12,12 +12,12 @@ hpt_status hpt_snapshot_init(hpt_snapshot *s, size_t n, int sf, const hpt_device
     s->n = n;
     s->sf = sf != 0;
     s->dev = dev;
-    s->arena = dev->alloc(hpt_snapshot_floats(s));
+    s->arena = dev->alloc(dev, hpt_snapshot_floats(s));
     return s->arena ? HPT_OK : HPT_ERR_NOMEM;
 }
 
 void hpt_snapshot_free(hpt_snapshot *s) {
-    if (s->arena) s->dev->free(s->arena);
+    if (s->arena) s->dev->free(s->dev, s->arena);
     s->arena = NULL;
     s->valid = 0;
 }

@@ -739,7 +739,7 @@ hpt_status hpt_hf_export(const char *model_path, const char *out_path, int overw
     HPT_TRY(check_output(model_path, out_path, overwrite));
     hpt_model *m;
     hpt_text *tok;
-    HPT_TRY(hpt_weights_load(model_path, 1, 1, &m, &tok));
+    HPT_TRY(hpt_weights_load(model_path, 1, 1, NULL, &m, &tok));
     const hpt_tensor_info *wte = model_tensor(m, "wte"), *wpe = model_tensor(m, "wpe"), *ln1 = model_tensor(m, "ln1w");
     if (!wte || !wpe || !ln1 || !tok) {
         hpt_model_free(m);

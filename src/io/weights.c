@@ -203,7 +203,7 @@ hpt_status hpt_state_load_model(const char *path, const hpt_state_sec *secs, int
     if ((st = hpt_model_conf_params(conf, (int)nconf, &want)) != HPT_OK) goto done;
     if (parm_n != want)  /* before allocating: the config may be forged */
         BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, want);
-    st = hpt_model_from_conf_on(&m, conf, (int)nconf, B, T, dev);
+    st = hpt_model_from_conf(&m, conf, (int)nconf, B, T, dev);
     if (st != HPT_OK) goto done;
     if (parm_n != m->nparams)
         BAD("'%s' holds %llu parameters, the config needs %zu", path, (unsigned long long)parm_n, m->nparams);
@@ -255,13 +255,16 @@ hpt_status hpt_state_params_finite(const char *path, const void *params, size_t 
 static hpt_status load_file(const char *path, int B, int T, const char *device, int finite, hpt_model **m,
                             hpt_text **tok) {
     *m = NULL; *tok = NULL;
-    const hpt_device *dev;
-    HPT_TRY(hpt_device_usable(device, &dev));
+    hpt_device *dev = NULL;
+    if (device) HPT_TRY(hpt_device_open(device, NULL, &dev));
     unsigned char *buf;
     hpt_state_sec secs[HPT_STATE_MAX_SECTIONS];
     int nsec;
-    HPT_TRY(hpt_state_read(path, &buf, secs, &nsec));
-    hpt_status st = hpt_state_load_model(path, secs, nsec, B, T, dev, m, tok);
+    hpt_status st = hpt_state_read(path, &buf, secs, &nsec);
+    if (st != HPT_OK) { hpt_device_close(dev); return st; }
+    st = hpt_state_load_model(path, secs, nsec, B, T, dev, m, tok);
+    if (st == HPT_OK) (*m)->own_dev = dev;   /* the model closes it */
+    else hpt_device_close(dev);
     const hpt_state_sec *parm = hpt_state_find(secs, nsec, "PARM");
     if (st == HPT_OK && finite && parm) st = hpt_state_params_finite(path, parm->p + 8, (size_t)(parm->n - 8) / 4, *m);
     if (st != HPT_OK && *m) { hpt_model_free(*m); hpt_text_free(*tok); *m = NULL; *tok = NULL; }
@@ -269,14 +272,10 @@ static hpt_status load_file(const char *path, int B, int T, const char *device, 
     return st;
 }
 
-/* Unchecked: --init from a model whose weights are not finite is the
- * trainer's to report (its NaN check stops at step 1 with the reason), and
- * the binding's sample refuses non-finite logits. */
-hpt_status hpt_weights_load(const char *path, int B, int T, hpt_model **m, hpt_text **tok) {
-    return load_file(path, B, T, NULL, 0, m, tok);
-}
-
-/* Checked: sample, eval and a device's copy use the model as it is. */
-hpt_status hpt_weights_load_on(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok) {
-    return load_file(path, B, T, device, 1, m, tok);
+/* A named device (sample, eval, a device's copy) is checked: they use the
+ * model as it is. NULL is not: --init from a model whose weights are not
+ * finite is the trainer's to report (its NaN check stops at step 1 with the
+ * reason), and the binding's sample refuses non-finite logits. */
+hpt_status hpt_weights_load(const char *path, int B, int T, const char *device, hpt_model **m, hpt_text **tok) {
+    return load_file(path, B, T, device, device != NULL, m, tok);
 }

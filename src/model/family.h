@@ -68,8 +68,9 @@ static inline void *hpt_family_new(hpt_model **m, size_t impl_size, const hpt_mo
     enum { hpt_n_ = sizeof hpt_sizes_ / sizeof hpt_sizes_[0] };                    \
     float *hpt_slots_[hpt_n_], **hpt_ptrs_[hpt_n_];                                \
     for (int hpt_k_ = 0; hpt_k_ < hpt_n_; hpt_k_++) hpt_ptrs_[hpt_k_] = &hpt_slots_[hpt_k_]; \
-    size_t hpt_total_ = 0;                                                         \
-    (arena) = hpt_arena_carve_with(hpt_sizes_, hpt_n_, hpt_ptrs_, &hpt_total_, (m)->dev->alloc); \
+    const size_t hpt_total_ = hpt_arena_layout(hpt_sizes_, hpt_n_);                \
+    (arena) = (m)->dev->alloc((m)->dev, hpt_total_);                               \
+    if (arena) hpt_arena_point((arena), hpt_sizes_, hpt_n_, hpt_ptrs_);            \
     (m)->act_bytes = hpt_total_ * sizeof(float);                                   \
     if (arena) {                                                                   \
         int hpt_i_ = 0;                                                            \
@@ -80,7 +81,7 @@ static inline void *hpt_family_new(hpt_model **m, size_t impl_size, const hpt_mo
 /* bytes of one ACT element on m's device (a float where the device runs no
  * GPT-2 kernels) */
 static inline size_t hpt_family_act_elem(const hpt_model *m) {
-    return m->dev->nn ? m->dev->nn->act_bytes() : sizeof(float);
+    return m->dev->nn ? m->dev->nn->act_bytes(m->dev) : sizeof(float);
 }
 
 /* ------------------------------------------------------------- losses */

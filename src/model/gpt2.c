@@ -120,7 +120,7 @@ static void refresh_weight_copy(const gpt2 *g, const hpt_model *m) {
     for (int i = 0; i < N_GEMM_WEIGHTS; i++) {
         const int t = gemm_weights[i];
         HPT_PROF(HPT_PROF_WEIGHT_CAST, 0,
-                 g->nn->act_from_floats(act_at(g, g->a.wcopy, g->wcopy_at[t]), hpt_tensor_ptr(m->params, m, t),
+                 g->nn->act_from_floats(g->dev, act_at(g, g->a.wcopy, g->wcopy_at[t]), hpt_tensor_ptr(m->params, m, t),
                                         m->tensors[t].numel));
     }
 }
@@ -139,7 +139,7 @@ int hpt_gpt2_padded_vocab(int V) {
 static void gpt2_free_impl(void *impl) {
     gpt2 *g = impl;
     if (!g) return;
-    if (g->act_arena) g->dev->free(g->act_arena);
+    if (g->act_arena) g->dev->free(g->dev, g->act_arena);
     free(g->host_losses);
     free(g);
 }
@@ -169,7 +169,7 @@ static double attn_fwd_flops(int B, int T, int C) { return 2.0 * B * C * (double
 
 static void linear_forward(const gpt2 *g, int slot, hpt_act *out, const hpt_act *inp, const hpt_act *w,
                            const float *b, int N, int C, int OC) {
-    HPT_PROF(slot, gemm_flops(N, C, OC), g->nn->matmul_forward(out, inp, w, b, N, C, OC));
+    HPT_PROF(slot, gemm_flops(N, C, OC), g->nn->matmul_forward(g->dev, out, inp, w, b, N, C, OC));
 }
 
 /* = matmul_backward (dinp half, then dweight half), each half in its own
@@ -178,16 +178,16 @@ static void linear_forward(const gpt2 *g, int slot, hpt_act *out, const hpt_act 
 static void linear_backward(const gpt2 *g, int slot_dx, int slot_dw, hpt_act *dinp, float *dw, float *db,
                             const hpt_act *dout, const hpt_act *inp, const hpt_act *w, int N, int C, int OC,
                             int first) {
-    HPT_PROF(slot_dx, gemm_flops(N, C, OC), g->nn->matmul_backward_dinp(dinp, dout, w, N, C, OC, NULL));
+    HPT_PROF(slot_dx, gemm_flops(N, C, OC), g->nn->matmul_backward_dinp(g->dev, dinp, dout, w, N, C, OC, NULL));
     HPT_PROF(slot_dw, gemm_flops(N, C, OC),
-             g->nn->matmul_backward_dweight(dw, db, dout, inp, N, C, OC, first, g->a.scratch));
+             g->nn->matmul_backward_dweight(g->dev, dw, db, dout, inp, N, C, OC, first, g->a.scratch));
 }
 
 static void ln_backward(const gpt2 *g, hpt_act *dinp, float *dw, float *db, const hpt_act *dout,
                         const hpt_act *inp, const float *w, const float *mean, const float *rstd, int N, int C,
                         int first) {
     HPT_PROF(HPT_PROF_LN_BWD, (double)HPT_FLOPS_LN_BWD * N * C,
-             g->nn->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, g->a.scratch));
+             g->nn->layernorm_backward(g->dev, dinp, dw, db, dout, inp, w, mean, rstd, N, C, first, g->a.scratch));
 }
 
 static void zero_scratch(const gpt2 *g, hpt_act *p, size_t n) {
@@ -236,55 +236,55 @@ static hpt_status gpt2_forward(hpt_model *m, const hpt_batch *batch, float *loss
         if (batch->targets && (batch->targets[i] < 0 || batch->targets[i] >= V))
             return hpt_fail(HPT_ERR_ARG, "gpt2: target %d out of range [0,%d)", batch->targets[i], V);
     }
-    if (g->nn->act_bytes() != g->act_elem)   /* the arena was carved for another precision */
-        return hpt_fail(HPT_ERR_ARG, "gpt2: the device's precision changed since the model was made (activations "
-                        "of %zu bytes, now %zu)", g->act_elem, g->nn->act_bytes());
     g->cur_B = B; g->cur_T = T;
     gpt2_acts *a = &g->a;
     const hpt_dev_nn *nn = g->nn;
-    const size_t A = nn->attention_state_floats(B, T, C, NH);   /* one layer's attention state: (L, A) */
-    nn->upload_ints(tok_ids(g), batch->tokens, (size_t)B * T);
-    if (batch->targets) nn->upload_ints(tgt_ids(g), batch->targets, (size_t)B * T);
+    const size_t A = nn->attention_state_floats(g->dev, B, T, C, NH);   /* one layer's attention state: (L, A) */
+    nn->upload_ints(g->dev, tok_ids(g), batch->tokens, (size_t)B * T);
+    if (batch->targets) nn->upload_ints(g->dev, tgt_ids(g), batch->targets, (size_t)B * T);
     float *P[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) P[i] = hpt_tensor_ptr(m->params, m, i);
     refresh_weight_copy(g, m);
 
-    HPT_PROF(HPT_PROF_EMBED_FWD, 0, nn->encoder_forward(a->encoded, tok_ids(g), P[WTE], P[WPE], B, T, C));
+    HPT_PROF(HPT_PROF_EMBED_FWD, 0, nn->encoder_forward(g->dev, a->encoded, tok_ids(g), P[WTE], P[WPE], B, T, C));
     for (int l = 0; l < L; l++) {
         const layer_acts s = layer_slices(g, l, B, T, A);
         HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-                 nn->layernorm_forward(s.ln1, s.ln1_mean, s.ln1_rstd, s.resid, P[LN1W] + l * C, P[LN1B] + l * C,
+                 nn->layernorm_forward(g->dev, s.ln1, s.ln1_mean, s.ln1_rstd, s.resid, P[LN1W] + l * C, P[LN1B] + l * C,
                                        B * T, C));
         linear_forward(g, HPT_PROF_QKV_FWD, s.qkv, s.ln1, gemm_weight(g, m, QKVW, l), P[QKVB] + l * 3 * C,
                        B * T, C, 3 * C);
-        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(s.atty, s.att, s.qkv, B, T, C, NH));
+        HPT_PROF(HPT_PROF_ATTN_FWD, attn_fwd_flops(B, T, C), nn->attention_forward(g->dev, s.atty, s.att, s.qkv, B, T,
+                 C, NH));
         linear_forward(g, HPT_PROF_ATTPROJ_FWD, a->proj, s.atty, gemm_weight(g, m, ATTPROJW, l), P[ATTPROJB] + l * C,
                        B * T, C, C);
-        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(s.res2, s.resid, a->proj, BTC));
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(g->dev, s.res2, s.resid, a->proj, BTC));
         HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-                 nn->layernorm_forward(s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, P[LN2W] + l * C, P[LN2B] + l * C,
+                 nn->layernorm_forward(g->dev, s.ln2, s.ln2_mean, s.ln2_rstd, s.res2, P[LN2W] + l * C, P[LN2B] + l * C,
                                        B * T, C));
         linear_forward(g, HPT_PROF_FC_FWD, s.fch, s.ln2, gemm_weight(g, m, FCW, l), P[FCB] + l * 4 * C,
                        B * T, C, 4 * C);
-        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(s.fch_gelu, s.fch, BTC * 4));
+        HPT_PROF(HPT_PROF_GELU_FWD, (double)HPT_FLOPS_GELU_FWD * BTC * 4, nn->gelu_forward(g->dev, s.fch_gelu, s.fch,
+                 BTC * 4));
         linear_forward(g, HPT_PROF_FCPROJ_FWD, a->proj, s.fch_gelu, gemm_weight(g, m, FCPROJW, l),
                        P[FCPROJB] + l * C, B * T, 4 * C, C);
-        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(s.res3, s.res2, a->proj, BTC));
+        HPT_PROF(HPT_PROF_RESID_FWD, 0, nn->residual_forward(g->dev, s.res3, s.res2, a->proj, BTC));
     }
     HPT_PROF(HPT_PROF_LN_FWD, (double)HPT_FLOPS_LN_FWD * BTC,
-             nn->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, act_at(g, a->residual3, (L - 1) * BTC), P[LNFW],
+             nn->layernorm_forward(g->dev, a->lnf, a->lnf_mean, a->lnf_rstd, act_at(g, a->residual3, (L - 1) * BTC),
+                                   P[LNFW],
                                    P[LNFB], B * T, C));
     linear_forward(g, HPT_PROF_LMHEAD_FWD, a->logits, a->lnf, gemm_weight(g, m, WTE, 0), NULL, B * T, C, Vp);
 
     m->logits = (const float *)a->logits; m->logit_bytes = g->act_elem; m->n_out = V; m->out_row = Vp;
     if (batch->targets) {
         HPT_PROF(HPT_PROF_XENT_FWD, (double)HPT_FLOPS_XENT_FWD * B * T * V,
-                 nn->xent_forward(a->losses, a->logits, tgt_ids(g), B * T, V, Vp));
+                 nn->xent_forward(g->dev, a->losses, a->logits, tgt_ids(g), B * T, V, Vp));
         g->dev->download(g->host_losses, a->losses, (size_t)B * T);
         float mean = hpt_mean_loss(g->host_losses, (size_t)B * T);
         if (loss) *loss = mean;
     }
-    return g->dev->sync();   /* a kernel's failure on a device that runs ahead of the host */
+    return g->dev->sync(g->dev);   /* a kernel's failure on a device that runs ahead of the host */
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -301,7 +301,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     const size_t BTC = (size_t)B * T * C;
     gpt2_acts *a = &g->a;
     const hpt_dev_nn *nn = g->nn;
-    const size_t A = nn->attention_state_floats(B, T, C, NH);   /* one layer's attention state */
+    const size_t A = nn->attention_state_floats(g->dev, B, T, C, NH);   /* one layer's attention state */
     float *P[NUM_PARAM_TENSORS], *G[NUM_PARAM_TENSORS];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         P[i] = hpt_tensor_ptr(m->params, m, i);
@@ -309,13 +309,13 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
     }
     /* The loss is the mean over B*T positions, scaled for accumulation. */
     HPT_PROF(HPT_PROF_XENT_BWD, 0,
-             nn->xent_backward(a->logits, tgt_ids(g), loss_scale / ((float)B * T), B * T, V, Vp));
+             nn->xent_backward(g->dev, a->logits, tgt_ids(g), loss_scale / ((float)B * T), B * T, V, Vp));
     /* the LM head: dx from Vp-long rows, its inner dimension split into
      * blocks (dfch, free until the first layer, holds 3 of their products) */
     HPT_PROF(HPT_PROF_LMHEAD_DX, gemm_flops(B * T, C, Vp),
-             nn->matmul_backward_dinp(a->dln, a->logits, gemm_weight(g, m, WTE, 0), B * T, C, Vp, a->dfch));
+             nn->matmul_backward_dinp(g->dev, a->dln, a->logits, gemm_weight(g, m, WTE, 0), B * T, C, Vp, a->dfch));
     HPT_PROF(HPT_PROF_LMHEAD_DW, gemm_flops(B * T, C, Vp),
-             nn->matmul_backward_dweight(G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp, first, a->scratch));
+             nn->matmul_backward_dweight(g->dev, G[WTE], NULL, a->logits, a->lnf, B * T, C, Vp, first, a->scratch));
     zero_scratch(g, a->dresid, BTC);
     ln_backward(g, a->dresid, G[LNFW], G[LNFB], a->dln, act_at(g, a->residual3, (L - 1) * BTC), P[LNFW], a->lnf_mean,
                 a->lnf_rstd, B * T, C, first);
@@ -330,7 +330,7 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
                         G[FCPROJB] + l * C, a->dresid, s.fch_gelu, gemm_weight(g, m, FCPROJW, l), B * T, 4 * C, C,
                         first);
         HPT_PROF(HPT_PROF_GELU_BWD, (double)HPT_FLOPS_GELU_BWD * BTC * 4,
-                 nn->gelu_backward(a->dfch, s.fch, a->dfch_gelu, BTC * 4));
+                 nn->gelu_backward(g->dev, a->dfch, s.fch, a->dfch_gelu, BTC * 4));
         linear_backward(g, HPT_PROF_FC_DX, HPT_PROF_FC_DW, a->dln, G[FCW] + (size_t)l * 4 * C * C, G[FCB] + l * 4 * C,
                         a->dfch, s.ln2, gemm_weight(g, m, FCW, l), B * T, C, 4 * C, first);
         ln_backward(g, a->dresid, G[LN2W] + l * C, G[LN2B] + l * C, a->dln, s.res2, P[LN2W] + l * C, s.ln2_mean,
@@ -340,15 +340,16 @@ static hpt_status gpt2_backward_impl(hpt_model *m, float loss_scale, int first) 
         linear_backward(g, HPT_PROF_ATTPROJ_DX, HPT_PROF_ATTPROJ_DW, a->datty, G[ATTPROJW] + (size_t)l * C * C,
                         G[ATTPROJB] + l * C, a->dresid, s.atty, gemm_weight(g, m, ATTPROJW, l), B * T, C, C, first);
         HPT_PROF(HPT_PROF_ATTN_BWD, 2.0 * attn_fwd_flops(B, T, C),
-                 nn->attention_backward(a->dqkv, a->datty, s.qkv, s.atty, s.att, B, T, C, NH, a->scratch));
+                 nn->attention_backward(g->dev, a->dqkv, a->datty, s.qkv, s.atty, s.att, B, T, C, NH, a->scratch));
         linear_backward(g, HPT_PROF_QKV_DX, HPT_PROF_QKV_DW, a->dln, G[QKVW] + (size_t)l * 3 * C * C,
                         G[QKVB] + l * 3 * C, a->dqkv, s.ln1, gemm_weight(g, m, QKVW, l), B * T, C, 3 * C, first);
         ln_backward(g, a->dresid, G[LN1W] + l * C, G[LN1B] + l * C, a->dln, s.resid, P[LN1W] + l * C, s.ln1_mean,
                     s.ln1_rstd, B * T, C, first);
     }
     if (first) HPT_PROF(HPT_PROF_ZERO_GRAD, 0, g->dev->fill(G[WPE], 0.0f, m->tensors[WPE].numel));
-    HPT_PROF(HPT_PROF_EMBED_BWD, 0, nn->encoder_backward(G[WTE], G[WPE], a->dresid, tok_ids(g), B, T, C, V, a->scratch));
-    return g->dev->sync();
+    HPT_PROF(HPT_PROF_EMBED_BWD, 0, nn->encoder_backward(g->dev, G[WTE], G[WPE], a->dresid, tok_ids(g), B, T, C, V,
+             a->scratch));
+    return g->dev->sync(g->dev);
 }
 
 static hpt_status gpt2_backward(hpt_model *m, float loss_scale) { return gpt2_backward_impl(m, loss_scale, 0); }
@@ -410,9 +411,9 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
     snprintf(m->desc, sizeof m->desc, "gpt2 L%d H%d C%d V%d (Vp %d) block %d", L, NH, C, V, Vp, maxT);
     if (params_only) { *out = m; return HPT_OK; }  /* the caller fills the zeroed arena */
 
-    const size_t S = g->nn->scratch_floats(B, T, C, NH, V, Vp);
-    const size_t A = g->nn->attention_state_floats(B, T, C, NH);
-    g->act_elem = g->nn->act_bytes();
+    const size_t S = g->nn->scratch_floats(g->dev, B, T, C, NH, V, Vp);
+    const size_t A = g->nn->attention_state_floats(g->dev, B, T, C, NH);
+    g->act_elem = g->nn->act_bytes(g->dev);
     const size_t W = wcopy_elems(Vp, L, C, g->act_elem);
     size_t at = 0;
     for (int i = 0; i < N_GEMM_WEIGHTS; i++) {
@@ -452,13 +453,10 @@ static hpt_status gpt2_new(hpt_model **out, const hpt_gpt2_config *cfg, int B, i
     return HPT_OK;
 }
 
-hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed) {
-    return gpt2_new(out, cfg, B, T, seed, 0, &hpt_device_cpu);
-}
-
-hpt_status hpt_gpt2_init_on(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
-                            const hpt_device *dev) {
-    HPT_ASSERT(dev && dev->nn);
+hpt_status hpt_gpt2_init(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
+                         const hpt_device *dev) {
+    dev = hpt_device_or_cpu(dev);
+    HPT_ASSERT(dev->nn);
     return gpt2_new(out, cfg, B, T, seed, 0, dev);
 }
 
@@ -470,16 +468,13 @@ hpt_status hpt_gpt2_init_params_only(hpt_model **out, const hpt_gpt2_config *cfg
  * and slice rounding as hpt_gpt2_init, without allocating: the memory check
  * (hpt_model_check_memory) sizes a model with it before building one. Valid
  * for configs within init's limits. */
-size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T) {
-    return hpt_gpt2_act_floats_on(cfg, B, T, &hpt_device_cpu);
-}
-
-size_t hpt_gpt2_act_floats_on(const hpt_gpt2_config *cfg, int B, int T, const hpt_device *dev) {
+size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T, const hpt_device *dev) {
+    dev = hpt_device_or_cpu(dev);
     const size_t L = (size_t)cfg->n_layer, NH = (size_t)cfg->n_head, C = (size_t)cfg->n_embd;
     const size_t Vp = (size_t)hpt_gpt2_padded_vocab(cfg->vocab_size);
-    const size_t S = dev->nn->scratch_floats(B, T, (int)C, (int)NH, cfg->vocab_size, (int)Vp);
-    const size_t A = dev->nn->attention_state_floats(B, T, (int)C, (int)NH);
-    const size_t elem = dev->nn->act_bytes();
+    const size_t S = dev->nn->scratch_floats(dev, B, T, (int)C, (int)NH, cfg->vocab_size, (int)Vp);
+    const size_t A = dev->nn->attention_state_floats(dev, B, T, (int)C, (int)NH);
+    const size_t elem = dev->nn->act_bytes(dev);
     const size_t W = wcopy_elems((int)Vp, (int)L, (int)C, elem);
     size_t total = 0;
 #define X(name, size, kind) total += (HPT_KIND_FLOATS_##kind((size), elem) + 15) / 16 * 16;

@@ -29,8 +29,8 @@ hpt_status hpt_model_alloc_params(hpt_model *m, const hpt_tensor_spec *specs, in
     m->ntensors = n;
     m->nparams = off;
     if (!m->dev) m->dev = &hpt_device_cpu;   /* a family that runs on the CPU alone sets none */
-    m->params = m->dev->alloc(off);
-    if (!m->params_only) m->grads = m->dev->alloc(off);
+    m->params = m->dev->alloc(m->dev, off);
+    if (!m->params_only) m->grads = m->dev->alloc(m->dev, off);
     if (!m->params || (!m->grads && !m->params_only)) return hpt_fail(HPT_ERR_NOMEM, "cannot allocate %zu parameters", off);
     return HPT_OK;
 }
@@ -62,8 +62,9 @@ void hpt_model_write(hpt_writer *w, const hpt_model *m, const float *src, size_t
 void hpt_model_free(hpt_model *m) {
     if (!m) return;
     if (m->ops && m->ops->free_impl) m->ops->free_impl(m->impl);
-    if (m->params) m->dev->free(m->params);
-    if (m->grads) m->dev->free(m->grads);
+    if (m->params) m->dev->free(m->dev, m->params);
+    if (m->grads) m->dev->free(m->dev, m->grads);
+    hpt_device_close(m->own_dev);
     free(m);
 }
 
@@ -132,7 +133,7 @@ hpt_status hpt_model_logits_copy(const hpt_model *m, int r, float *out) {
         return hpt_fail(HPT_ERR_ARG, "logits: row %d out of range [0,%d)", r, m->last_rows);
     const size_t row = (size_t)r * m->out_row;
     if (m->logit_bytes)
-        m->dev->nn->download_acts(out, (const hpt_act *)((const char *)m->logits + row * m->logit_bytes),
+        m->dev->nn->download_acts(m->dev, out, (const hpt_act *)((const char *)m->logits + row * m->logit_bytes),
                                   (size_t)m->n_out);
     else
         m->dev->download(out, m->logits + row, (size_t)m->n_out);
@@ -151,14 +152,11 @@ int hpt_model_block_size(const hpt_model *m) { return m->max_T; }
 int hpt_model_input_dim(const hpt_model *m) { return m->in_dim; }
 size_t hpt_model_backward_calls(const hpt_model *m) { return m->backward_calls; }
 
-hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T) {
-    return hpt_model_from_conf_on(out, conf, nconf, B, T, &hpt_device_cpu);
-}
-
-hpt_status hpt_model_from_conf_on(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,
-                                  const hpt_device *dev) {
+hpt_status hpt_model_from_conf(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,
+                               const hpt_device *dev) {
     *out = NULL;
-    if (nconf >= 1 && conf[0] != HPT_FAMILY_GPT2 && dev != &hpt_device_cpu)
+    dev = hpt_device_or_cpu(dev);
+    if (nconf >= 1 && conf[0] != HPT_FAMILY_GPT2 && strcmp(dev->name, "cpu"))
         return hpt_fail(HPT_ERR_ARG, "--device %s: the classifiers (mlp, cnn) run on the CPU only in this version; "
                         "the GPT-2 family runs on every device", dev->name);
     if (nconf < 1) return hpt_fail(HPT_ERR_FORMAT, "empty model config");
@@ -172,7 +170,7 @@ hpt_status hpt_model_from_conf_on(hpt_model **out, const uint32_t *conf, int nco
             if (conf[i] > (1u << 24)) return hpt_fail(HPT_ERR_FORMAT, "GPT-2 config value %u out of range", conf[i]);
         hpt_gpt2_config c = {.vocab_size = (int)conf[1], .block_size = (int)conf[2], .n_layer = (int)conf[3],
                              .n_head = (int)conf[4], .n_embd = (int)conf[5]};
-        return hpt_gpt2_init_on(out, &c, B, T > 0 ? T : c.block_size, 0, dev);
+        return hpt_gpt2_init(out, &c, B, T > 0 ? T : c.block_size, 0, dev);
     }
     case HPT_FAMILY_MLP: {
         /* [family, n_in, n_classes, n_hidden, hidden[0..3]] */
@@ -291,12 +289,8 @@ size_t hpt_model_conf_muon_floats(const uint32_t *conf, int nconf) {
 
 /* ---------------------------------------------------------------- memory */
 
-int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *param_bytes, size_t *act_bytes) {
-    return hpt_model_conf_bytes_on(conf, nconf, B, T, &hpt_device_cpu, param_bytes, act_bytes);
-}
-
-int hpt_model_conf_bytes_on(const uint32_t *conf, int nconf, int B, int T, const hpt_device *dev,
-                            size_t *param_bytes, size_t *act_bytes) {
+int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, const hpt_device *dev, size_t *param_bytes,
+                         size_t *act_bytes) {
     size_t n, acts = 0;
     *param_bytes = *act_bytes = 0;
     if (hpt_model_conf_params(conf, nconf, &n) != HPT_OK || B < 1) return 0;
@@ -310,7 +304,7 @@ int hpt_model_conf_bytes_on(const uint32_t *conf, int nconf, int B, int T, const
         if (c.block_size < 1 || c.block_size > 8192 || c.n_layer < 1 || c.n_layer > 256 || c.n_head < 1 ||
             c.n_embd < 1 || c.n_embd > 16384 || c.n_head > c.n_embd || B > 65536 || T > c.block_size)
             return 0;
-        acts = hpt_gpt2_act_floats_on(&c, B, T, dev);
+        acts = hpt_gpt2_act_floats(&c, B, T, dev);
         break;
     }
     case HPT_FAMILY_MLP: {
@@ -338,7 +332,7 @@ int hpt_model_conf_bytes_on(const uint32_t *conf, int nconf, int B, int T, const
 hpt_status hpt_model_check_memory(const uint32_t *conf, int nconf, int B, int T, const char *extra_name,
                                   size_t extra_bytes) {
     size_t pb, ab;
-    if (!hpt_model_conf_bytes(conf, nconf, B, T, &pb, &ab)) return HPT_OK;  /* init refuses it */
+    if (!hpt_model_conf_bytes(conf, nconf, B, T, NULL, &pb, &ab)) return HPT_OK;  /* init refuses it */
     char detail[256], pbs[32], abs_[32], ebs[32];
     hpt_fmt_bytes(pbs, sizeof pbs, pb);
     hpt_fmt_bytes(abs_, sizeof abs_, ab);

@@ -34,6 +34,8 @@ struct hpt_model {
 
     const hpt_device *dev;           /* where the arenas live: their allocator and the sweeps
                                         over them (the optimizer, copies, norms) */
+    hpt_device *own_dev;             /* dev, where the model opened it itself (by name: a
+                                        loaded model's); closed with the model */
     float *params;                   /* (nparams) the parameter arena */
     float *grads;                    /* (nparams) the gradient arena, same offsets; NULL in a
                                         parameters-only model */
@@ -91,28 +93,19 @@ enum { HPT_FAMILY_GPT2 = 1, HPT_FAMILY_MLP = 2, HPT_FAMILY_CNN = 3 };
 /* Each family's activation arena in floats, computed from its own size table
  * without allocating (for hpt_model_check_memory; configs within the
  * family's init limits). */
-size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T);
-/* hpt_gpt2_init / hpt_gpt2_act_floats with the arenas in a device row's
- * memory (one with kernels: dev->nn); the weights are drawn on the host and
- * uploaded, so every row starts from the same bits. */
-/* hpt_model_conf_bytes for a model on dev (its kernels' scratch counted) */
-int hpt_model_conf_bytes_on(const uint32_t *conf, int nconf, int B, int T, const hpt_device *dev,
-                            size_t *param_bytes, size_t *act_bytes);
-/* hpt_model_from_conf with the model's arenas in dev's memory (the GPT-2
- * family only; the others are refused on any device but the CPU) */
-hpt_status hpt_model_from_conf_on(hpt_model **out, const uint32_t *conf, int nconf, int B, int T,
-                                  const hpt_device *dev);
-hpt_status hpt_gpt2_init_on(hpt_model **out, const hpt_gpt2_config *cfg, int B, int T, uint64_t seed,
-                            const hpt_device *dev);
-size_t hpt_gpt2_act_floats_on(const hpt_gpt2_config *cfg, int B, int T, const hpt_device *dev);
+/* on dev (NULL: the CPU), whose kernels' scratch and activation element
+ * (its precision) it counts */
+size_t hpt_gpt2_act_floats(const hpt_gpt2_config *cfg, int B, int T, const hpt_device *dev);
 size_t hpt_mlp_act_floats(const hpt_mlp_config *cfg, int B);
 size_t hpt_cnn_act_floats(const hpt_cnn_config *cfg, int B);
 
 /* The bytes a model of this config needs at batch B x T (T <= 0: its
- * block size): parameters (as many again for gradients) and activations,
- * from the family's size tables, without allocating. Returns 0 (and leaves
- * the sizes 0) for a config the family's init would refuse. */
-int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, size_t *param_bytes, size_t *act_bytes);
+ * block size) on dev (NULL: the CPU): parameters (as many again for
+ * gradients) and activations, from the family's size tables, without
+ * allocating. Returns 0 (and leaves the sizes 0) for a config the family's
+ * init would refuse. */
+int hpt_model_conf_bytes(const uint32_t *conf, int nconf, int B, int T, const hpt_device *dev, size_t *param_bytes,
+                         size_t *act_bytes);
 /* Refuses (HPT_ERR_NOMEM, with the figures) a model whose arenas, plus
  * extra_bytes named extra_name (a trainer's AdamW state; NULL: none), exceed
  * the memory available (hpt_mem_check). Called before anything is allocated. */

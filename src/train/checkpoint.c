@@ -569,17 +569,8 @@ static hpt_status ranks_match(const hpt_state_sec *secs, int nsec, const char *p
                     "not be bit-exact)", path, stored, stored == 1 ? "" : "s", now, how);
 }
 
-hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, hpt_log_fn log, void *ctx) {
-    return hpt_trainer_resume_flags(out, dir, threads, 0u, log, ctx);
-}
-
-hpt_status hpt_trainer_resume_flags(hpt_trainer **out, const char *dir, int threads, unsigned flags,
-                                    hpt_log_fn log, void *ctx) {
-    return hpt_trainer_resume_on(out, dir, threads, flags, NULL, log, ctx);
-}
-
-hpt_status hpt_trainer_resume_on(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
-                                 hpt_log_fn log, void *ctx) {
+hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
+                              hpt_log_fn log, void *ctx) {
     *out = NULL;
     char cdir[4200], path[4400];
     snprintf(cdir, sizeof cdir, "%s/checkpoints", dir);

@@ -21,16 +21,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-hpt_status hpt_eval_text(const char *model_path, const char *data_path, double *loss, size_t *tokens) {
-    return hpt_eval_text_on(model_path, data_path, NULL, loss, tokens);
-}
-
-hpt_status hpt_eval_text_on(const char *model_path, const char *data_path, const char *device, double *loss,
-                            size_t *tokens) {
+hpt_status hpt_eval_text(const char *model_path, const char *data_path, const char *device, double *loss,
+                         size_t *tokens) {
     *loss = 0; *tokens = 0;
     hpt_model *m;
     hpt_text *tok;
-    HPT_TRY(hpt_weights_load_on(model_path, 1, 0, device, &m, &tok));
+    HPT_TRY(hpt_weights_load(model_path, 1, 0, device ? device : "cpu", &m, &tok));   /* named: checked */
     if (!tok) {
         hpt_model_free(m);
         return hpt_fail(HPT_ERR_ARG, "'%s' is not a language model (it has no tokenizer)", model_path);

@@ -17,7 +17,7 @@ hpt_status hpt_outer_init(hpt_outer *o, const hpt_model *m, float lr, float mome
     o->n = m->nparams;
     o->lr = lr;
     o->momentum = momentum;
-    o->arena = m->dev->alloc(2 * o->n);   /* beside the model's weights, on its device */
+    o->arena = m->dev->alloc(m->dev, 2 * o->n);   /* beside the model's weights, on its device */
     if (!o->arena) return HPT_ERR_NOMEM;
     o->anchor = o->arena;
     o->u = o->arena + o->n;
@@ -25,7 +25,7 @@ hpt_status hpt_outer_init(hpt_outer *o, const hpt_model *m, float lr, float mome
 }
 
 void hpt_outer_free(hpt_outer *o) {
-    if (o->arena) o->m->dev->free(o->arena);
+    if (o->arena) o->m->dev->free(o->m->dev, o->arena);
     o->arena = o->anchor = o->u = NULL;
 }
 

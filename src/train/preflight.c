@@ -109,7 +109,8 @@ hpt_status hpt_rundir_prepare(const char *dir, hpt_rundir_mode mode, int *lock_f
     return st;
 }
 
-hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *conf, int nconf, int B, int T) {
+hpt_status hpt_train_check_memory(const hpt_train_config *c, const hpt_device *dev, const uint32_t *conf, int nconf,
+                                  int B, int T) {
     size_t n;
     if (hpt_model_conf_params(conf, nconf, &n) != HPT_OK) return HPT_OK;  /* the model's init refuses it */
     int ema = c->ema_decay > 0.0f;
@@ -123,13 +124,11 @@ hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *con
     /* muon: its momentum is the moments' m; the Newton-Schulz scratch beside them */
     const size_t muon = c->optimizer && !strcmp(c->optimizer, "muon") ? hpt_model_conf_muon_floats(conf, nconf) : 0;
     const size_t extra = ((size_t)((ema ? 3 : 2) + sf + sum + outer) * n + muon) * sizeof(float);
-    const hpt_device *dev;
-    HPT_TRY(hpt_device_usable(c->device, &dev));
     if (dev->mem_info) {
         /* a device with memory of its own: the whole plan against it, the
          * host keeps only the data and the loss read-back */
         size_t pb, ab;
-        if (!hpt_model_conf_bytes_on(conf, nconf, B, T, dev, &pb, &ab)) return HPT_OK;  /* init refuses it */
+        if (!hpt_model_conf_bytes(conf, nconf, B, T, dev, &pb, &ab)) return HPT_OK;  /* init refuses it */
         char detail[256], pbs[32], abs_[32], ebs[32];
         hpt_fmt_bytes(pbs, sizeof pbs, pb);
         hpt_fmt_bytes(abs_, sizeof abs_, ab);

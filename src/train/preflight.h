@@ -24,6 +24,7 @@ hpt_status hpt_rundir_prepare(const char *dir, hpt_rundir_mode mode, int *lock_f
  * tables) plus AdamW's moments (and the weight average) against the memory
  * available and --rss-limit, so that a too-large config is refused with the
  * figures instead of being allocated (hpt_model_check_memory). */
-hpt_status hpt_train_check_memory(const hpt_train_config *c, const uint32_t *conf, int nconf, int B, int T);
+hpt_status hpt_train_check_memory(const hpt_train_config *c, const hpt_device *dev, const uint32_t *conf, int nconf,
+                                  int B, int T);
 
 #endif /* HPT_PREFLIGHT_H */

@@ -55,10 +55,10 @@ struct hpt_task {
     void (*free)(hpt_task *t);
 };
 
-hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c);
+hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c, const hpt_device *dev);
 /* text.c's, for the text task's identity: the size and CRC-32 of the file a
  * corpus was read from (0 and 0 for one built from a vocabulary alone). */
 void hpt_text_source(const hpt_text *t, uint64_t *bytes, uint32_t *crc);
-hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c);
+hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c, const hpt_device *dev);
 
 #endif /* HPT_TASK_H */

@@ -217,27 +217,27 @@ static void fashion_free(hpt_task *t) {
 }
 
 /* The classifier named by --model, at its default shape. */
-static hpt_status build_model(hpt_model **m, const hpt_train_config *c) {
-    if (c->device && strcmp(c->device, "cpu"))
+static hpt_status build_model(hpt_model **m, const hpt_train_config *c, const hpt_device *dev) {
+    if (strcmp(dev->name, "cpu"))
         return hpt_fail(HPT_ERR_ARG, "--device %s: the classifiers (--model mlp, cnn) run on the CPU only in this "
-                        "version; the GPT-2 family runs on every device", c->device);
+                        "version; the GPT-2 family runs on every device", dev->name);
     if (!strcmp(c->model, "mlp")) {
         hpt_mlp_config mc;
         hpt_mlp_config_default(&mc);
         const uint32_t conf[8] = {HPT_FAMILY_MLP, (uint32_t)mc.n_in, (uint32_t)mc.n_classes, (uint32_t)mc.n_hidden,
                                   (uint32_t)mc.hidden[0], (uint32_t)mc.hidden[1], (uint32_t)mc.hidden[2], (uint32_t)mc.hidden[3]};
-        HPT_TRY(hpt_train_check_memory(c, conf, 8, c->batch_size, 1));  /* before allocating the arenas */
+        HPT_TRY(hpt_train_check_memory(c, dev, conf, 8, c->batch_size, 1));  /* before allocating the arenas */
         return hpt_mlp_init(m, &mc, c->batch_size, c->seed);
     }
     hpt_cnn_config cc;
     hpt_cnn_config_default(&cc);
     const uint32_t conf[8] = {HPT_FAMILY_CNN, (uint32_t)cc.in_c, (uint32_t)cc.in_h, (uint32_t)cc.in_w, (uint32_t)cc.c1,
                               (uint32_t)cc.c2, (uint32_t)cc.hidden, (uint32_t)cc.n_classes};
-    HPT_TRY(hpt_train_check_memory(c, conf, 8, c->batch_size, 1));
+    HPT_TRY(hpt_train_check_memory(c, dev, conf, 8, c->batch_size, 1));
     return hpt_cnn_init(m, &cc, c->batch_size, c->seed);
 }
 
-hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c) {
+hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c, const hpt_device *dev) {
     *out = NULL;
     hpt_task *t = calloc(1, sizeof *t);
     fashion_task *ft = calloc(1, sizeof *ft);
@@ -258,7 +258,7 @@ hpt_status hpt_task_fashion_init(hpt_task **out, const hpt_train_config *c) {
     ft->rng = r.s;
     shuffle(ft);
 
-    st = build_model(&t->model, c);
+    st = build_model(&t->model, c, dev);
     if (st != HPT_OK) { fashion_free(t); return st; }
     t->name = "fashion-mnist";
     t->classify = 1;

@@ -88,7 +88,7 @@ static void text_free(hpt_task *t) {
 /* --init: the model file's tokenizer, checked against the config, and the
  * model itself (reserved for one token: only its weights are used). */
 static hpt_status open_init(const hpt_train_config *c, hpt_model **src, hpt_text **vocab) {
-    HPT_TRY(hpt_weights_load(c->init_path, 1, 1, src, vocab));
+    HPT_TRY(hpt_weights_load(c->init_path, 1, 1, NULL, src, vocab));
     hpt_gpt2_config ic;
     hpt_tokenizer_kind kind;
     hpt_status st = hpt_weights_gpt2_info(c->init_path, &ic, &kind);
@@ -126,7 +126,7 @@ static void copy_init(hpt_model *dst, hpt_model *src) {
     }
 }
 
-hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
+hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c, const hpt_device *dev) {
     *out = NULL;
     hpt_task *t = calloc(1, sizeof *t);
     text_task *tt = calloc(1, sizeof *tt);
@@ -176,10 +176,8 @@ hpt_status hpt_task_text_init(hpt_task **out, const hpt_train_config *c) {
                           .n_layer = c->n_layer, .n_head = c->n_head, .n_embd = c->n_embd};
     const uint32_t conf[6] = {HPT_FAMILY_GPT2, (uint32_t)mc.vocab_size, (uint32_t)T, (uint32_t)c->n_layer,
                               (uint32_t)c->n_head, (uint32_t)c->n_embd};
-    st = hpt_train_check_memory(c, conf, 6, B, T);  /* before allocating the arenas */
-    const hpt_device *dev = NULL;
-    if (st == HPT_OK) st = hpt_device_usable(c->device, &dev);
-    if (st == HPT_OK) st = hpt_gpt2_init_on(&t->model, &mc, B, T, c->seed, dev);
+    st = hpt_train_check_memory(c, dev, conf, 6, B, T);  /* before allocating the arenas */
+    if (st == HPT_OK) st = hpt_gpt2_init(&t->model, &mc, B, T, c->seed, dev);
     if (st == HPT_OK && init) copy_init(t->model, init);
     hpt_model_free(init);
     if (st != HPT_OK) { text_free(t); return st; }

@@ -34,12 +34,13 @@ void hpt_trainer_free(hpt_trainer *tr) {
     if (tr->model) {
         /* the buffers beside the model live where its arenas do */
         const hpt_device *dev = tr->model->dev;
-        dev->free(tr->opt_arena);
-        dev->free(tr->grad_sum);
+        dev->free(dev, tr->opt_arena);
+        dev->free(dev, tr->grad_sum);
     }
     hpt_outer_free(&tr->outer);
     hpt_model_free(tr->model);
     if (tr->task_) tr->task_->free(tr->task_);
+    hpt_device_close(tr->dev);   /* after everything on it */
     free(tr->keep_steps);
     free(tr->muon_scratch);
     free(tr->slots);
@@ -83,7 +84,7 @@ static hpt_status init_micro(hpt_trainer *tr) {
      * slots (one per micro-batch's loss, and the stop flag), so that the
      * all-reduce sends both at once; ranks > 1 need a device whose memory
      * is the host's (hpt_trainer_init) */
-    tr->grad_sum = tr->model->dev->alloc(tr->model->nparams + (size_t)tr->micro + 1);
+    tr->grad_sum = tr->model->dev->alloc(tr->model->dev, tr->model->nparams + (size_t)tr->micro + 1);
     tr->slots = calloc((size_t)tr->micro + 1, sizeof(float));
     return tr->grad_sum && tr->slots ? HPT_OK : hpt_fail(HPT_ERR_NOMEM, "out of memory");
 }
@@ -109,28 +110,35 @@ static hpt_status init_outer(hpt_trainer *tr) {
 hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     *out = NULL;
     HPT_TRY(hpt_train_config_check(c));
-    /* the device first: one that is not here is refused before anything is read or written */
-    const hpt_device *dev;
-    HPT_TRY(hpt_device_usable(c->device, &dev));
-    HPT_TRY(dev->set_precision(c->precision));
+    /* the device first: one that is not here is refused before anything is
+     * read or written. Opened once, here, for the run: the task builds the
+     * model on it, the trainer closes it last. */
+    hpt_device *dev;
+    const hpt_device_settings ds = {.precision = c->precision, .mem_limit = hpt_device_memory_limit()};
+    HPT_TRY(hpt_device_open(c->device, &ds, &dev));
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
     int writer = hpt_comm_rank(comm) == 0;
-    HPT_TRY(hpt_trainer_agree(comm, writer ? hpt_rundir_check(c->out_dir, c->existing_run) : HPT_OK));  /* preflight.c */
-    hpt_trainer *tr = calloc(1, sizeof *tr);
-    if (!tr) return hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    hpt_status st = hpt_trainer_agree(comm, writer ? hpt_rundir_check(c->out_dir, c->existing_run)   /* preflight.c */
+                                                   : HPT_OK);
+    hpt_trainer *tr = st == HPT_OK ? calloc(1, sizeof *tr) : NULL;
+    if (!tr) {
+        hpt_device_close(dev);
+        return st != HPT_OK ? st : hpt_fail(HPT_ERR_NOMEM, "out of memory");
+    }
+    tr->dev = dev;
     tr->lock_fd = -1;
     tr->comm = comm;
     tr->rank = hpt_comm_rank(comm);
     tr->ranks = hpt_comm_size(comm);
     if (tr->ranks > 1 && !dev->host_memory) {
-        free(tr);
+        hpt_trainer_free(tr);
         return hpt_fail(HPT_ERR_ARG, "--device %s: data parallelism (MPI) runs on the CPU in this version (its "
                         "all-reduce reads the gradients in host memory)", dev->name);
     }
     tr->cfg = *c;
     tr->cfg.device = dev->name;
-    if (dev->mem_info) dev->mem_info(&tr->dev_free0, &tr->dev_total);
+    if (dev->mem_info) dev->mem_info(dev, &tr->dev_free0, &tr->dev_total);
     tr->dev_min_free = tr->dev_free0;
     hpt_abs_path(tr->data_path, sizeof tr->data_path, c->data_path ? c->data_path : "");  /* resumable from any cwd */
     snprintf(tr->out_dir, sizeof tr->out_dir, "%s", c->out_dir);
@@ -147,8 +155,8 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     hpt_schedule_intern(&tr->cfg);
     hpt_set_threads(c->threads);
 
-    hpt_status st = !strcmp(c->task, "text") ? hpt_task_text_init(&tr->task_, &tr->cfg)
-                                             : hpt_task_fashion_init(&tr->task_, &tr->cfg);
+    st = !strcmp(c->task, "text") ? hpt_task_text_init(&tr->task_, &tr->cfg, dev)
+                                  : hpt_task_fashion_init(&tr->task_, &tr->cfg, dev);
     if (st != HPT_OK) { hpt_trainer_free(tr); return st; }
     tr->model = tr->task_->model;
     if (c->epochs > 0) {
@@ -168,9 +176,8 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     if (tr->cfg.eval_interval < 0) tr->cfg.eval_interval = 0;
     size_t n = tr->model->nparams;
-    HPT_ASSERT(tr->model->dev == dev);   /* the task built the model on the run's device */
     int ema = c->ema_decay > 0.0f, sf = hpt_trainer_schedule_free(tr);
-    tr->opt_arena = dev->alloc((size_t)(2 + 2 * sf + ema) * n);   /* zeroed: AdamW's moments start at 0 */
+    tr->opt_arena = dev->alloc(dev, (size_t)(2 + 2 * sf + ema) * n);   /* zeroed: AdamW's moments start at 0 */
     if (!tr->opt_arena) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     tr->m = tr->opt_arena;
     tr->v = tr->opt_arena + n;
@@ -188,7 +195,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
     }
     if (hpt_trainer_muon(tr)) {
         /* settings.c refused any device but the CPU row: the step runs on the host */
-        HPT_ASSERT(dev == &hpt_device_cpu);
+        HPT_ASSERT(dev->host_memory);
         tr->muon_scratch = malloc((hpt_muon_scratch_floats(tr->model) + 1) * sizeof(float));
         if (!tr->muon_scratch) { hpt_trainer_free(tr); return hpt_fail(HPT_ERR_NOMEM, "out of memory"); }
     }
@@ -841,7 +848,7 @@ static void sample_device_memory(hpt_trainer *tr) {
     const hpt_device *dev = tr->model->dev;
     if (!dev->mem_info) return;
     size_t f, t;
-    dev->mem_info(&f, &t);
+    dev->mem_info(dev, &f, &t);
     if (f < tr->dev_min_free) tr->dev_min_free = f;
 }
 

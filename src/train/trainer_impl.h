@@ -16,6 +16,7 @@ struct hpt_trainer {
     char data_path[4096], out_dir[4096], task_name[32], model_name[32];  /* owned copies of cfg's strings */
     char init_path[4096];
     hpt_task *task_;
+    hpt_device *dev;               /* the run's device, opened by hpt_trainer_init: the model's */
     hpt_model *model;
     float *opt_arena;      /* AdamW m then v, each (nparams) */
     float *m, *v;

@@ -39,7 +39,7 @@ static float *host(size_t n) {
 typedef struct pair { float *c, *g; } pair;
 
 static pair pair_new(const hpt_device *gpu, const float *x, size_t n) {
-    pair p = {hpt_device_cpu.alloc(n), gpu->alloc(n)};
+    pair p = {hpt_device_cpu.alloc(&hpt_device_cpu, n), gpu->alloc(gpu, n)};
     HPT_ASSERT(p.c && p.g);
     memcpy(p.c, x, n * sizeof(float));
     gpu->upload(p.g, x, n);
@@ -47,8 +47,8 @@ static pair pair_new(const hpt_device *gpu, const float *x, size_t n) {
 }
 
 static void pair_free(const hpt_device *gpu, pair p) {
-    hpt_device_cpu.free(p.c);
-    gpu->free(p.g);
+    hpt_device_cpu.free(&hpt_device_cpu, p.c);
+    gpu->free(gpu, p.g);
 }
 
 /* the GPU's copy equals the CPU's, bit for bit */
@@ -71,7 +71,7 @@ static double dot_ref(const float *a, const float *b, size_t n) {
 static void test_memory(const hpt_device *gpu, size_t n) {
     float *x = host(n), *h = host(n);
     fill_random(x, n, 1);
-    float *a = gpu->alloc(n), *b = gpu->alloc(n);
+    float *a = gpu->alloc(gpu, n), *b = gpu->alloc(gpu, n);
     HPT_ASSERT(a && b);
     gpu->download(h, a, n);
     int zero = 1;
@@ -84,8 +84,8 @@ static void test_memory(const hpt_device *gpu, size_t n) {
     memset(h, 0, n * sizeof(float));
     gpu->download(h, b, n);
     CHECK(same_bits(h, x, n), "copy, n %zu", n);
-    gpu->free(a);
-    gpu->free(b);
+    gpu->free(gpu, a);
+    gpu->free(gpu, b);
     free(x);
     free(h);
 }
@@ -247,16 +247,18 @@ static void test_optimizers(const hpt_device *gpu, size_t n) {
 }
 
 int main(void) {
-    const hpt_device *gpu = NULL;
+    hpt_device *gpu = NULL;
     const char *why = hpt_device_cuda.unavailable();
     if (why) {
         /* CI and every machine without a GPU: nothing to test, and not a failure */
         printf("test_device_cuda: skip: %s\n", why);
-        CHECK(hpt_device_get("cuda", &gpu) == HPT_ERR_ARG && !gpu, "the lookup refuses it with the reason");
+        CHECK(hpt_device_open("cuda", NULL, &gpu) == HPT_ERR_ARG && !gpu, "the open refuses it with the reason");
         CHECK(strstr(hpt_errmsg(), "--device cuda: ") && strstr(hpt_errmsg(), why), "the reason: %s", hpt_errmsg());
         return TEST_REPORT("test_device_cuda");
     }
-    CHECK(hpt_device_get("cuda", &gpu) == HPT_OK && gpu == &hpt_device_cuda, "the lookup gives the CUDA row");
+    CHECK(hpt_device_open("cuda", NULL, &gpu) == HPT_OK && gpu && !strcmp(gpu->name, "cuda") && gpu->nn,
+          "an instance of the plugin's own row: %s", hpt_errmsg());
+    if (!gpu) return TEST_REPORT("test_device_cuda");
     hpt_set_threads(2);
     /* HPT_CUDA_TEST_MAX_N bounds the sizes: compute-sanitizer runs the
      * kernels tens of times slower (bench/gpu_session.sh gives it 100003) */
@@ -269,18 +271,19 @@ int main(void) {
         test_optimizers(gpu, sizes[i]);
     }
     /* n = 0 launches nothing and reads nothing */
-    float *a = gpu->alloc(0);
+    float *a = gpu->alloc(gpu, 0);
     CHECK(a != NULL, "alloc(0) gives a pointer, as the CPU row");
     gpu->fill(a, 1.0f, 0);
     CHECK(gpu->sumsq(a, 0) == 0.0 && gpu->dot(a, a, 0) == 0.0, "empty reductions are 0");
-    gpu->free(a);
+    gpu->free(gpu, a);
     /* out of memory is NULL and a message, not an abort */
-    float *huge = gpu->alloc((size_t)1 << 46);   /* 256 TiB */
+    float *huge = gpu->alloc(gpu, (size_t)1 << 46);   /* 256 TiB */
     CHECK(huge == NULL && strstr(hpt_errmsg(), "on the GPU"), "an impossible alloc is NULL: %s", hpt_errmsg());
-    float *after = gpu->alloc(16);
+    float *after = gpu->alloc(gpu, 16);
     CHECK(after != NULL, "and the device still works after it");
     gpu->fill(after, 2.0f, 16);
     CHECK(gpu->sumsq(after, 16) == 64.0, "a reduction after the failed alloc");
-    gpu->free(after);
+    gpu->free(gpu, after);
+    hpt_device_close(gpu);
     return TEST_REPORT("test_device_cuda");
 }
