@@ -194,7 +194,7 @@ static void help_settings(FILE *f, hpt_setting_group g, unsigned phased) {
     int n;
     const hpt_setting *rows = hpt_settings(g, &n);
     for (int i = 0; i < n; i++)
-        if ((rows[i].flags & HPT_SET_PHASED) == phased)
+        if ((rows[i].flags & HPT_SET_PHASED) == phased && !(rows[i].flags & HPT_SET_NO_FLAG))
             help_rows(f, &rows[i], 1, g == HPT_SET_TRAIN ? train : g == HPT_SET_RUN ? run : hyb);
 }
 

@@ -56,6 +56,8 @@ typedef enum hpt_setting_type {
 #define HPT_SET_NOT_STORED 8u   /* operational: not in checkpoints (every HPT_SET_RUN row is) */
 #define HPT_SET_PHASED    16u   /* a hybrid row of the phased design (src/hybrid/phased/, the hybrid's
                                  * extension): its own heading in the help */
+#define HPT_SET_NO_FLAG   32u   /* stored, but set through another row's flag (the run copies it): no
+                                 * flag of its own, not in the help; its flag names it in messages */
 
 typedef struct hpt_setting {
     const char *flag;           /* "--n-layer" */

@@ -118,4 +118,26 @@ PY
     else fail "a checkpoint with n_layer 0: status $rc, or the message does not name --n-layer"; fi
 else fail "the run for the checkpoint test: status $rc"; fi
 
+
+# the one outer step has one flag pair: --outer-lr / --outer-momentum set the
+# hybrid's jumps and local-step training's sync alike; the local steps' old
+# names are aliases (the same run, bit for bit), and the pair without either
+# user is refused
+words_text 300 >"$tmp/o.txt"
+small="--data $tmp/o.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --max-iters 30 --eval-interval 30 --eval-iters 1 --threads 1 --sync-interval 10"
+run "$HPT" train $small --outer-lr 1.5 --outer-momentum 0.6 --out "$tmp/on"; a=$rc
+run "$HPT" train $small --sync-outer-lr 1.5 --sync-outer-momentum 0.6 --out "$tmp/os"; b=$rc
+if [ $a -eq 0 ] && [ $b -eq 0 ] && [ -n "$(crc_of "$tmp/on")" ] && [ "$(crc_of "$tmp/on")" = "$(crc_of "$tmp/os")" ] &&
+   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if abs(s["sync_outer_lr"] - 1.5) < 1e-6 and abs(s["sync_outer_momentum"] - 0.6) < 1e-6 else 1)' "$tmp/on/summary.json"; then
+    pass "local steps: --outer-lr/--outer-momentum and the --sync-outer-* aliases give the same run ($(crc_of "$tmp/on"))"
+else fail "local steps with --outer-lr: status $a/$b, crc $(crc_of "$tmp/on") vs $(crc_of "$tmp/os")"; fi
+run "$HPT" train $small --sync-interval 0 --outer-lr 2 --out "$tmp/o0"
+if [ $rc -eq 2 ] && grep -q -- "--outer-lr only applies with --mode hybrid" "$tmp/err" && [ ! -e "$tmp/o0" ]; then
+    pass "--outer-lr without --mode hybrid or --sync-interval: usage error"
+else fail "--outer-lr alone: status $rc: $(head -c 200 "$tmp/err")"; fi
+n=$(grep -c -- "--sync-outer" "$tmp/help.txt")
+if grep -q -- "--outer-lr X" "$tmp/help.txt" && [ "$n" -le 2 ] && ! grep -q -- "^  --sync-outer" "$tmp/help.txt"; then
+    pass "--help lists --outer-lr once, the --sync-outer-* names only as its aliases"
+else fail "--help and the outer flags ($n mentions of --sync-outer)"; fi
+
 finish

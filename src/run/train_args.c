@@ -54,11 +54,19 @@ typedef struct seen {
     const char *train_flag;   /* the first flag --resume excludes */
     const char *sched_flag;   /* the first learning-rate decay flag (schedule-free ignores them) */
     const char *muon_flag;    /* the first of Muon's own flags (--adam-lr, --muon-*) */
+    const char *outer_flag;   /* the first of the outer step's rate and momentum (hybrid or local steps) */
 } seen;
+
+/* --outer-lr and --outer-momentum: the one outer step's, whichever of its
+ * two users runs (the hybrid's jumps, or local-step training's sync) */
+static int outer_row(const hpt_setting *s) {
+    return IS(s, HPT_SET_HYBRID, hpt_hybrid_config, outer_lr) || IS(s, HPT_SET_HYBRID, hpt_hybrid_config, outer_momentum);
+}
 
 static void note(hpt_train_args *a, const hpt_setting *s, seen *w) {
     if (!(s->flags & HPT_SET_RESUME_OK) && !w->train_flag) w->train_flag = s->flag;
-    if (s->group == HPT_SET_HYBRID && !w->hybrid_flag) w->hybrid_flag = s->flag;
+    if (outer_row(s)) { if (!w->outer_flag) w->outer_flag = s->flag; }
+    else if (s->group == HPT_SET_HYBRID && !w->hybrid_flag) w->hybrid_flag = s->flag;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, max_iters)) w->iters = 1;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, epochs)) w->epochs = 1;
     if (IS(s, HPT_SET_TRAIN, hpt_train_config, warmup_iters)) w->warmup = 1;
@@ -108,6 +116,13 @@ static hpt_status cross_check(hpt_train_args *a, const seen *w) {
     if (!c->data_path && !strcmp(c->task, "text")) return hpt_fail(HPT_ERR_ARG, "train needs --data PATH (a text file)");
     if (w->hybrid_flag && !a->run.hybrid)
         return hpt_fail(HPT_ERR_ARG, "%s only applies with --mode hybrid", w->hybrid_flag);
+    if (w->outer_flag && !a->run.hybrid && c->sync_interval == 0)
+        return hpt_fail(HPT_ERR_ARG, "%s only applies with --mode hybrid (its outer jumps) or --sync-interval H "
+                        "(local steps)", w->outer_flag);
+    if (!a->run.hybrid) {  /* local steps take the outer step's settings from the one flag pair */
+        c->sync_outer_lr = a->hybrid.outer_lr;
+        c->sync_outer_momentum = a->hybrid.outer_momentum;
+    }
     if (!strcmp(c->optimizer, "schedule-free")) {
         if (w->sched_flag)
             return hpt_fail(HPT_ERR_ARG, "%s does not apply with --optimizer schedule-free (its rate is the warmup, "

@@ -36,13 +36,22 @@ const hpt_setting *hpt_settings(hpt_setting_group g, int *n) {
     return g == HPT_SET_TRAIN ? train_rows : g == HPT_SET_RUN ? run_rows : hybrid_rows;
 }
 
+/* Flags kept working under their old names: the local steps' outer step
+ * had its own pair before the one outer step took the hybrid's. */
+static const char *const aliases[][2] = {
+    {"--sync-outer-lr", "--outer-lr"},
+    {"--sync-outer-momentum", "--outer-momentum"},
+};
+
 const hpt_setting *hpt_setting_find(const char *flag) {
     static const hpt_setting_group groups[] = {HPT_SET_TRAIN, HPT_SET_RUN, HPT_SET_HYBRID};
+    for (int k = 0; flag && k < COUNT(aliases); k++)
+        if (!strcmp(flag, aliases[k][0])) flag = aliases[k][1];
     for (int g = 0; flag && g < 3; g++) {
         int n;
         const hpt_setting *rows = hpt_settings(groups[g], &n);
         for (int i = 0; i < n; i++)
-            if (!strcmp(rows[i].flag, flag)) return &rows[i];
+            if (!(rows[i].flags & HPT_SET_NO_FLAG) && !strcmp(rows[i].flag, flag)) return &rows[i];
     }
     return NULL;
 }

@@ -28,8 +28,9 @@
  *            of the default)
  *   min,max  the range (inclusive unless flagged open); ENUM/NAME: 0, 0
  *   flags    MIN_OPEN, MAX_OPEN, RESUME_OK (may be given with --resume),
- *            NOT_STORED (operational, not in checkpoints), SINCE(n) (the
- *            TCFG version that first stored it; default 1)
+ *            NOT_STORED (operational, not in checkpoints), NO_FLAG (stored,
+ *            set through another row's flag), SINCE(n) (the TCFG version
+ *            that first stored it; default 1)
  *   default  a C value of the field's type; train rows give three: text
  *            (GPT-2), fashion-mnist with mlp, fashion-mnist with cnn
  *   meta     the value's name in the help (N, X, PATH); ENUM/NAME:
@@ -124,10 +125,12 @@
     X(sync_interval, "sync-interval", INT, 0, HPT_STEPS_MAX, SINCE(6), 0, 0, 0, "H",                             \
       "local-step mode (DiLoCo): H steps per rank without communicating, then the ranks' displacements are "   \
       "averaged and take the outer Nesterov step (0 = off: every step's gradients are all-reduced)")           \
-    X(sync_outer_lr, "sync-outer-lr", FLOAT, 0, 100, MIN_OPEN | SINCE(6), 1.0f, 1.0f, 1.0f, "X",                \
-      "--sync-interval: the outer step's rate (1 with momentum 0: plain averaging)")                           \
-    X(sync_outer_momentum, "sync-outer-momentum", FLOAT, 0, 1, MAX_OPEN | SINCE(6), 0.5f, 0.5f, 0.5f, "X",      \
-      "--sync-interval: the outer Nesterov momentum")                                                            \
+    /* the local steps' outer step: set by --outer-lr / --outer-momentum (the \
+     * hybrid rows: one flag family for the one outer step), stored in TCFG */ \
+    X(sync_outer_lr, "sync-outer-lr", FLOAT, 0, 100, MIN_OPEN | NO_FLAG | SINCE(6), 1.0f, 1.0f, 1.0f, "X",      \
+      "--sync-interval: the outer step's rate (--outer-lr)")                                                    \
+    X(sync_outer_momentum, "sync-outer-momentum", FLOAT, 0, 1, MAX_OPEN | NO_FLAG | SINCE(6), 0.5f, 0.5f, 0.5f, \
+      "X", "--sync-interval: the outer Nesterov momentum (--outer-momentum)")                                  \
     X(precision, "precision", NAME, 0, 0, SINCE(7), "fp32", "fp32", "fp32",                                    \
       CHOICES("fp32", "tf32", "bf16"),                                                                         \
       "the device's arithmetic: fp32 (IEEE single, TF32 off), tf32 (a GPU's TF32 tensor cores, fp32 "        \
@@ -219,9 +222,10 @@
     X(outer_interval, "outer-interval", INT, 1, HPT_STEPS_MAX, 0, 50, "H",                                    \
       "--predictor outer: real steps between two outer jumps")                                                 \
     X(outer_lr, "outer-lr", FLOAT, 0, 100, MIN_OPEN, 1.0f, "X",                                                 \
-      "--predictor outer: the outer step's rate (1 with momentum 0: no change)")                               \
+      "the outer step's rate, of --predictor outer's jumps and of --sync-interval's local steps (1 with "      \
+      "momentum 0: no jump; plain averaging); also --sync-outer-lr")                                            \
     X(outer_momentum, "outer-momentum", FLOAT, 0, 1, MAX_OPEN, 0.5f, "X",                                      \
-      "--predictor outer: the outer Nesterov momentum")                                                        \
+      "the outer Nesterov momentum (--predictor outer, --sync-interval); also --sync-outer-momentum")          \
     X(outer_follow_lr, "outer-follow-lr", SWITCH, 0, 1, 0, 0, "",                                              \
       "--predictor outer: scale the jump by lr(t) / the peak lr, so it fades in the decay")                    \
     X(outer_check, "outer-check", INT, 1, 1000, 0, 8, "K",                                                     \
@@ -246,6 +250,7 @@
 #define RESUME_OK HPT_SET_RESUME_OK
 #define NOT_STORED HPT_SET_NOT_STORED
 #define PHASED HPT_SET_PHASED
+#define NO_FLAG HPT_SET_NO_FLAG
 #define SINCE(v) ((unsigned)(v) << 8)
 #define HPT_META_INT(m) .meta = m
 #define HPT_META_U64(m) .meta = m
