@@ -397,6 +397,10 @@ typedef struct hpt_train_config {
      * table (src/device: "cpu"; "cuda" where built). Not stored in
      * checkpoints: a run may resume on another device. */
     const char *device;
+    /* the most the run may plan on a device with memory of its own (a GPU),
+     * in MiB, 0: none (--vram-limit): the device is opened with it. Not
+     * stored: a setting of this process, like the device. */
+    int vram_limit_mib;
     /* the device's arithmetic: "fp32" (the default; TF32 off), "tf32" (a
      * GPU's TF32 tensor cores, fp32 storage), "bf16" (a GPU's bf16 tensor
      * cores and bf16 activations; parameters, gradients and optimizer state
@@ -557,6 +561,7 @@ const char *hpt_trainer_checkpoint(const hpt_trainer *tr);
  * rounding elsewhere). */
 #define HPT_RESUME_ALLOW_DATA_CHANGE 1u
 hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
+                              int vram_limit_mib,
                               hpt_log_fn log, void *ctx);
 
 /* Memory guard rails of a run (bytes, 0 = off; operational settings, not
@@ -632,12 +637,6 @@ size_t hpt_peak_rss_bytes(void);   /* high-water mark of the RSS */
  * their arenas' sizes before allocating and refuse (HPT_ERR_NOMEM, with the
  * figures) a plan above it or above the machine's available memory. */
 void hpt_set_memory_ceiling(size_t bytes);
-/* The most a run may plan to allocate on a device with memory of its own
- * (a GPU), in bytes (hpt train's --vram-limit); 0: none: the mem_limit a
- * trainer opens its device with (hpt_trainer_init, hpt_trainer_resume). The
- * plan is also checked against the device's free memory, before anything
- * is allocated. */
-void hpt_set_device_memory_limit(size_t bytes);
 double hpt_now(void);              /* monotonic seconds */
 
 #ifdef __cplusplus

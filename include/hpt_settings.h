@@ -24,7 +24,6 @@ typedef struct hpt_run_options {
     int log_interval;         /* --log-interval: progress every N steps off a terminal; 0 auto */
     int rss_warn_mib;         /* --rss-warn / --rss-limit in MiB, 0 off (hpt_trainer_set_memory_limits) */
     int rss_limit_mib;
-    int vram_limit_mib;       /* --vram-limit in MiB, 0 off (hpt_set_device_memory_limit) */
     int allow_data_change;    /* --allow-data-change: a resume goes on when the data changed (else refused) */
 } hpt_run_options;
 

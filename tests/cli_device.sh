@@ -84,6 +84,14 @@ run $HPT train $small --device guard --vram-limit 1 --n-embd 64 --out "$tmp/vl"
 if [ "$rc" -ne 0 ] && grep -q 'needs .* of device memory (parameters .*), more than --vram-limit 1.0 MiB' "$tmp/err" \
     && [ ! -e "$tmp/vl" ]; then pass "--vram-limit refuses a bigger plan with the figures, nothing written"
 else fail "--vram-limit (rc $rc: $(cat "$tmp/err"))"; fi
+# the limit is the device instance's, opened with it on a resume too: a
+# finished run of that size, resumed under 1 MiB, is refused and left as it was
+$HPT train $small --device guard --n-embd 64 --max-iters 10 --eval-interval 10 --save-interval 10 --out "$tmp/vr" >/dev/null 2>&1
+n0=$(nckpt "$tmp/vr")
+run $HPT train --resume "$tmp/vr" --device guard --vram-limit 1
+if [ "$n0" -ge 1 ] && [ "$rc" -ne 0 ] && grep -q 'more than --vram-limit 1.0 MiB' "$tmp/err" && [ "$(nckpt "$tmp/vr")" = "$n0" ]; then
+    pass "--resume --vram-limit 1: the device opened with it refuses the plan, the run unchanged"
+else fail "--resume --vram-limit 1 ($n0 checkpoints, rc $rc: $(head -c 300 "$tmp/err"))"; fi
 run env HPT_GUARD_MIB=1 $HPT train $small --device guard --n-embd 64 --out "$tmp/oom"
 if [ "$rc" -ne 0 ] && grep -q 'needs .* of device memory .* but only 1.0 MiB of 1.0 MiB is free' "$tmp/err" \
     && [ ! -e "$tmp/oom" ]; then pass "a plan over the device's free memory is refused with needed vs free"

@@ -81,7 +81,7 @@ static void test_round_trip(const char *data) {
     hpt_text_free(tok);
 
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
+    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, 0, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
     if (!b) { hpt_trainer_free(a); return; }
     CHECK(strstr(g_log, "step 7 of 40") != NULL, "resume log: %s", g_log);
     size_t n = a->model->nparams;
@@ -118,7 +118,7 @@ static void test_round_trip(const char *data) {
     hpt_dir_unlock(b->lock_fd);
     b->lock_fd = -1;
     hpt_trainer *t2 = NULL;
-    CHECK(hpt_trainer_resume(&t2, out, 2, 0u, NULL, NULL, NULL) == HPT_ERR_ARG && !t2,
+    CHECK(hpt_trainer_resume(&t2, out, 2, 0u, NULL, 0, NULL, NULL) == HPT_ERR_ARG && !t2,
           "resume with threads 2 not refused");
     CHECK(strstr(hpt_errmsg(), "--threads") != NULL, "message: %s", hpt_errmsg());
 
@@ -136,7 +136,7 @@ static void test_round_trip(const char *data) {
     hpt_trainer_free(b);
     b = NULL;
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, 1, 0u, NULL, capture, NULL) == HPT_OK, "resume past a bad file: %s",
+    CHECK(hpt_trainer_resume(&b, out, 1, 0u, NULL, 0, capture, NULL) == HPT_OK, "resume past a bad file: %s",
           hpt_errmsg());
     CHECK(strstr(g_log, "ckpt-00000099.bin") && strstr(g_log, "falling back") && strstr(g_log, "step 13 of 40"),
           "fallback log: %s", g_log);
@@ -227,7 +227,7 @@ static void test_damaged_sections(const char *data) {
         CHECK(patch_section(ck, cases[i].tag, cases[i].at, cases[i].v, cases[i].n), "patch %s", cases[i].tag);
         hpt_trainer *b = NULL;
         g_log[0] = 0;
-        hpt_status st = hpt_trainer_resume(&b, out, -1, 0u, NULL, capture, NULL);
+        hpt_status st = hpt_trainer_resume(&b, out, -1, 0u, NULL, 0, capture, NULL);
         CHECK(st == HPT_OK && strstr(g_log, "ckpt-00000005.bin' is unusable") && strstr(g_log, cases[i].why) &&
               strstr(g_log, "step 3 of 40"), "case %zu (%s at %zu): status %d, log: %s", i, cases[i].tag,
               cases[i].at, st, g_log);
@@ -242,7 +242,7 @@ static void test_damaged_sections(const char *data) {
     uint64_t z = 0;
     CHECK(patch_section(ck, "DATA", 0, &z, 8), "patch DATA");
     hpt_trainer *b = NULL;
-    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, NULL, NULL) == HPT_ERR_FORMAT && !b && strstr(hpt_errmsg(), "DATA"),
+    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, 0, NULL, NULL) == HPT_ERR_FORMAT && !b && strstr(hpt_errmsg(), "DATA"),
           "a zero data cursor: %s", hpt_errmsg());
     hpt_trainer_free(b);
     free(orig);
@@ -315,7 +315,7 @@ static void test_hybrid_state(const char *data) {
     CHECK(mode == 1, "TCFG mode %u (want 1: hybrid)", mode);
 
     g_log[0] = 0;
-    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
+    CHECK(hpt_trainer_resume(&b, out, -1, 0u, NULL, 0, capture, NULL) == HPT_OK, "resume: %s", hpt_errmsg());
     if (b && hy) {
         CHECK(hpt_trainer_resumed_hybrid(b), "resumed as a hybrid run");
         hpt_hybrid_config rc;

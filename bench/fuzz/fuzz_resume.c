@@ -224,7 +224,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     free(patched);
     if (wrote != 0) return 0;
     hpt_trainer *tr = NULL;
-    if (hpt_trainer_resume(&tr, g_dir, -1, 0u, NULL, quiet, NULL) != HPT_OK) return 0;
+    if (hpt_trainer_resume(&tr, g_dir, -1, 0u, NULL, 0, quiet, NULL) != HPT_OK) return 0;
     int calls = 0;
     if (cheap(hpt_trainer_config(tr))) {
         if (!hpt_trainer_resumed_hybrid(tr)) {

@@ -62,11 +62,6 @@ void hpt_device_close(hpt_device *d) {
     free(d);
 }
 
-static size_t trainer_limit;   /* hpt_set_device_memory_limit; a setting for the next open, not a ledger */
-
-void hpt_set_device_memory_limit(size_t bytes) { trainer_limit = bytes; }
-size_t hpt_device_memory_limit(void) { return trainer_limit; }
-
 hpt_status hpt_device_check_plan(const hpt_device *d, size_t need, const char *detail) {
     if (!d->mem_info) return HPT_OK;
     size_t free_b = 0, total_b = 0;

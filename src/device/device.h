@@ -200,10 +200,6 @@ struct hpt_device {
 /* Instances: hpt.h's hpt_device_open and hpt_device_close (NULL and
  * hpt_device_cpu: a no-op). */
 
-/* The mem_limit a trainer opens its device with (hpt.h's
- * hpt_set_device_memory_limit: the command line's --vram-limit). */
-size_t hpt_device_memory_limit(void);
-
 /* The operations over a row's memory, as lists, for a row that wraps
  * another row's operations one by one (device_guard.c around the CPU
  * row's): V(name, params, args) for those that return nothing, R(type, name, params, args) for those that do. The

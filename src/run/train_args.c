@@ -254,10 +254,10 @@ hpt_status hpt_train_args_run(hpt_train_args *a, const hpt_train_callbacks *cb) 
     if (!cb) cb = &none;
     const double mib = 1048576.0;
     hpt_set_memory_ceiling((size_t)(a->run.rss_limit_mib * mib));  /* refused before allocating, if over */
-    hpt_set_device_memory_limit((size_t)(a->run.vram_limit_mib * mib));
     hpt_trainer *tr = NULL;
     unsigned flags = a->run.allow_data_change ? HPT_RESUME_ALLOW_DATA_CHANGE : 0u;
-    hpt_status st = a->run.resume_dir ? hpt_trainer_resume(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device, cb->log, cb->user)
+    hpt_status st = a->run.resume_dir ? hpt_trainer_resume(&tr, a->run.resume_dir, a->threads_given, flags, a->train.device,
+                                                           a->train.vram_limit_mib, cb->log, cb->user)
                                       : hpt_trainer_init(&tr, &a->train);
     int started = 0;
     char out_dir[4096] = "";

@@ -570,6 +570,7 @@ static hpt_status ranks_match(const hpt_state_sec *secs, int nsec, const char *p
 }
 
 hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, unsigned flags, const char *device,
+                              int vram_limit_mib,
                               hpt_log_fn log, void *ctx) {
     *out = NULL;
     char cdir[4200], path[4400];
@@ -637,6 +638,7 @@ hpt_status hpt_trainer_resume(hpt_trainer **out, const char *dir, int threads, u
     if (st == HPT_OK) {
         c.out_dir = dir;  /* the directory named on the command line, wherever it was first written */
         c.device = device ? device : "cpu";   /* not stored: a run may move between devices */
+        c.vram_limit_mib = vram_limit_mib;
         c.existing_run = HPT_RUNDIR_CONTINUE;
         st = hpt_trainer_init(&tr, &c);
         if (st == HPT_OK) { tr->resume_mode = mode; tr->lock_fd = lock_fd; lock_fd = -1; }

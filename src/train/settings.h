@@ -99,6 +99,9 @@
     X(device, "device", NAME, 0, 0, NOT_STORED | RESUME_OK, "cpu", "cpu", "cpu", CHOICES("cpu", "cuda", "guard"), \
       "where the model's arenas live and train: cpu, cuda (an NVIDIA GPU; the GPT-2 family), or guard (a test "  \
       "device: the CPU's kernels on memory the host may not touch between them) [cpu]")                         \
+    X(vram_limit_mib, "vram-limit", INT, 0, 100000000, NOT_STORED | RESUME_OK, 0, 0, 0, "MIB",                 \
+      "--device with memory of its own (cuda): refuse a run whose plan is over MIB [off; always: over the "     \
+      "device's free memory]")                                                                                 \
     X(save_interval, "save-interval", INT, 0, HPT_STEPS_MAX, 0, 0, 0, 0, "N",                                  \
       "checkpoint to DIR/checkpoints/ckpt-<step>.bin every N steps, 0 = only when stopped by Ctrl-C / SIGTERM") \
     X(keep_last, "keep-last", INT, 1, 1000, 0, 2, 2, 2, "N", "checkpoints kept; older ones are deleted")        \
@@ -163,9 +166,6 @@
       "warn once when resident memory passes MIB [off]")                                                       \
     X(rss_limit_mib, "rss-limit", INT, 0, 100000000, RESUME_OK, 0, "MIB",                                      \
       "past MIB resident, save an emergency checkpoint and stop [off]")                                        \
-    X(vram_limit_mib, "vram-limit", INT, 0, 100000000, RESUME_OK, 0, "MIB",                                    \
-      "--device with memory of its own (cuda): refuse a run whose plan is over MIB [off; always: over the "     \
-      "device's free memory]")                                                                                 \
     X(allow_data_change, "allow-data-change", SWITCH, 0, 1, RESUME_OK, 0, "",                                   \
       "--resume: go on although the data no longer matches the checkpoint's record of it (size and CRC-32), "  \
       "training on the data as it is now; without it such a resume is refused")

@@ -114,7 +114,7 @@ hpt_status hpt_trainer_init(hpt_trainer **out, const hpt_train_config *c) {
      * read or written. Opened once, here, for the run: the task builds the
      * model on it, the trainer closes it last. */
     hpt_device *dev;
-    const hpt_device_settings ds = {.precision = c->precision, .mem_limit = hpt_device_memory_limit()};
+    const hpt_device_settings ds = {.precision = c->precision, .mem_limit = (size_t)c->vram_limit_mib << 20};
     HPT_TRY(hpt_device_open(c->device, &ds, &dev));
     hpt_comm *comm = hpt_comm_world();
     /* rank 0 alone owns the run directory; the others learn its verdict */
