@@ -79,6 +79,9 @@ hpt_status hpt_hybrid_config_check(const hpt_hybrid_config *c);
  * --outer-moments reset (no first moment); HPT_ERR_ARG naming the flag
  * otherwise. HPT_OK for AdamW. */
 hpt_status hpt_hybrid_config_check_sf(const hpt_hybrid_config *c, int schedule_free);
+/* The same for --optimizer muon (muon nonzero): the outer predictor only,
+ * without --outer-gate dynamics. */
+hpt_status hpt_hybrid_config_check_muon(const hpt_hybrid_config *c, int muon);
 /* hpt_trainer_run in hybrid mode: the same outputs, plus per-step phase
  * fields in metrics.jsonl, DIR/phases.jsonl (every transition with its
  * reason) and the hybrid summary (phase counts and times, backward passes,

@@ -11,10 +11,14 @@
 #   (c) --muon-scale rms and --muon-ns-steps 3 give another run than (a)
 #   (d) the MLP and the CNN on Fashion-MNIST (when installed) train with muon
 #   (e) flags: --adam-lr / --muon-* without --optimizer muon, --muon-ns-steps
-#       0, --muon-scale other, --muon-momentum 1, --mode hybrid, --device
+#       0, --muon-scale other, --muon-momentum 1, --mode hybrid with a phased
+#       predictor or --outer-gate dynamics, --device
 #       guard and cuda with muon: exit 2 naming the flag, nothing written;
 #       --resume of a muon run with --device guard or --mode hybrid: refused,
 #       the run as it was
+#   (f) --mode hybrid on Muon (the outer step; the guard's snapshot holds
+#       Muon's momentum where it holds AdamW's m): jumps applied, its own run,
+#       and SIGKILL + --resume gives the uninterrupted run's bits
 test_name=cli_muon; . tests/lib.sh
 
 words_text 4242 >"$tmp/data.txt"
@@ -68,7 +72,8 @@ B="--data $tmp/data.txt --n-layer 1 --n-head 1 --n-embd 8 --block-size 8 --max-i
 for args in "--adam-lr 1e-3|--adam-lr" "--optimizer schedule-free --muon-momentum 0.9|--muon-momentum" \
             "--muon-ns-steps 3|--muon-ns-steps" "--muon-scale rms|--muon-scale" \
             "--optimizer muon --muon-ns-steps 0|--muon-ns-steps" "--optimizer muon --muon-scale max|--muon-scale" \
-            "--optimizer muon --muon-momentum 1|--muon-momentum" "--optimizer muon --mode hybrid|--mode hybrid" \
+            "--optimizer muon --muon-momentum 1|--muon-momentum" "--optimizer muon --mode hybrid --predictor shrink|--predictor shrink" \
+            "--optimizer muon --mode hybrid --outer-gate dynamics|--outer-gate dynamics" \
             "--optimizer muon --device guard|--device cpu only" "--optimizer muon --device cuda|cuda"; do
     a=${args%|*}; want=${args#*|}
     run "$HPT" train $B $a
@@ -88,5 +93,19 @@ if [ $rc -ne 0 ] && grep -q -- "--mode hybrid" "$tmp/err" && [ "$(ls "$tmp/a/che
    [ "$(crc_of "$tmp/a")" = "$X" ]; then
     pass "(e) --resume of a muon run with --mode hybrid: refused ($rc), the run as it was"
 else fail "(e) --resume --mode hybrid: status $rc: $(head -c 200 "$tmp/err")"; fi
+
+# ---------------------------------------------------------------- (f)
+H="$CFG --mode hybrid --outer-interval 15 --outer-check 4 --outer-lr 1.5 --warmup-steps 20"
+run "$HPT" train $H --out "$tmp/f"
+Y=$(crc_of "$tmp/f")
+set -- $(outer_summ "$tmp/f")
+if [ $rc -eq 0 ] && [ -n "$Y" ] && [ "$Y" != "$X" ] && [ "${1:-0}" -ge 1 ] && [ "$(summary_field "$tmp/f" optimizer)" = muon ]; then
+    pass "(f) hybrid on muon: $1 jumps applied, $2 kept, $3 rolled back; its own run ($Y)"
+else fail "(f) hybrid on muon: status $rc, crc $Y, jumps ${1:-none}: $(tail -n 2 "$tmp/err")"; fi
+kill_after "$tmp/fk" 3 60 $H --keep-last 10
+run "$HPT" train --resume "$tmp/fk"
+if [ $rc -eq 0 ] && [ "$(crc_of "$tmp/fk")" = "$Y" ] && [ "$(val_losses "$tmp/fk")" = "$(val_losses "$tmp/f")" ]; then
+    pass "(f) hybrid on muon, SIGKILL ($how), resume: the uninterrupted run's bits ($Y)"
+else fail "(f) hybrid on muon resumed ($how): status $rc, crc $(crc_of "$tmp/fk") vs $Y"; fi
 
 finish

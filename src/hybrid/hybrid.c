@@ -481,11 +481,7 @@ hpt_status hpt_hyb_new(hpt_trainer *tr, const hpt_hybrid_config *hc, hybrid **ou
     *out = NULL;
     HPT_TRY(hpt_hybrid_config_check(hc));
     HPT_TRY(hpt_hybrid_config_check_sf(hc, hpt_trainer_schedule_free(tr)));
-    /* also reached by --resume of a muon run with --mode hybrid, which
-     * train_args.c's check of a new run's flags does not see */
-    if (hpt_trainer_muon(tr))
-        return hpt_fail(HPT_ERR_ARG, "--optimizer muon does not run under --mode hybrid yet (its predictors read "
-                        "AdamW's moments, which hold Muon's momentum on the hidden matrices); use --mode baseline");
+    HPT_TRY(hpt_hybrid_config_check_muon(hc, hpt_trainer_muon(tr)));
     const hpt_device *dev = hpt_trainer_model(tr)->dev;
     const int extension = hpt_hyb_ext_for_predictor(hc->predictor) != NULL;
     if (!dev->host_memory && (extension || hc->outer_adapt || hc->outer_gate))

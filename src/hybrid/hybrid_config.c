@@ -82,6 +82,23 @@ hpt_status hpt_hybrid_config_check_sf(const hpt_hybrid_config *c, int schedule_f
     return HPT_OK;
 }
 
+/* Under Muon the hybrid is the outer step alone: the snapshot holds Muon's
+ * momentum where it keeps AdamW's first moment (the optimizer state lives in
+ * m and v either way), so the guard restores it; the phased predictors and
+ * the learned dynamics read m and v as AdamW's, which on the hidden matrices
+ * they are not. */
+hpt_status hpt_hybrid_config_check_muon(const hpt_hybrid_config *c, int muon) {
+    if (!muon) return HPT_OK;
+    if (c->predictor && strcmp(c->predictor, "outer"))
+        return hpt_fail(HPT_ERR_ARG, "--predictor %s does not work with --optimizer muon (the phased predictors read "
+                        "AdamW's moments, which hold Muon's momentum on the hidden matrices): use --predictor outer",
+                        c->predictor);
+    if (c->outer_gate)
+        return hpt_fail(HPT_ERR_ARG, "--outer-gate dynamics does not work with --optimizer muon (its encoder reads "
+                        "AdamW's moments, which hold Muon's momentum on the hidden matrices)");
+    return HPT_OK;
+}
+
 /* The HYBR config words: the table's hybrid rows in order, one word each. */
 void hpt_hyb_encode_cfg(const hpt_hybrid_config *c, unsigned char *out) {
     int n;

@@ -131,11 +131,7 @@ static hpt_status cross_check(hpt_train_args *a, const seen *w) {
     }
     if (w->muon_flag && strcmp(c->optimizer, "muon"))
         return hpt_fail(HPT_ERR_ARG, "%s only applies with --optimizer muon", w->muon_flag);
-    /* the hybrid's predictors and its snapshot read AdamW's moments, which
-     * hold Muon's momentum on the hidden matrices: not yet (issue 43, item 4) */
-    if (!strcmp(c->optimizer, "muon") && a->run.hybrid)
-        return hpt_fail(HPT_ERR_ARG, "--optimizer muon does not run under --mode hybrid yet (its predictors read "
-                        "AdamW's moments, which hold Muon's momentum on the hidden matrices); use --mode baseline");
+    if (a->run.hybrid) HPT_TRY(hpt_hybrid_config_check_muon(&a->hybrid, !strcmp(c->optimizer, "muon")));
     return HPT_OK;
 }
 
