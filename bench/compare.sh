@@ -69,12 +69,13 @@ I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-
 SEEDS=${SEEDS:-5}
 BUDGETS=${BUDGETS:-0.9,0.8}
 I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,outer-snoo,outer-124m --budgets $BUDGETS"
-# muon-*: the arms baseline and muon (Muon with RMS matching, so one swept
+# muon-*: the arms baseline, muon (Muon with RMS matching, so one swept
 # rate serves Muon and AdamW), each tuned over the three schedules x --lrs
-# (sweeps extended until the best rate is inside), the same budgets; the
+# (sweeps extended until the best rate is inside), and hybrid-muon (the
+# outer step on Muon at its tuned rate and schedule); the same budgets; the
 # workloads above plus the 6x384 GPT at 4x its tokens per step (batch 48),
 # where Newton-Schulz's fixed cost per step weighs less against the GEMMs.
-IMU="--schedules cosine,d2z,wsd --arms baseline,muon --budgets $BUDGETS"
+IMU="--schedules cosine,d2z,wsd --arms baseline,muon,hybrid-muon --budgets $BUDGETS"
 G6="--n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --max-iters 400 --warmup-iters 40 --eval-iters 20"
 for w in $workloads; do
     case $w in

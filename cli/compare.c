@@ -64,11 +64,13 @@
 #include <unistd.h>
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
-                                              "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m", "muon"};
+                                              "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m", "muon",
+                                              "hybrid-muon"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
-                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON};
+                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON, ARM_MUON};
 const char *const compare_arm_predictor[NARMS] = {
-    [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer"};
+    [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer",
+    [ARM_HMUON] = "outer"};
 const char *const compare_arm_flags[NARMS][8] = {
     [ARM_SNOO] = {"--outer-lr", "0.68", "--outer-momentum", "0.37", "--outer-interval", "28", NULL},
     [ARM_O124] = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL},
@@ -128,7 +130,7 @@ void usage_compare(FILE *f) {
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
-"                         schedule-free (schedule-free AdamW, its own LR        last six]\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last seven]\n"
 "                         sweep; no --schedule, --decay-frac, --cooldown),\n"
 "                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
 "                         at the average), hybrid-sf (the hybrid on\n"
@@ -137,7 +139,9 @@ void usage_compare(FILE *f) {
 "                         SNOO's 0.68/0.37/28 and a 124M wrapper's\n"
 "                         0.7/0.5/30, on the tuned baseline's LR), muon\n"
 "                         (--optimizer muon --muon-scale rms, --adam-lr the\n"
-"                         same LR: its own sweep of --lrs x --schedules)\n"
+"                         same LR: its own sweep of --lrs x --schedules),\n"
+"                         hybrid-muon (the outer step on Muon at muon's\n"
+"                         tuned LR and schedule)\n"
 "  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
 "  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
 "                         implied): every arm on every seed also trains\n"
@@ -248,13 +252,15 @@ static void parse_arms(compare *c, const char *s) {
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
-                      "hybrid-sf, outer-snoo, outer-124m, muon)", tok);
+                      "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon)", tok);
         if (c->arms[a]) die_usage("--arms lists '%s' twice", tok);  /* as --lrs, --schedules and --budgets do */
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
     if (c->arms[ARM_HSF] && !c->arms[ARM_SF])
         die_usage("%s", "--arms hybrid-sf needs schedule-free too: it trains at that arm's tuned LR");
+    if (c->arms[ARM_HMUON] && !c->arms[ARM_MUON])
+        die_usage("%s", "--arms hybrid-muon needs muon too: it trains at that arm's tuned LR and schedule");
 }
 
 /* compare's own flags; 0 if `name` is not one of them. */
@@ -406,7 +412,7 @@ static void check_before_writing(const compare *c, const seen *sn) {
         hpt_status st = hpt_device_check(sn->device);
         if (st != HPT_OK) die_status(st);
         /* every muon run would exit 2 (hpt train's check): said once, here */
-        if (c->arms[ARM_MUON] && strcmp(sn->device, "cpu"))
+        if ((c->arms[ARM_MUON] || c->arms[ARM_HMUON]) && strcmp(sn->device, "cpu"))
             die_usage("--arms muon: --optimizer muon runs on --device cpu only, not --device %s", sn->device);
     }
     static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints",
@@ -578,7 +584,8 @@ int cmd_compare(int argc, char **argv) {
     c.train_schedule = NULL;      /* settle: the task's default (linear to 0) */
     c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = c.tuned_sched[ARM_MUON] = -1;
     for (int a = 0; a < NARMS; a++)
-        c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124 && a != ARM_MUON;
+        c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124 && a != ARM_MUON &&
+                    a != ARM_HMUON;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));

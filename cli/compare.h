@@ -28,19 +28,23 @@
  * muon: --optimizer muon with Moonlight's RMS matching (--muon-scale rms,
  * --adam-lr the same rate), so that one LR grid fits Muon and AdamW alike
  * and the sweep tunes both; its own LR sweep, under every --schedules
- * schedule as the baseline's.
+ * schedule as the baseline's. hybrid-muon: the hybrid's outer step on Muon
+ * (--predictor outer, the hybrid flags passed through) at the muon arm's
+ * tuned LR and schedule (it needs that arm).
  * None is in the default --arms (add them), so an old command runs the
  * same runs. */
 enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, ARM_SNOO, ARM_O124,
-       ARM_MUON, NARMS };
+       ARM_MUON, ARM_HMUON, NARMS };
 /* the arms that tune their own LR on the first seed */
 #define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF || (a) == ARM_MUON)
 /* the arms trained with --mode hybrid (they get the hybrid-only flags) */
 #define ARM_HYBRID_MODE(a) \
     ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF || \
-     (a) == ARM_SNOO || (a) == ARM_O124)
+     (a) == ARM_SNOO || (a) == ARM_O124 || (a) == ARM_HMUON)
 /* the arms trained with --optimizer schedule-free (constant rate after the warmup) */
 #define ARM_SCHEDULE_FREE(a) ((a) == ARM_SF || (a) == ARM_HSF)
+/* the arms trained with --optimizer muon (RMS matching: one rate for Muon and AdamW) */
+#define ARM_MUON_OPT(a) ((a) == ARM_MUON || (a) == ARM_HMUON)
 /* the arms trained with --ema and measured at the averaged weights */
 #define ARM_AVERAGED(a) ((a) == ARM_EMA || (a) == ARM_HEMA)
 extern const char *const compare_arm_names[NARMS];

@@ -147,7 +147,7 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
     if (ARM_SCHEDULE_FREE(r->arm)) {  /* no decay to give it: the rate is constant after the warmup */
         a->v[a->n++] = "--optimizer"; a->v[a->n++] = "schedule-free";
     } else {
-        if (r->arm == ARM_MUON) {  /* RMS matching: the one swept rate is Muon's and AdamW's (compare.h) */
+        if (ARM_MUON_OPT(r->arm)) {  /* RMS matching: the one swept rate is Muon's and AdamW's (compare.h) */
             a->v[a->n++] = "--optimizer"; a->v[a->n++] = "muon";
             a->v[a->n++] = "--muon-scale"; a->v[a->n++] = "rms";
             a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[1];

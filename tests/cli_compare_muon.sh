@@ -7,16 +7,19 @@
 #     --adam-lr at the same rate (summary.json: optimizer muon);
 #     results.json gives it its own tuned lr and schedule, results.md its
 #     rows in the sweep table
-#   - --arms muon with --device guard: exit 2 before anything is written
+#   - hybrid-muon trains --mode hybrid --predictor outer on Muon (RMS
+#     matching) at the muon arm's tuned LR and schedule, every seed
+#   - --arms muon with --device guard, hybrid-muon without muon: exit 2
+#     before anything is written
 test_name=cli_compare_muon; . tests/lib.sh
 
 words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 40 --warmup-iters 5 --eval-iters 2 --threads 1"
 OUT="$tmp/cmp"
-run "$HPT" compare $CFG --arms baseline,muon --extend-sweep 0 --lrs 3e-3,1e-2 --schedules d2z,wsd --seeds 1 \
-    --out "$OUT"
-if [ $rc -eq 0 ] && grep -q "compare: 8 runs" "$tmp/err"; then pass "compare: exit 0 (baseline, muon; 2 LRs x 2 schedules: 8 runs)"
+run "$HPT" compare $CFG --arms baseline,muon,hybrid-muon --extend-sweep 0 --lrs 3e-3,1e-2 --schedules d2z,wsd \
+    --seeds 1 --outer-interval 10 --warmup-steps 10 --out "$OUT"
+if [ $rc -eq 0 ] && grep -q "compare: 9 runs" "$tmp/err"; then pass "compare: exit 0 (baseline, muon: 2 LRs x 2 schedules; hybrid-muon: 9 runs)"
 else fail "compare: status $rc: $(grep -m1 'compare: .* runs' "$tmp/err"; tail -n 3 "$tmp/err")"; fi
 if python3 - "$OUT" <<'EOF'
 import json, sys
@@ -41,6 +44,16 @@ for s in sweep:
         errs.append("%s: args %r, optimizer %r" % (rd, args, sm.get("optimizer")))
 base = [s for s in r["sweep"] if s["arm"] == "baseline"]
 if len(base) != 4: errs.append("baseline's sweep: %d runs" % len(base))
+hm = "%s/runs/hybrid-muon-%s-lr%g-s%d" % (d, r["tuned_schedule"].get("muon"), r["tuned_lr"].get("muon"), r["seeds"][0])
+try:
+    args = open(hm + "/compare-args.txt").read()
+    sm = json.load(open(hm + "/summary.json"))
+    if ("--mode hybrid" not in args or "--predictor outer" not in args or "--outer-interval 10" not in args
+            or "--optimizer muon --muon-scale rms" not in args or sm.get("optimizer") != "muon"
+            or sm.get("outer_jumps", {}).get("applied", 0) < 1):
+        errs.append("%s: args %r, optimizer %r, jumps %r" % (hm, args, sm.get("optimizer"), sm.get("outer_jumps")))
+except OSError as e:
+    errs.append("hybrid-muon's run at muon's tuned LR and schedule: %s" % e)
 md = open(d + "/results.md").read()
 if md.count("| muon ") < 2: errs.append("results.md: %d muon rows" % md.count("| muon "))
 print("     muon tuned lr %s, schedule %s; baseline %s, %s" % (r["tuned_lr"].get("muon"), r["tuned_schedule"].get("muon"),
@@ -54,5 +67,10 @@ run "$HPT" compare $CFG --arms baseline,muon --device guard --out "$tmp/g"
 if [ $rc -eq 2 ] && grep -q -- "--device cpu only" "$tmp/err" && [ ! -e "$tmp/g" ]; then
     pass "--arms muon --device guard: exit 2, nothing written"
 else fail "--arms muon --device guard: status $rc (want 2): $(head -c 200 "$tmp/err")"; fi
+
+run "$HPT" compare $CFG --arms baseline,hybrid-muon --out "$tmp/h"
+if [ $rc -eq 2 ] && grep -q -- "hybrid-muon needs muon" "$tmp/err" && [ ! -e "$tmp/h" ]; then
+    pass "--arms hybrid-muon without muon: exit 2, nothing written"
+else fail "--arms hybrid-muon alone: status $rc (want 2): $(head -c 200 "$tmp/err")"; fi
 
 finish
