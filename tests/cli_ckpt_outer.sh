@@ -5,7 +5,10 @@
 # resume in this build. Run by tests/run.sh from the repository root after
 # `make`. The fixtures (tests/fixtures/ckpt_outer/, the step-20 checkpoint of
 # a 40-step run on tests/fixtures/v1_data.txt, with its metrics.jsonl and
-# phases.jsonl):
+# phases.jsonl; the data path in their TCFG was rewritten to the relative
+# tests/fixtures/v1_data.txt, as ckpt_v1 holds it, with TCFG's length, the
+# file size and the CRC repaired: they were written with an absolute path
+# that exists only on the machine that wrote them):
 #   ls   local-step training in one process (--sync-interval 5, eta 1.5,
 #        mu 0.6): the LSTP block (the outer momentum; the weights are the
 #        anchor)
