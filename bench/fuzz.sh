@@ -15,7 +15,7 @@ cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cc" ] || { echo "fuzz: needs clang (apt-get install clang-14 libfuzzer-14-dev libclang-rt-14-dev)" >&2; exit 1; }
 out=build-fuzz
 mkdir -p $out/corpus-state $out/corpus-text $out/corpus-idx $out/corpus-resume $out/corpus-safetensors $out/corpus-shard $out/artifacts
-src=$(ls src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/data/*.c src/io/*.c src/train/*.c src/hybrid/*.c src/hybrid/phased/*.c src/run/*.c | grep -v device_cuda_load.c)   # the CPU-only build's rows: no CUDA plugin (device_nocuda.c)
+src=$(ls src/base/*.c src/kernels/*.c src/device/*.c src/model/*.c src/data/*.c src/io/*.c src/train/*.c src/hybrid/*.c src/hybrid/phased/*.c src/run/*.c | grep -v -e device_cuda_load.c -e phased_none.c)   # the CPU-only build's rows: no CUDA plugin (device_nocuda.c), the phased extension's row present
 flags="-std=c11 -D_GNU_SOURCE -DHPT_NO_BLAS -O1 -g -Iinclude $(pkg-config --cflags libcjson) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-pragmas"
 for t in state text idx resume safetensors shard; do
     "$cc" $flags bench/fuzz/fuzz_$t.c $src -lm -lz $(pkg-config --libs libcjson) -o $out/fuzz_$t
