@@ -1,8 +1,9 @@
 /*
  * plugin.h — opening one of hpt's plugins: a shared library built beside
- * libhpt that carries a dependency the core must not (MPI's libmpi; the CUDA
- * row's cuBLAS has its own loader, src/device/device_cuda_load.c), opened
- * only when a run asks for it, so a program linking libhpt never loads it.
+ * libhpt that carries a dependency the core must not (MPI's libmpi,
+ * src/base/comm.c; the CUDA row's cuBLAS, src/device/device_cuda_load.c),
+ * opened only when a run asks for it, so a program linking libhpt never
+ * loads it.
  */
 #ifndef HPT_PLUGIN_H
 #define HPT_PLUGIN_H

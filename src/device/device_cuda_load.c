@@ -11,7 +11,8 @@
  * machine where nvcc built hpt (CI's among them). Opened on demand, a CPU
  * run never pays it.
  *
- * Where the plugin is looked for, in order: $HPT_CUDA_PLUGIN (a file); the
+ * Where the plugin is looked for (base's hpt_plugin_open, as for MPI's), in
+ * order: $HPT_CUDA_PLUGIN (a file); the
  * directory of the binary or library holding this code (python/hpt/ and a
  * variant build's own directory keep a copy there); the build directory
  * this file was compiled for (HPT_CUDA_PLUGIN_DIR, the Makefile's $(BUILD):
@@ -21,11 +22,10 @@
  * first.
  */
 #include "device.h"   /* dladdr, RTLD_NOLOAD: the build's -D_GNU_SOURCE */
+#include "../base/plugin.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #ifndef HPT_CUDA_PLUGIN_DIR
 #define HPT_CUDA_PLUGIN_DIR "build"
@@ -35,41 +35,20 @@ static const hpt_device *impl;   /* the plugin's row, once opened */
 static char why[1024];
 static int tried;
 
-static int try_open(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(why, sizeof why, "the CUDA backend's plugin cannot be loaded (%s)", dlerror());
-        return 0;
-    }
-    impl = dlsym(h, "hpt_device_cuda_impl");
-    if (!impl) snprintf(why, sizeof why, "'%.900s' has no CUDA row (hpt_device_cuda_impl)", path);
-    return impl != NULL;
-}
-
 /* NULL once the plugin is open, else why it is not */
 static const char *open_plugin(void) {
     if (tried) return impl ? NULL : why;
     tried = 1;
+    /* our own symbols, for the plugin to resolve (a no-op for a program
+     * linked -rdynamic; a ctypes-loaded libhpt.so is RTLD_LOCAL) */
     Dl_info self = {0};
-    char path[4096];
-    if (dladdr((void *)open_plugin, &self) && self.dli_fname) {
-        /* our own symbols, for the plugin to resolve (a no-op for a program
-         * linked -rdynamic; a ctypes-loaded libhpt.so is RTLD_LOCAL) */
+    if (dladdr((void *)open_plugin, &self) && self.dli_fname)
         dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-    }
-    const char *env = getenv("HPT_CUDA_PLUGIN");
-    if (env && *env) return try_open(env) ? NULL : why;
-    if (self.dli_fname) {
-        snprintf(path, sizeof path, "%s", self.dli_fname);
-        char *slash = strrchr(path, '/');
-        if (slash) {
-            snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "libhpt_cuda.so");
-            FILE *f = fopen(path, "rb");
-            if (f) { fclose(f); return try_open(path) ? NULL : why; }
-        }
-    }
-    snprintf(path, sizeof path, "%s/libhpt_cuda.so", HPT_CUDA_PLUGIN_DIR);
-    return try_open(path) ? NULL : why;
+    char w[960];
+    impl = hpt_plugin_open("libhpt_cuda.so", "HPT_CUDA_PLUGIN", HPT_CUDA_PLUGIN_DIR, "hpt_device_cuda_impl",
+                           RTLD_NOW | RTLD_LOCAL, w, sizeof w);
+    if (!impl) snprintf(why, sizeof why, "the CUDA backend: %s", w);
+    return impl ? NULL : why;
 }
 
 static const char *load_unavailable(void) {
