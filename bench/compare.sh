@@ -65,7 +65,10 @@ I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-
 # settings (outer-snoo, outer-124m)
 # SEEDS and BUDGETS (default 5 and 0.9,0.8) shrink it where a session cannot
 # hold the whole of it: a later call with the defaults, the same binary and
-# the same machine reuses the runs already finished.
+# the same machine reuses the runs already finished. For muon-*, SCHEDULES
+# (default cosine,d2z,wsd) and MUON_ARMS (default baseline,muon,hybrid-muon)
+# shrink it further, and LRS moves the first sweep (a reduced protocol: name
+# it with BENCH_TAG).
 SEEDS=${SEEDS:-5}
 BUDGETS=${BUDGETS:-0.9,0.8}
 I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,outer-snoo,outer-124m --budgets $BUDGETS"
@@ -75,7 +78,7 @@ I26="--schedules cosine,d2z,wsd --arms baseline,hybrid,schedule-free,hybrid-sf,o
 # outer step on Muon at its tuned rate and schedule); the same budgets; the
 # workloads above plus the 6x384 GPT at 4x its tokens per step (batch 48),
 # where Newton-Schulz's fixed cost per step weighs less against the GEMMs.
-IMU="--schedules cosine,d2z,wsd --arms baseline,muon,hybrid-muon --budgets $BUDGETS"
+IMU="--schedules ${SCHEDULES:-cosine,d2z,wsd} --arms ${MUON_ARMS:-baseline,muon,hybrid-muon} --budgets $BUDGETS"
 G6="--n-layer 6 --n-head 6 --n-embd 384 --block-size 64 --max-iters 400 --warmup-iters 40 --eval-iters 20"
 for w in $workloads; do
     case $w in
@@ -111,13 +114,13 @@ for w in $workloads; do
             --seeds $SEEDS $I26 --threads $THREADS --jobs $JOBS ;;
     muon-shakespeare-cpu)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
-        run_workload $w --data $SHAKE --eval-iters 20 --lrs 2e-3,4e-3,8e-3 --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
+        run_workload $w --data $SHAKE --eval-iters 20 --lrs ${LRS:-2e-3,4e-3,8e-3} --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
     muon-shakespeare-6x384)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
-        run_workload $w --data $SHAKE $G6 --batch-size 12 --lrs 5e-4,1e-3,2e-3 --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
+        run_workload $w --data $SHAKE $G6 --batch-size 12 --lrs ${LRS:-5e-4,1e-3,2e-3} --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
     muon-shakespeare-6x384-b48)
         [ -f $SHAKE ] || { echo "compare.sh: $SHAKE missing" >&2; exit 1; }
-        run_workload $w --data $SHAKE $G6 --batch-size 48 --lrs 1e-3,2e-3,4e-3 --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
+        run_workload $w --data $SHAKE $G6 --batch-size 48 --lrs ${LRS:-1e-3,2e-3,4e-3} --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
     muon-fashion-cnn)
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
         run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
