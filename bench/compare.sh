@@ -29,6 +29,10 @@
 # two 1-thread runs side by side kept their clocks within 1% of a lone
 # 1-thread run's, where lone 2-thread runs varied by up to 14%.
 set -eu
+# the call as given, for command.txt: the settings below that came from the
+# environment, then the script (the workload is added per run)
+called=$(for v in SEEDS BUDGETS SCHEDULES MUON_ARMS LRS JOBS THREADS BENCH_TAG; do
+    eval "[ -z \"\${$v+x}\" ] || printf '%s=%s ' $v \"\$$v\""; done)"sh bench/compare.sh"
 JOBS=${JOBS:-1}
 THREADS=${THREADS:-$([ "$JOBS" -gt 1 ] && echo 1 || echo 2)}
 cd "$(dirname "$0")/.."
@@ -46,7 +50,7 @@ run_workload() {
     dst=bench/results/compare-$name${BENCH_TAG:+-$BENCH_TAG}
     mkdir -p "$dst"
     cp "$out/results.json" "$out/results.md" "$out"/val_vs_time.* "$out"/val_vs_step.* "$dst/"
-    printf '%s\n' "./hpt compare $* --out $out" >"$dst/command.txt"
+    printf '%s %s\n%s\n' "$called" "$name" "./hpt compare $* --out $out" >"$dst/command.txt"
     echo "$name: $((end - start)) s wall for the whole comparison" >&2
 }
 

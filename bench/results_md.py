@@ -33,6 +33,12 @@ WORKLOADS = [
      "schedules cosine/D2Z/WSD x LRs tuned, budgets 0.8/0.9/1"),
     ("tuned-fashion-cnn", "issue 12's protocol: Fashion-MNIST, the CNN, 2 epochs (938 steps), "
      "schedules cosine/D2Z/WSD x LRs tuned, budgets 0.8/0.9/1"),
+    ("muon-shakespeare-cpu", "issue 43: Muon against the best tuned AdamW schedule: tinyshakespeare, "
+     "nanoGPT's CPU config, 2000 steps"),
+    ("muon-shakespeare-6x384", "issue 43: Muon against tuned AdamW: tinyshakespeare, the 6x384 model, "
+     "batch 12, 400 steps"),
+    ("muon-fashion-cnn", "issue 43: Muon against the best tuned AdamW schedule: Fashion-MNIST, the CNN, "
+     "2 epochs (938 steps)"),
 ]
 
 
@@ -52,9 +58,15 @@ def workload(name, title, tag=""):
     d = os.path.join(RES, dirname)
     if not os.path.exists(os.path.join(d, "results.json")):
         return ""
-    cmd = open(os.path.join(d, "command.txt")).read().strip()
-    if tag:
-        cmd = "BENCH_TAG=%s sh bench/compare.sh %s   # runs:\n%s" % (tag, name, cmd)
+    lines = open(os.path.join(d, "command.txt")).read().strip().split("\n")
+    # command.txt: the compare.sh call with its settings, then the hpt
+    # compare line it ran (older results hold only that line)
+    if len(lines) == 2:
+        cmd = "%s   # runs:\n%s" % tuple(lines)
+    elif tag:
+        cmd = "BENCH_TAG=%s sh bench/compare.sh %s   # runs:\n%s" % (tag, name, lines[0])
+    else:
+        cmd = lines[0]
     out = [f"### {name}{' (' + tag + ')' if tag else ''}: {title}", "", "```sh", cmd, "```", ""]
     # the tables: hpt's one renderer of a results.json (cli/compare_md.c)
     out += tables(d)
