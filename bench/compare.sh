@@ -127,7 +127,7 @@ for w in $workloads; do
         run_workload $w --data $SHAKE $G6 --batch-size 48 --lrs ${LRS:-1e-3,2e-3,4e-3} --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
     muon-fashion-cnn)
         [ -d $FM ] || { echo "compare.sh: $FM missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
-        run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs 2e-3,4e-3,8e-3 \
+        run_workload $w --task fashion-mnist --model cnn --epochs 2 --eval-interval 94 --lrs ${LRS:-2e-3,4e-3,8e-3} \
             --seeds $SEEDS $IMU --threads $THREADS --jobs $JOBS ;;
     *) echo "compare.sh: unknown workload '$w' (shakespeare-cpu, shakespeare-6x384, fashion-cnn," \
             "tuned-shakespeare-cpu, tuned-shakespeare-6x384, tuned-fashion-cnn, issue26-shakespeare-cpu," \
