@@ -37,6 +37,8 @@ WORKLOADS = [
      "nanoGPT's CPU config, 2000 steps"),
     ("muon-shakespeare-6x384", "issue 43: Muon against tuned AdamW: tinyshakespeare, the 6x384 model, "
      "batch 12, 400 steps"),
+    ("muon-shakespeare-6x384-b48", "issue 43: Muon against tuned AdamW: tinyshakespeare, the 6x384 model "
+     "at 4x the tokens per step (batch 48), 400 steps"),
     ("muon-fashion-cnn", "issue 43: Muon against the best tuned AdamW schedule: Fashion-MNIST, the CNN, "
      "2 epochs (938 steps)"),
 ]
@@ -102,7 +104,10 @@ def main():
     for n, t in WORKLOADS:
         parts.append(workload(n, t))
         for dn in sorted(os.listdir(RES)):
-            if dn.startswith("compare-" + n + "-") and os.path.isdir(os.path.join(RES, dn)):
+            # a tag is what follows the longest workload name the directory starts with
+            # (compare-muon-shakespeare-6x384-b48-T is the b48 workload's, not a tag of the 6x384's)
+            owner = max((m for m, _ in WORKLOADS if dn.startswith("compare-" + m + "-")), key=len, default=None)
+            if owner == n and os.path.isdir(os.path.join(RES, dn)):
                 parts.append(workload(n, t, dn[len("compare-" + n + "-"):]))
     parts.append(probe())
     text = "\n".join(p for p in parts if p)
