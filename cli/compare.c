@@ -65,15 +65,17 @@
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
                                               "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m", "muon",
-                                              "hybrid-muon"};
+                                              "hybrid-muon", "muon-ns3"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
-                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON, ARM_MUON};
+                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON, ARM_MUON,
+                                        ARM_MUON};
 const char *const compare_arm_predictor[NARMS] = {
     [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer",
     [ARM_HMUON] = "outer"};
 const char *const compare_arm_flags[NARMS][8] = {
     [ARM_SNOO] = {"--outer-lr", "0.68", "--outer-momentum", "0.37", "--outer-interval", "28", NULL},
     [ARM_O124] = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL},
+    [ARM_MNS3] = {"--muon-ns-steps", "3", NULL},
 };
 
 /* --schedules' names: cosine to lr x --min-lr-ratio; d2z, the
@@ -130,7 +132,7 @@ void usage_compare(FILE *f) {
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
-"                         schedule-free (schedule-free AdamW, its own LR        last seven]\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last eight]\n"
 "                         sweep; no --schedule, --decay-frac, --cooldown),\n"
 "                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
 "                         at the average), hybrid-sf (the hybrid on\n"
@@ -141,7 +143,9 @@ void usage_compare(FILE *f) {
 "                         (--optimizer muon --muon-scale rms, --adam-lr the\n"
 "                         same LR: its own sweep of --lrs x --schedules),\n"
 "                         hybrid-muon (the outer step on Muon at muon's\n"
-"                         tuned LR and schedule)\n"
+"                         tuned LR and schedule), muon-ns3 (Muon with 3\n"
+"                         Newton-Schulz steps at muon's tuned LR and\n"
+"                         schedule)\n"
 "  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
 "  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
 "                         implied): every arm on every seed also trains\n"
@@ -252,7 +256,7 @@ static void parse_arms(compare *c, const char *s) {
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
-                      "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon)", tok);
+                      "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon, muon-ns3)", tok);
         if (c->arms[a]) die_usage("--arms lists '%s' twice", tok);  /* as --lrs, --schedules and --budgets do */
         c->arms[a] = 1;
     }
@@ -261,6 +265,8 @@ static void parse_arms(compare *c, const char *s) {
         die_usage("%s", "--arms hybrid-sf needs schedule-free too: it trains at that arm's tuned LR");
     if (c->arms[ARM_HMUON] && !c->arms[ARM_MUON])
         die_usage("%s", "--arms hybrid-muon needs muon too: it trains at that arm's tuned LR and schedule");
+    if (c->arms[ARM_MNS3] && !c->arms[ARM_MUON])
+        die_usage("%s", "--arms muon-ns3 needs muon too: it trains at that arm's tuned LR and schedule");
 }
 
 /* compare's own flags; 0 if `name` is not one of them. */
@@ -412,7 +418,7 @@ static void check_before_writing(const compare *c, const seen *sn) {
         hpt_status st = hpt_device_check(sn->device);
         if (st != HPT_OK) die_status(st);
         /* every muon run would exit 2 (hpt train's check): said once, here */
-        if ((c->arms[ARM_MUON] || c->arms[ARM_HMUON]) && strcmp(sn->device, "cpu"))
+        if ((c->arms[ARM_MUON] || c->arms[ARM_HMUON] || c->arms[ARM_MNS3]) && strcmp(sn->device, "cpu"))
             die_usage("--arms muon: --optimizer muon runs on --device cpu only, not --device %s", sn->device);
     }
     static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints",
@@ -460,14 +466,24 @@ static int lr_index(compare *c, float lr) {
     return at;
 }
 
-/* Arm a's sweep runs at lr on the first seed, under each of its schedules. */
-static void sweep_start(compare *c, int a, float lr) {
+/* Arm a's sweep runs at lr on the first seed, under each of its
+ * schedules, queued (first: ahead of the queue, an extension). */
+static void sweep_queue(compare *c, int a, float lr, int first) {
     int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
-    for (int k = 0; k < ns; k++) compare_start(c, a, sweep_sched(c, a, k), lr, c->seed0, 1);
+    for (int k = 0; k < ns; k++) compare_enqueue(c, a, sweep_sched(c, a, k), lr, c->seed0, 1, first);
 }
 
-/* An arm's sweep read back (waiting for its runs): its lowest final val at
- * each of its rates, over its schedules; and where that leaves it. */
+/* 1 once every run of arm a's sweep so far has finished. */
+static int sweep_finished(const compare *c, int a) {
+    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    for (int i = 0; i < c->arm_nlrs[a]; i++)
+        for (int k = 0; k < ns; k++)
+            if (!compare_done(c, a, sweep_sched(c, a, k), c->arm_lrs[a][i], c->seed0, 1)) return 0;
+    return 1;
+}
+
+/* An arm's sweep read back (its runs have finished): its lowest final val
+ * at each of its rates, over its schedules; and where that leaves it. */
 static sweep_next sweep_read(compare *c, int a) {
     int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
     double v[MAX_LRS + MAX_EXTEND];
@@ -483,81 +499,106 @@ static sweep_next sweep_read(compare *c, int a) {
                               (float)row->max);
 }
 
-/* 1. the sweep: the baseline, the hybrid and schedule-free at every LR
- * (the first two with --schedules under every schedule) on the first seed;
- * an arm whose best rate lies at an edge of its rates trains at one more
- * beyond it (compare_sweep.c), until the best is inside or --extend-sweep
- * rates were added; the lowest final val tunes each. */
-static void sweep(compare *c) {
-    int active[NARMS] = {0};
+/* Arm a's tuned LR and schedule: the lowest final val of its sweep (the
+ * arms that sweep but were not asked for lend the baseline's). */
+static void tune(compare *c, int a) {
+    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    double best = INFINITY;
+    for (int k = 0; k < ns; k++)
+        for (int i = 0; i < c->arm_nlrs[a]; i++) {
+            int sched = sweep_sched(c, a, k);
+            run *r = compare_run(c, a, sched, c->arm_lrs[a][i], c->seed0, 1);
+            if (r->final_val < best) {
+                best = r->final_val;
+                c->tuned[a] = lr_index(c, c->arm_lrs[a][i]);
+                c->tuned_sched[a] = sched;
+            }
+        }
+    for (int b = 0; a == ARM_BASELINE && b < NARMS; b++)
+        if (ARM_SWEEPS(b) && !c->arms[b]) { c->tuned[b] = c->tuned[a]; c->tuned_sched[b] = c->tuned_sched[a]; }
+    if (c->arm_nlrs[a] * ns > 1)
+        fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
+                c->lrs[c->tuned[a]], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
+                best, (unsigned long long)c->seed0);
+    if (c->arm_nlrs[a] == 1)  /* one rate: its lr was not tuned, and the edge rule cannot fire */
+        fprintf(stderr, "compare: warning: %s's lr %g was not swept (one rate): it is not tuned; give --lrs "
+                "two or more rates\n", compare_arm_names[a], c->lrs[c->tuned[a]]);
+    if (c->sweep_end[a] == SWEEP_CAPPED || c->sweep_end[a] == SWEEP_LIMIT)
+        fprintf(stderr, "compare: warning: %s's tuned lr %g is %sat the %s edge of its sweep (%s): widen --lrs\n",
+                compare_arm_names[a], c->lrs[c->tuned[a]], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
+                c->sweep_end[a] == SWEEP_LIMIT ? (c->sweep_edge[a] > 0 ? "the next rate would pass 10"
+                                                                       : "the next rate would pass 1e-9")
+                : c->extend_cap ? "the --extend-sweep cap was reached" : "--extend-sweep 0");
+}
+
+/* Arm a's sweep has finished: where its best rate lies at an edge, one
+ * more rate beyond it (compare_sweep.c), queued ahead of every other run
+ * (the arm's seeds wait on it); else its tuned rate. 1: tuned. */
+static int sweep_advance(compare *c, int a) {
+    sweep_next s = sweep_read(c, a);
+    c->sweep_end[a] = s.status;
+    c->sweep_edge[a] = s.edge;
+    if (s.status != SWEEP_EXTEND) { tune(c, a); return 1; }
+    fprintf(stderr, "compare: %s's best lr %g is at the %s edge of its sweep: trying lr %g (extension %d of "
+            "at most %d)\n", compare_arm_names[a], c->arm_lrs[a][s.best], s.edge > 0 ? "upper" : "lower",
+            s.lr, c->nextended[a] + 1, c->extend_cap);
+    lr_index(c, s.lr);
+    c->arm_lrs[a][c->arm_nlrs[a]++] = s.lr;
+    c->nextended[a]++;
+    c->planned += c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    sweep_queue(c, a, s.lr, 1);
+    return 0;
+}
+
+/* 2. and 3.: arm a at its tuned LR and schedule (its own, or its
+ * lender's) on every seed, then again at each --budgets fraction f < 1 of
+ * its full run's steps, largest first, the schedule compressed to them. */
+static void queue_seeds(compare *c, int a) {
+    float lr = compare_arm_lr(c, a);
+    int sched = compare_arm_sched(c, a);
+    for (int s = 0; s < c->nseeds; s++) compare_enqueue(c, a, sched, lr, c->seed0 + (uint64_t)s, 1, 0);
+    for (int k = c->nbudgets - 2; k >= 0; k--)
+        for (int s = 0; s < c->nseeds; s++) compare_enqueue(c, a, sched, lr, c->seed0 + (uint64_t)s, c->budgets[k], 0);
+}
+
+/* The protocol. 1. the sweep: every sweeping arm (the baseline, the
+ * hybrid, schedule-free, Muon) at every LR on the first seed, under every
+ * --schedules schedule (schedule-free: its own); an arm whose best rate
+ * lies at an edge of its rates trains at one more beyond it, until the
+ * best is inside or --extend-sweep rates were added; the lowest final val
+ * tunes it. Then 2. and 3. for each arm (queue_seeds).
+ * Each decision is taken as soon as the runs it reads have finished, and
+ * the runs it makes go to the queue (an extension ahead of it), so with
+ * --jobs N no slot idles while a decided run waits: an arm's extension
+ * trains beside another arm's sweep, an arm's seeds as soon as the arm
+ * whose rate they take is tuned. Which runs train does not depend on
+ * --jobs nor on the order they finish in; only when they do. */
+static void run_protocol(compare *c) {
+    int settled[NARMS] = {0}, queued[NARMS] = {0};
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a) || !c->arms[a]) continue;
         memcpy(c->arm_lrs[a], c->lrs, (size_t)c->nlrs * sizeof(float));
         c->arm_nlrs[a] = c->nlrs;
         c->sweep_end[a] = SWEEP_NONE;
-        active[a] = 1;
-        /* every run of the sweep started first (--jobs: side by side), then read */
-        for (int i = 0; i < c->nlrs; i++) sweep_start(c, a, c->lrs[i]);
+        for (int i = 0; i < c->nlrs; i++) sweep_queue(c, a, c->lrs[i], 0);
     }
-    for (int more = 1; more;) {
-        more = 0;
-        for (int a = 0; a < NARMS; a++) {
-            if (!active[a]) continue;
-            sweep_next s = sweep_read(c, a);
-            c->sweep_end[a] = s.status;
-            c->sweep_edge[a] = s.edge;
-            if (s.status != SWEEP_EXTEND) { active[a] = 0; continue; }
-            fprintf(stderr, "compare: %s's best lr %g is at the %s edge of its sweep: trying lr %g (extension %d of "
-                    "at most %d)\n", compare_arm_names[a], c->arm_lrs[a][s.best], s.edge > 0 ? "upper" : "lower",
-                    s.lr, c->nextended[a] + 1, c->extend_cap);
-            lr_index(c, s.lr);
-            c->arm_lrs[a][c->arm_nlrs[a]++] = s.lr;
-            c->nextended[a]++;
-            c->planned += c->nscheds && a != ARM_SF ? c->nscheds : 1;
-            sweep_start(c, a, s.lr);
-            more = 1;
-        }
-    }
-    for (int a = 0; a < NARMS; a++) {
-        if (!ARM_SWEEPS(a)) continue;
-        if (!c->arms[a]) { c->tuned[a] = c->tuned[ARM_BASELINE]; c->tuned_sched[a] = c->tuned_sched[ARM_BASELINE]; continue; }
-        int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
-        double best = INFINITY;
-        for (int k = 0; k < ns; k++)
-            for (int i = 0; i < c->arm_nlrs[a]; i++) {
-                int sched = sweep_sched(c, a, k);
-                run *r = compare_run(c, a, sched, c->arm_lrs[a][i], c->seed0, 1);
-                if (r->final_val < best) {
-                    best = r->final_val;
-                    c->tuned[a] = lr_index(c, c->arm_lrs[a][i]);
-                    c->tuned_sched[a] = sched;
-                }
+    for (;;) {
+        int changed = 0;
+        for (int a = 0; a < NARMS; a++)
+            if (ARM_SWEEPS(a) && c->arms[a] && !settled[a] && sweep_finished(c, a)) {
+                settled[a] = sweep_advance(c, a);
+                changed = 1;
             }
-        if (c->arm_nlrs[a] * ns > 1)
-            fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
-                    c->lrs[c->tuned[a]], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
-                    best, (unsigned long long)c->seed0);
-        if (c->arm_nlrs[a] == 1)  /* one rate: its lr was not tuned, and the edge rule cannot fire */
-            fprintf(stderr, "compare: warning: %s's lr %g was not swept (one rate): it is not tuned; give --lrs "
-                    "two or more rates\n", compare_arm_names[a], c->lrs[c->tuned[a]]);
-        if (c->sweep_end[a] == SWEEP_CAPPED || c->sweep_end[a] == SWEEP_LIMIT)
-            fprintf(stderr, "compare: warning: %s's tuned lr %g is %sat the %s edge of its sweep (%s): widen --lrs\n",
-                    compare_arm_names[a], c->lrs[c->tuned[a]], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
-                    c->sweep_end[a] == SWEEP_LIMIT ? (c->sweep_edge[a] > 0 ? "the next rate would pass 10"
-                                                                           : "the next rate would pass 1e-9")
-                    : c->extend_cap ? "the --extend-sweep cap was reached" : "--extend-sweep 0");
+        for (int a = 0; a < NARMS; a++) {
+            int from = compare_arm_lr_from[a];
+            if (!c->arms[from]) from = ARM_BASELINE;
+            if (c->arms[a] && !queued[a] && settled[from]) { queue_seeds(c, a); queued[a] = changed = 1; }
+        }
+        int waiting = c->nqueue;
+        compare_start_queued(c);
+        if (c->running) compare_reap(c);
+        else if (!changed && !waiting) break;  /* nothing trains, nothing was started or decided: done */
     }
-}
-
-/* 3. --budgets: every arm on every seed again at each fraction f < 1 of
- * its full run's steps, largest first, the schedule compressed to them. */
-static void budget_runs(compare *c) {
-    for (int k = c->nbudgets - 2; k >= 0; k--)
-        for (int s = 0; s < c->nseeds; s++)
-            for (int a = 0; a < NARMS; a++)
-                if (c->arms[a])
-                    compare_start(c, a, compare_arm_sched(c, a), compare_arm_lr(c, a), c->seed0 + (uint64_t)s,
-                                  c->budgets[k]);
 }
 
 static void compare_free(compare *c) {
@@ -565,7 +606,7 @@ static void compare_free(compare *c) {
         run *r = &c->runs[i];
         free(r->step); free(r->clock); free(r->val); free(r->upd); free(r->bstep); free(r->bclock);
     }
-    free(c->runs); free(c->pass); free(c->pass_steps); free(c->hpass); free(c->reuse_tag);
+    free(c->runs); free(c->queue); free(c->pass); free(c->pass_steps); free(c->hpass); free(c->reuse_tag);
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -585,7 +626,7 @@ int cmd_compare(int argc, char **argv) {
     c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = c.tuned_sched[ARM_MUON] = -1;
     for (int a = 0; a < NARMS; a++)
         c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124 && a != ARM_MUON &&
-                    a != ARM_HMUON;
+                    a != ARM_HMUON && a != ARM_MNS3;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
@@ -598,12 +639,7 @@ int cmd_compare(int argc, char **argv) {
     if (hpt_mkdir_p(c.out) != HPT_OK) die_status(HPT_ERR_IO);
     compare_catch_signals();
     announce(&c);
-    sweep(&c);
-    /* 2. every arm at its tuned LR on every seed */
-    for (int s = 0; s < c.nseeds; s++)
-        for (int a = 0; a < NARMS; a++)
-            if (c.arms[a]) compare_start(&c, a, compare_arm_sched(&c, a), compare_arm_lr(&c, a), c.seed0 + (uint64_t)s, 1);
-    budget_runs(&c);
+    run_protocol(&c);
     compare_wait_all(&c);
     compare_report(&c);
     compare_free(&c);

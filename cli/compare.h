@@ -30,11 +30,14 @@
  * and the sweep tunes both; its own LR sweep, under every --schedules
  * schedule as the baseline's. hybrid-muon: the hybrid's outer step on Muon
  * (--predictor outer, the hybrid flags passed through) at the muon arm's
- * tuned LR and schedule (it needs that arm).
+ * tuned LR and schedule (it needs that arm). muon-ns3: Muon with 3
+ * Newton-Schulz steps (--muon-ns-steps 3, the reference's 5 otherwise) at
+ * the muon arm's tuned LR and schedule (it needs that arm): what the
+ * published fewer-step variant saves in time and costs in loss.
  * None is in the default --arms (add them), so an old command runs the
  * same runs. */
 enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, ARM_SNOO, ARM_O124,
-       ARM_MUON, ARM_HMUON, NARMS };
+       ARM_MUON, ARM_HMUON, ARM_MNS3, NARMS };
 /* the arms that tune their own LR on the first seed */
 #define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF || (a) == ARM_MUON)
 /* the arms trained with --mode hybrid (they get the hybrid-only flags) */
@@ -44,14 +47,15 @@ enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEM
 /* the arms trained with --optimizer schedule-free (constant rate after the warmup) */
 #define ARM_SCHEDULE_FREE(a) ((a) == ARM_SF || (a) == ARM_HSF)
 /* the arms trained with --optimizer muon (RMS matching: one rate for Muon and AdamW) */
-#define ARM_MUON_OPT(a) ((a) == ARM_MUON || (a) == ARM_HMUON)
+#define ARM_MUON_OPT(a) ((a) == ARM_MUON || (a) == ARM_HMUON || (a) == ARM_MNS3)
 /* the arms trained with --ema and measured at the averaged weights */
 #define ARM_AVERAGED(a) ((a) == ARM_EMA || (a) == ARM_HEMA)
 extern const char *const compare_arm_names[NARMS];
 /* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
 extern const int compare_arm_lr_from[NARMS];
-/* a hybrid-mode arm's own predictor and flags after the passed-through
- * ones (NULL: the --predictor given, no flags) */
+/* a hybrid-mode arm's own predictor (NULL: the --predictor given); an
+ * arm's own train flags, after the passed-through ones (and the hybrid
+ * flags), so that they win */
 extern const char *const compare_arm_predictor[NARMS];
 extern const char *const compare_arm_flags[NARMS][8];
 
@@ -127,6 +131,7 @@ typedef struct compare {
     char *reuse_tag;                 /* the hpt binary's and the data's identity, for the reuse key */
     /* runs */
     run *runs; int nruns, cap;
+    struct want *queue; int nqueue, qcap;   /* runs decided but not started (compare_enqueue) */
     int tuned[NARMS];                /* index into lrs of each sweeping arm's tuned LR */
     /* the rates each sweeping arm trained on the first seed (--lrs, then its
      * extensions in order), and how its sweep ended (a sweep_status) */
@@ -151,6 +156,20 @@ run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double
  * in c->runs (which may move as runs are added). */
 int compare_start(compare *c, int arm, int sched, float lr, uint64_t seed, double budget);
 void compare_wait_all(compare *c);
+/* The queue: the protocol decides runs as the runs they depend on finish
+ * (an arm's sweep extension once its own sweep has finished, an arm's
+ * seeds once its lender is tuned), so that no slot idles while a decided
+ * run waits behind an undecided one. compare_enqueue adds a run (first:
+ * ahead of the queue, for the runs later decisions wait on);
+ * compare_start_queued starts queued runs in order while --jobs slots are
+ * free (reused runs take none); compare_reap waits until one child ends;
+ * compare_done: 1 if that run has finished (0: queued, training or not
+ * decided yet). */
+typedef struct want { int arm, sched; float lr; uint64_t seed; double budget; int first; } want;
+void compare_enqueue(compare *c, int arm, int sched, float lr, uint64_t seed, double budget, int first);
+void compare_start_queued(compare *c);
+void compare_reap(compare *c);
+int compare_done(const compare *c, int arm, int sched, float lr, uint64_t seed, double budget);
 /* compare.c: what an arm's seeds run with, its own tuned LR and schedule
  * or its lender's (compare_arm_lr_from); a schedule's name ("cosine", the
  * train flags' one, for -1). */

@@ -280,12 +280,28 @@ static void json_setup(const compare *c, cJSON *o) {
     }
 }
 
-/* The LR sweep: the sweeping arms' runs on the first seed. */
+/* qsort: by arm, then schedule, then rate */
+static int cmp_sweep_run(const void *pa, const void *pb) {
+    const run *a = *(const run *const *)pa, *b = *(const run *const *)pb;
+    if (a->arm != b->arm) return a->arm < b->arm ? -1 : 1;
+    if (a->sched != b->sched) return a->sched < b->sched ? -1 : 1;
+    return a->lr < b->lr ? -1 : a->lr > b->lr;
+}
+
+/* The LR sweep: the sweeping arms' runs on the first seed, by arm,
+ * schedule and rate (the order the runs were decided in depends on
+ * --jobs and on which finished first). */
 static void json_sweep(const compare *c, cJSON *o) {
     cJSON *sweep = cJSON_AddArrayToObject(o, "sweep");
+    const run **sw = cli_xrealloc(NULL, (size_t)(c->nruns ? c->nruns : 1) * sizeof *sw);
+    int n = 0;
     for (int i = 0; i < c->nruns; i++) {
         const run *r = &c->runs[i];
-        if (r->seed != c->seed0 || !ARM_SWEEPS(r->arm) || r->budget != 1) continue;
+        if (r->seed == c->seed0 && ARM_SWEEPS(r->arm) && r->budget == 1) sw[n++] = r;
+    }
+    qsort(sw, (size_t)n, sizeof *sw, cmp_sweep_run);
+    for (int i = 0; i < n; i++) {
+        const run *r = sw[i];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "arm", compare_arm_names[r->arm]);
         if (c->nscheds && r->arm != ARM_SF) cJSON_AddStringToObject(e, "schedule", compare_sched_name(c, r->sched));
@@ -294,6 +310,7 @@ static void json_sweep(const compare *c, cJSON *o) {
         cJSON_AddItemToObject(e, "train_s", jnum(r->train_s));
         cJSON_AddItemToArray(sweep, e);
     }
+    free(sw);
 }
 
 /* A budget's key in the per-budget objects: as the "budgets" list prints it */

@@ -131,8 +131,8 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
         for (int i = 0; i < c->nhpass; i++) a->v[a->n++] = c->hpass[i];
         a->v[a->n++] = "--predictor";
         a->v[a->n++] = (char *)(compare_arm_predictor[r->arm] ? compare_arm_predictor[r->arm] : c->predictor);
-        for (int i = 0; compare_arm_flags[r->arm][i]; i++) a->v[a->n++] = (char *)compare_arm_flags[r->arm][i];
     }
+    for (int i = 0; compare_arm_flags[r->arm][i]; i++) a->v[a->n++] = (char *)compare_arm_flags[r->arm][i];
     if (ARM_AVERAGED(r->arm)) {
         snprintf(a->num[0], sizeof a->num[0], "%g", c->ema_decay);
         a->v[a->n++] = "--ema";
@@ -451,11 +451,18 @@ static double full_run_steps(compare *c, int arm, int sched, float lr, uint64_t 
     return c->runs[k].steps;
 }
 
-int compare_start(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
+/* The index in c->runs of a run started (or reused) before; -1 if none. */
+static int find_run(const compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
     for (int i = 0; i < c->nruns; i++) {
         const run *q = &c->runs[i];
         if (q->arm == arm && q->sched == sched && q->lr == lr && q->seed == seed && q->budget == budget) return i;
     }
+    return -1;
+}
+
+int compare_start(compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
+    int found = find_run(c, arm, sched, lr, seed, budget);
+    if (found >= 0) return found;
     /* a budget run's step count is its full run's (epochs resolved by hpt train) */
     int iters = 0;
     double full_steps = NAN;
@@ -502,4 +509,33 @@ run *compare_run(compare *c, int arm, int sched, float lr, uint64_t seed, double
     int k = compare_start(c, arm, sched, lr, seed, budget);
     while (c->runs[k].pid) reap_one(c);
     return &c->runs[k];
+}
+
+void compare_enqueue(compare *c, int arm, int sched, float lr, uint64_t seed, double budget, int first) {
+    if (c->nqueue == c->qcap) {
+        c->qcap = c->qcap ? 2 * c->qcap : 32;
+        c->queue = cli_xrealloc(c->queue, (size_t)c->qcap * sizeof(want));
+    }
+    int at = first ? 0 : c->nqueue;
+    /* ahead of the queue, behind the runs queued ahead before it (an
+     * extension's runs under each schedule stay in their order) */
+    while (first && at < c->nqueue && c->queue[at].first) at++;
+    memmove(c->queue + at + 1, c->queue + at, (size_t)(c->nqueue - at) * sizeof(want));
+    c->queue[at] = (want){arm, sched, lr, seed, budget, first};
+    c->nqueue++;
+}
+
+void compare_start_queued(compare *c) {
+    while (c->nqueue && c->running < c->jobs) {
+        want w = c->queue[0];
+        memmove(c->queue, c->queue + 1, (size_t)--c->nqueue * sizeof(want));
+        compare_start(c, w.arm, w.sched, w.lr, w.seed, w.budget);
+    }
+}
+
+void compare_reap(compare *c) { reap_one(c); }
+
+int compare_done(const compare *c, int arm, int sched, float lr, uint64_t seed, double budget) {
+    int k = find_run(c, arm, sched, lr, seed, budget);
+    return k >= 0 && !c->runs[k].pid;
 }

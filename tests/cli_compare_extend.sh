@@ -10,6 +10,8 @@
 #     arm's sweep in results.json holds --lrs and its added rates, its tuned
 #     LR is its sweep's lowest final val and lies strictly inside;
 #     results.json's sweep_extension and results.md say what was added
+#   - an arm's extension trains as soon as its own sweep has finished, ahead
+#     of the other arms' sweeps (one run at a time: the baseline's third)
 #   - --lrs 1e-4,2e-4 --extend-sweep 2: far below the best, the cap stops
 #     it: 2 rates added, status capped, results.md and stderr say "not
 #     bracketed"; the same with --extend-sweep 0 reuses the runs and adds none
@@ -73,6 +75,11 @@ if [ "$(head -n 1 "$tmp/check")" = fine ] && grep -q "^baseline inside [updown]*
 else fail "extension up and down: $(cat "$tmp/check")"; fi
 grep -q "edge of its sweep: trying lr [0-9.e-]* (extension 1 of at most 3)" "$tmp/err" &&
     pass "stderr names each extension" || fail "stderr: no extension line"
+# the baseline's extension is decided once its own 2 runs have finished and
+# trains ahead of schedule-free's sweep (queued first), not after it
+if grep '^\[' "$tmp/err" | sed -n 3p | grep -q '^\[3/[0-9]*\] baseline '; then
+    pass "the baseline's extension trained third, ahead of schedule-free's sweep"
+else fail "the third run finished: $(grep '^\[' "$tmp/err" | sed -n 3p)"; fi
 
 OUT="$tmp/cap"
 run "$HPT" compare $CFG --lrs 1e-4,2e-4 --extend-sweep 2 --out "$OUT"

@@ -8,8 +8,10 @@
 #     results.json gives it its own tuned lr and schedule, results.md its
 #     rows in the sweep table
 #   - hybrid-muon trains --mode hybrid --predictor outer on Muon (RMS
-#     matching) at the muon arm's tuned LR and schedule, every seed
-#   - --arms muon with --device guard, hybrid-muon without muon: exit 2
+#     matching) at the muon arm's tuned LR and schedule, every seed;
+#     muon-ns3 trains Muon with --muon-ns-steps 3 there too
+#   - --arms muon with --device guard, hybrid-muon or muon-ns3 without
+#     muon: exit 2
 #     before anything is written
 test_name=cli_compare_muon; . tests/lib.sh
 
@@ -17,9 +19,9 @@ words_text 4242 >"$tmp/data.txt"
 CFG="--data $tmp/data.txt --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 \
      --max-iters 40 --warmup-iters 5 --eval-iters 2 --threads 1"
 OUT="$tmp/cmp"
-run "$HPT" compare $CFG --arms baseline,muon,hybrid-muon --extend-sweep 0 --lrs 3e-3,1e-2 --schedules d2z,wsd \
+run "$HPT" compare $CFG --arms baseline,muon,hybrid-muon,muon-ns3 --extend-sweep 0 --lrs 3e-3,1e-2 --schedules d2z,wsd \
     --seeds 1 --outer-interval 10 --warmup-steps 10 --out "$OUT"
-if [ $rc -eq 0 ] && grep -q "compare: 9 runs" "$tmp/err"; then pass "compare: exit 0 (baseline, muon: 2 LRs x 2 schedules; hybrid-muon: 9 runs)"
+if [ $rc -eq 0 ] && grep -q "compare: 10 runs" "$tmp/err"; then pass "compare: exit 0 (baseline, muon: 2 LRs x 2 schedules; hybrid-muon, muon-ns3: 10 runs)"
 else fail "compare: status $rc: $(grep -m1 'compare: .* runs' "$tmp/err"; tail -n 3 "$tmp/err")"; fi
 if python3 - "$OUT" <<'EOF'
 import json, sys
@@ -54,6 +56,15 @@ try:
         errs.append("%s: args %r, optimizer %r, jumps %r" % (hm, args, sm.get("optimizer"), sm.get("outer_jumps")))
 except OSError as e:
     errs.append("hybrid-muon's run at muon's tuned LR and schedule: %s" % e)
+n3 = "%s/runs/muon-ns3-%s-lr%g-s%d" % (d, r["tuned_schedule"].get("muon"), r["tuned_lr"].get("muon"), r["seeds"][0])
+try:
+    args = open(n3 + "/compare-args.txt").read()
+    sm = json.load(open(n3 + "/summary.json"))
+    if ("--muon-ns-steps 3" not in args or "--optimizer muon --muon-scale rms" not in args or "--mode hybrid" in args
+            or sm.get("optimizer") != "muon" or r["arms"].get("muon-ns3", {}).get("lr") != r["tuned_lr"].get("muon")):
+        errs.append("%s: args %r, optimizer %r" % (n3, args, sm.get("optimizer")))
+except OSError as e:
+    errs.append("muon-ns3's run at muon's tuned LR and schedule: %s" % e)
 md = open(d + "/results.md").read()
 if md.count("| muon ") < 2: errs.append("results.md: %d muon rows" % md.count("| muon "))
 print("     muon tuned lr %s, schedule %s; baseline %s, %s" % (r["tuned_lr"].get("muon"), r["tuned_schedule"].get("muon"),
@@ -72,5 +83,9 @@ run "$HPT" compare $CFG --arms baseline,hybrid-muon --out "$tmp/h"
 if [ $rc -eq 2 ] && grep -q -- "hybrid-muon needs muon" "$tmp/err" && [ ! -e "$tmp/h" ]; then
     pass "--arms hybrid-muon without muon: exit 2, nothing written"
 else fail "--arms hybrid-muon alone: status $rc (want 2): $(head -c 200 "$tmp/err")"; fi
+run "$HPT" compare $CFG --arms baseline,muon-ns3 --out "$tmp/n"
+if [ $rc -eq 2 ] && grep -q -- "muon-ns3 needs muon" "$tmp/err" && [ ! -e "$tmp/n" ]; then
+    pass "--arms muon-ns3 without muon: exit 2, nothing written"
+else fail "--arms muon-ns3 alone: status $rc (want 2): $(head -c 200 "$tmp/err")"; fi
 
 finish
