@@ -418,8 +418,9 @@ static void check_before_writing(const compare *c, const seen *sn) {
         hpt_status st = hpt_device_check(sn->device);
         if (st != HPT_OK) die_status(st);
         /* every muon run would exit 2 (hpt train's check): said once, here */
-        if ((c->arms[ARM_MUON] || c->arms[ARM_HMUON] || c->arms[ARM_MNS3]) && strcmp(sn->device, "cpu"))
-            die_usage("--arms muon: --optimizer muon runs on --device cpu only, not --device %s", sn->device);
+        for (int a = 0; a < NARMS; a++)
+            if (c->arms[a] && ARM_MUON_OPT(a) && strcmp(sn->device, "cpu"))
+                die_usage("--arms muon: --optimizer muon runs on --device cpu only, not --device %s", sn->device);
     }
     static const char *const run_files[] = {"metrics.jsonl", "model.bin", "summary.json", "checkpoints",
                                             "manifest.json" /* hpt tokenize's shards */};
@@ -451,8 +452,10 @@ static void announce(const compare *c) {
 }
 
 /* The k-th schedule arm a sweeps: -1 without --schedules, and for
- * schedule-free (its rate is constant after the warmup). */
+ * schedule-free (its rate is constant after the warmup); how many it
+ * sweeps. */
 static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && a != ARM_SF ? k : -1; }
+static int sweep_nscheds(const compare *c, int a) { return c->nscheds && a != ARM_SF ? c->nscheds : 1; }
 
 /* A rate of the sweep table's columns: its index in c->lrs, added if new
  * (below every rate: first, so an ascending --lrs stays ascending). */
@@ -469,13 +472,13 @@ static int lr_index(compare *c, float lr) {
 /* Arm a's sweep runs at lr on the first seed, under each of its
  * schedules, queued (first: ahead of the queue, an extension). */
 static void sweep_queue(compare *c, int a, float lr, int first) {
-    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    int ns = sweep_nscheds(c, a);
     for (int k = 0; k < ns; k++) compare_enqueue(c, a, sweep_sched(c, a, k), lr, c->seed0, 1, first);
 }
 
 /* 1 once every run of arm a's sweep so far has finished. */
 static int sweep_finished(const compare *c, int a) {
-    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    int ns = sweep_nscheds(c, a);
     for (int i = 0; i < c->arm_nlrs[a]; i++)
         for (int k = 0; k < ns; k++)
             if (!compare_done(c, a, sweep_sched(c, a, k), c->arm_lrs[a][i], c->seed0, 1)) return 0;
@@ -485,7 +488,7 @@ static int sweep_finished(const compare *c, int a) {
 /* An arm's sweep read back (its runs have finished): its lowest final val
  * at each of its rates, over its schedules; and where that leaves it. */
 static sweep_next sweep_read(compare *c, int a) {
-    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    int ns = sweep_nscheds(c, a);
     double v[MAX_LRS + MAX_EXTEND];
     for (int i = 0; i < c->arm_nlrs[a]; i++) {
         v[i] = NAN;
@@ -502,7 +505,7 @@ static sweep_next sweep_read(compare *c, int a) {
 /* Arm a's tuned LR and schedule: the lowest final val of its sweep (the
  * arms that sweep but were not asked for lend the baseline's). */
 static void tune(compare *c, int a) {
-    int ns = c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    int ns = sweep_nscheds(c, a);
     double best = INFINITY;
     for (int k = 0; k < ns; k++)
         for (int i = 0; i < c->arm_nlrs[a]; i++) {
@@ -545,7 +548,7 @@ static int sweep_advance(compare *c, int a) {
     lr_index(c, s.lr);
     c->arm_lrs[a][c->arm_nlrs[a]++] = s.lr;
     c->nextended[a]++;
-    c->planned += c->nscheds && a != ARM_SF ? c->nscheds : 1;
+    c->planned += sweep_nscheds(c, a);
     sweep_queue(c, a, s.lr, 1);
     return 0;
 }
