@@ -71,7 +71,8 @@ I12="--schedules cosine,d2z,wsd --arms baseline,hybrid,ema,schedule-free,hybrid-
 # hold the whole of it: a later call with the defaults, the same binary and
 # the same machine reuses the runs already finished. For muon-*, SCHEDULES
 # (default cosine,d2z,wsd) and MUON_ARMS (default baseline,muon,hybrid-muon;
-# add muon-ns3, Muon with 3 Newton-Schulz steps) shrink or change it, and LRS moves the first sweep (a reduced protocol: name
+# add muon-ns3, Muon with 3 Newton-Schulz steps, or muon-spectral, Muon at
+# its own spectral scale with AdamW at the tuned baseline's rate) shrink or change it, and LRS moves the first sweep (a reduced protocol: name
 # it with BENCH_TAG).
 SEEDS=${SEEDS:-5}
 BUDGETS=${BUDGETS:-0.9,0.8}

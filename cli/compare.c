@@ -19,6 +19,9 @@
  *      baseline (no schedules: its rate is constant after the warmup);
  *      and the muon arm (--arms ...,muon: Muon with RMS matching, AdamW
  *      at the same rate) sweeps --lrs x --schedules as the baseline does;
+ *      muon-spectral (Muon at its own spectral scale, AdamW at the tuned
+ *      baseline's rate) sweeps --lrs x 4 x --schedules once the baseline
+ *      is tuned;
  *   2. seeds: every arm trains at its tuned LR and schedule on every seed
  *      (the controls borrow them: stale-adam, linear and hybrid-ema the
  *      hybrid's; ema, outer-snoo and outer-124m the baseline's; hybrid-sf
@@ -65,10 +68,10 @@
 
 const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
                                               "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m", "muon",
-                                              "hybrid-muon", "muon-ns3"};
+                                              "hybrid-muon", "muon-ns3", "muon-spectral"};
 const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
                                         ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON, ARM_MUON,
-                                        ARM_MUON};
+                                        ARM_MUON, ARM_MSPEC};
 const char *const compare_arm_predictor[NARMS] = {
     [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer",
     [ARM_HMUON] = "outer"};
@@ -88,7 +91,7 @@ const compare_sched compare_scheds[] = {
 };
 const int compare_nscheds = (int)(sizeof compare_scheds / sizeof compare_scheds[0]);
 
-float compare_arm_lr(const compare *c, int arm) { return c->lrs[c->tuned[compare_arm_lr_from[arm]]]; }
+float compare_arm_lr(const compare *c, int arm) { return c->tuned_lr[compare_arm_lr_from[arm]]; }
 int compare_arm_sched(const compare *c, int arm) { return c->tuned_sched[compare_arm_lr_from[arm]]; }
 const char *compare_sched_name(const compare *c, int sched) {
     return sched >= 0 ? compare_scheds[c->scheds[sched]].name : c->train_schedule;
@@ -132,7 +135,7 @@ void usage_compare(FILE *f) {
 "  --seeds N              seeds per arm (the sweep runs on the first)          [3]\n"
 "  --seed N               the first seed; the others follow it                 [1337]\n"
 "  --arms LIST            of baseline,hybrid,stale-adam,linear,ema,            [all but the\n"
-"                         schedule-free (schedule-free AdamW, its own LR        last eight]\n"
+"                         schedule-free (schedule-free AdamW, its own LR        last nine]\n"
 "                         sweep; no --schedule, --decay-frac, --cooldown),\n"
 "                         hybrid-ema (the hybrid's run with --ema, evaluated\n"
 "                         at the average), hybrid-sf (the hybrid on\n"
@@ -145,7 +148,10 @@ void usage_compare(FILE *f) {
 "                         hybrid-muon (the outer step on Muon at muon's\n"
 "                         tuned LR and schedule), muon-ns3 (Muon with 3\n"
 "                         Newton-Schulz steps at muon's tuned LR and\n"
-"                         schedule)\n"
+"                         schedule), muon-spectral (--optimizer muon\n"
+"                         --muon-scale spectral, --adam-lr the tuned\n"
+"                         baseline's: its own sweep of --lrs x 4 x\n"
+"                         --schedules, once the baseline is tuned)\n"
 "  --ema-decay X          decay of the ema arms' weight average                [0.99]\n"
 "  --budgets LIST         fractions in (0, 1] of the full run's steps (1 is    [off]\n"
 "                         implied): every arm on every seed also trains\n"
@@ -256,7 +262,7 @@ static void parse_arms(compare *c, const char *s) {
         while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
-                      "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon, muon-ns3)", tok);
+                      "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon, muon-ns3, muon-spectral)", tok);
         if (c->arms[a]) die_usage("--arms lists '%s' twice", tok);  /* as --lrs, --schedules and --budgets do */
         c->arms[a] = 1;
     }
@@ -400,7 +406,7 @@ static void settle(compare *c, const seen *sn) {
                 "clocks measure their contention\n", c->jobs, c->threads < 1 ? (int)ncpu : c->threads,
                 c->threads < 1 ? " (all cores)" : "", ncpu);
     c->reuse_tag = compare_reuse_tag(c->data);
-    int sweep_arms = 1 + c->arms[ARM_HYBRID] + c->arms[ARM_MUON], narms = 0;
+    int sweep_arms = 1 + c->arms[ARM_HYBRID] + c->arms[ARM_MUON] + c->arms[ARM_MSPEC], narms = 0;
     for (int a = 0; a < NARMS; a++) narms += c->arms[a];
     /* the plan: the sweep (first seed), then each arm's tuned runs */
     c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + c->arms[ARM_SF] * c->nlrs +
@@ -457,16 +463,17 @@ static void announce(const compare *c) {
 static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && a != ARM_SF ? k : -1; }
 static int sweep_nscheds(const compare *c, int a) { return c->nscheds && a != ARM_SF ? c->nscheds : 1; }
 
-/* A rate of the sweep table's columns: its index in c->lrs, added if new
- * (below every rate: first, so an ascending --lrs stays ascending). */
-static int lr_index(compare *c, float lr) {
-    for (int i = 0; i < c->nlrs; i++) if (c->lrs[i] == lr) return i;
+/* A rate becomes a column of the sweep table (c->lrs) if it is not one
+ * yet, before the first larger rate (an extension beyond every rate goes
+ * last or first, muon-spectral's grid between), so an ascending --lrs
+ * stays ascending. */
+static void lr_column(compare *c, float lr) {
+    for (int i = 0; i < c->nlrs; i++) if (c->lrs[i] == lr) return;
     int at = 0;
-    for (int i = 0; i < c->nlrs; i++) if (lr > c->lrs[i]) at = c->nlrs;
+    while (at < c->nlrs && !(c->lrs[at] > lr)) at++;
     memmove(c->lrs + at + 1, c->lrs + at, (size_t)(c->nlrs - at) * sizeof(float));
     c->lrs[at] = lr;
     c->nlrs++;
-    return at;
 }
 
 /* Arm a's sweep runs at lr on the first seed, under each of its
@@ -474,6 +481,26 @@ static int lr_index(compare *c, float lr) {
 static void sweep_queue(compare *c, int a, float lr, int first) {
     int ns = sweep_nscheds(c, a);
     for (int k = 0; k < ns; k++) compare_enqueue(c, a, sweep_sched(c, a, k), lr, c->seed0, 1, first);
+}
+
+/* The arm whose tuned rate arm a's sweep runs take (muon-spectral's
+ * --adam-lr: the baseline's), so that its sweep starts once that arm is
+ * tuned; -1: none, it starts at once. */
+static int sweep_after(int a) { return a == ARM_MSPEC ? ARM_BASELINE : -1; }
+
+/* Arm a's sweep begins: its first rates (--lrs as given; muon-spectral's
+ * x SPECTRAL_GRID), each a column of the sweep table, queued under its
+ * schedules (first: ahead of the queue, for a sweep that starts late, as
+ * the arm's seeds wait on it as they wait on an extension). */
+static void sweep_begin(compare *c, int a, int first) {
+    float scale = a == ARM_MSPEC ? SPECTRAL_GRID : 1.0f;
+    c->arm_nlrs[a] = c->ngiven;
+    c->sweep_end[a] = SWEEP_NONE;
+    for (int i = 0; i < c->ngiven; i++) {
+        c->arm_lrs[a][i] = c->given_lrs[i] * scale;
+        lr_column(c, c->arm_lrs[a][i]);
+        sweep_queue(c, a, c->arm_lrs[a][i], first);
+    }
 }
 
 /* 1 once every run of arm a's sweep so far has finished. */
@@ -513,22 +540,22 @@ static void tune(compare *c, int a) {
             run *r = compare_run(c, a, sched, c->arm_lrs[a][i], c->seed0, 1);
             if (r->final_val < best) {
                 best = r->final_val;
-                c->tuned[a] = lr_index(c, c->arm_lrs[a][i]);
+                c->tuned_lr[a] = c->arm_lrs[a][i];
                 c->tuned_sched[a] = sched;
             }
         }
     for (int b = 0; a == ARM_BASELINE && b < NARMS; b++)
-        if (ARM_SWEEPS(b) && !c->arms[b]) { c->tuned[b] = c->tuned[a]; c->tuned_sched[b] = c->tuned_sched[a]; }
+        if (ARM_SWEEPS(b) && !c->arms[b]) { c->tuned_lr[b] = c->tuned_lr[a]; c->tuned_sched[b] = c->tuned_sched[a]; }
     if (c->arm_nlrs[a] * ns > 1)
         fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
-                c->lrs[c->tuned[a]], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
+                c->tuned_lr[a], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
                 best, (unsigned long long)c->seed0);
     if (c->arm_nlrs[a] == 1)  /* one rate: its lr was not tuned, and the edge rule cannot fire */
         fprintf(stderr, "compare: warning: %s's lr %g was not swept (one rate): it is not tuned; give --lrs "
-                "two or more rates\n", compare_arm_names[a], c->lrs[c->tuned[a]]);
+                "two or more rates\n", compare_arm_names[a], c->tuned_lr[a]);
     if (c->sweep_end[a] == SWEEP_CAPPED || c->sweep_end[a] == SWEEP_LIMIT)
         fprintf(stderr, "compare: warning: %s's tuned lr %g is %sat the %s edge of its sweep (%s): widen --lrs\n",
-                compare_arm_names[a], c->lrs[c->tuned[a]], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
+                compare_arm_names[a], c->tuned_lr[a], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
                 c->sweep_end[a] == SWEEP_LIMIT ? (c->sweep_edge[a] > 0 ? "the next rate would pass 10"
                                                                        : "the next rate would pass 1e-9")
                 : c->extend_cap ? "the --extend-sweep cap was reached" : "--extend-sweep 0");
@@ -545,7 +572,7 @@ static int sweep_advance(compare *c, int a) {
     fprintf(stderr, "compare: %s's best lr %g is at the %s edge of its sweep: trying lr %g (extension %d of "
             "at most %d)\n", compare_arm_names[a], c->arm_lrs[a][s.best], s.edge > 0 ? "upper" : "lower",
             s.lr, c->nextended[a] + 1, c->extend_cap);
-    lr_index(c, s.lr);
+    lr_column(c, s.lr);
     c->arm_lrs[a][c->arm_nlrs[a]++] = s.lr;
     c->nextended[a]++;
     c->planned += sweep_nscheds(c, a);
@@ -565,7 +592,8 @@ static void queue_seeds(compare *c, int a) {
 }
 
 /* The protocol. 1. the sweep: every sweeping arm (the baseline, the
- * hybrid, schedule-free, Muon) at every LR on the first seed, under every
+ * hybrid, schedule-free, Muon; muon-spectral once the baseline is tuned)
+ * at every LR on the first seed, under every
  * --schedules schedule (schedule-free: its own); an arm whose best rate
  * lies at an edge of its rates trains at one more beyond it, until the
  * best is inside or --extend-sweep rates were added; the lowest final val
@@ -577,20 +605,22 @@ static void queue_seeds(compare *c, int a) {
  * whose rate they take is tuned. Which runs train does not depend on
  * --jobs nor on the order they finish in; only when they do. */
 static void run_protocol(compare *c) {
-    int settled[NARMS] = {0}, queued[NARMS] = {0};
-    for (int a = 0; a < NARMS; a++) {
-        if (!ARM_SWEEPS(a) || !c->arms[a]) continue;
-        memcpy(c->arm_lrs[a], c->lrs, (size_t)c->nlrs * sizeof(float));
-        c->arm_nlrs[a] = c->nlrs;
-        c->sweep_end[a] = SWEEP_NONE;
-        for (int i = 0; i < c->nlrs; i++) sweep_queue(c, a, c->lrs[i], 0);
-    }
+    int begun[NARMS] = {0}, settled[NARMS] = {0}, queued[NARMS] = {0};
+    memcpy(c->given_lrs, c->lrs, (size_t)c->nlrs * sizeof(float));
+    c->ngiven = c->nlrs;
+    for (int a = 0; a < NARMS; a++)
+        if (ARM_SWEEPS(a) && c->arms[a] && sweep_after(a) < 0) { sweep_begin(c, a, 0); begun[a] = 1; }
     for (;;) {
         int changed = 0;
         for (int a = 0; a < NARMS; a++)
-            if (ARM_SWEEPS(a) && c->arms[a] && !settled[a] && sweep_finished(c, a)) {
+            if (begun[a] && !settled[a] && sweep_finished(c, a)) {
                 settled[a] = sweep_advance(c, a);
                 changed = 1;
+            }
+        for (int a = 0; a < NARMS; a++)
+            if (ARM_SWEEPS(a) && c->arms[a] && !begun[a] && sweep_after(a) >= 0 && settled[sweep_after(a)]) {
+                sweep_begin(c, a, 1);
+                begun[a] = changed = 1;
             }
         for (int a = 0; a < NARMS; a++) {
             int from = compare_arm_lr_from[a];
@@ -626,10 +656,9 @@ int cmd_compare(int argc, char **argv) {
     hpt_hybrid_config_default(&hd);
     c.predictor = hd.predictor;   /* the hybrid's default (outer) */
     c.train_schedule = NULL;      /* settle: the task's default (linear to 0) */
-    c.tuned_sched[ARM_BASELINE] = c.tuned_sched[ARM_HYBRID] = c.tuned_sched[ARM_SF] = c.tuned_sched[ARM_MUON] = -1;
-    for (int a = 0; a < NARMS; a++)
-        c.arms[a] = a != ARM_SF && a != ARM_HEMA && a != ARM_HSF && a != ARM_SNOO && a != ARM_O124 && a != ARM_MUON &&
-                    a != ARM_HMUON && a != ARM_MNS3;
+    for (int a = 0; a < NARMS; a++) c.tuned_sched[a] = -1;
+    /* the default arms: baseline, hybrid, stale-adam, linear, ema (the later ones are added by --arms) */
+    for (int a = 0; a < NARMS; a++) c.arms[a] = a < ARM_SF;
     c.pass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));
     c.pass_steps = cli_xrealloc(NULL, (size_t)(argc + 1));
     c.hpass = cli_xrealloc(NULL, (size_t)(argc + 1) * sizeof(char *));

@@ -34,20 +34,36 @@
  * Newton-Schulz steps (--muon-ns-steps 3, the reference's 5 otherwise) at
  * the muon arm's tuned LR and schedule (it needs that arm): what the
  * published fewer-step variant saves in time and costs in loss.
+ * muon-spectral: Muon at Keller Jordan's own scale (--muon-scale spectral,
+ * the train default), so that Muon's rate is its own and AdamW's
+ * (--adam-lr, the embeddings, head, gains and biases) the tuned
+ * baseline's: its sweep starts once the baseline is tuned, over --lrs x
+ * SPECTRAL_GRID (below) x --schedules.
  * None is in the default --arms (add them), so an old command runs the
  * same runs. */
 enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, ARM_SNOO, ARM_O124,
-       ARM_MUON, ARM_HMUON, ARM_MNS3, NARMS };
+       ARM_MUON, ARM_HMUON, ARM_MNS3, ARM_MSPEC, NARMS };
 /* the arms that tune their own LR on the first seed */
-#define ARM_SWEEPS(a) ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF || (a) == ARM_MUON)
+#define ARM_SWEEPS(a) \
+    ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF || (a) == ARM_MUON || (a) == ARM_MSPEC)
+/* muon-spectral's first rates: --lrs x 4. RMS matching scales a hidden
+ * matrix's update by 0.2 sqrt(max(rows, cols)), the spectral scale by
+ * max(1, rows/cols)^0.5: 0.2 sqrt(cols) times less, 2.3x to 4.5x on the
+ * C128 GPT's matrices, 3.9x to 7.8x on the C384's, so a spectral rate
+ * about 4x the RMS-matched one moves the weights as far (the sweep's
+ * extension finds the rest); 4, a power of two, keeps the grid's rates
+ * exact multiples of --lrs (8e-3 is 4 x 2e-3 to the bit), so rates the
+ * arms share fall in one column of the sweep table. */
+#define SPECTRAL_GRID 4.0f
 /* the arms trained with --mode hybrid (they get the hybrid-only flags) */
 #define ARM_HYBRID_MODE(a) \
     ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF || \
      (a) == ARM_SNOO || (a) == ARM_O124 || (a) == ARM_HMUON)
 /* the arms trained with --optimizer schedule-free (constant rate after the warmup) */
 #define ARM_SCHEDULE_FREE(a) ((a) == ARM_SF || (a) == ARM_HSF)
-/* the arms trained with --optimizer muon (RMS matching: one rate for Muon and AdamW) */
-#define ARM_MUON_OPT(a) ((a) == ARM_MUON || (a) == ARM_HMUON || (a) == ARM_MNS3)
+/* the arms trained with --optimizer muon (all but muon-spectral with RMS
+ * matching: one rate for Muon and AdamW) */
+#define ARM_MUON_OPT(a) ((a) == ARM_MUON || (a) == ARM_HMUON || (a) == ARM_MNS3 || (a) == ARM_MSPEC)
 /* the arms trained with --ema and measured at the averaged weights */
 #define ARM_AVERAGED(a) ((a) == ARM_EMA || (a) == ARM_HEMA)
 extern const char *const compare_arm_names[NARMS];
@@ -61,8 +77,9 @@ extern const char *const compare_arm_flags[NARMS][8];
 
 #define MAX_LRS 16     /* --lrs values */
 #define MAX_EXTEND 8   /* --extend-sweep: at most this many extensions per arm */
-#define NSWEEPING 4    /* the arms ARM_SWEEPS names */
-#define LRS_CAP (MAX_LRS + NSWEEPING * MAX_EXTEND)  /* --lrs and every arm's extensions */
+#define NSWEEPING 5    /* the arms ARM_SWEEPS names */
+/* --lrs, muon-spectral's --lrs x SPECTRAL_GRID and every arm's extensions */
+#define LRS_CAP (2 * MAX_LRS + NSWEEPING * MAX_EXTEND)
 #define MAX_SCHEDS 8
 #define MAX_SEEDS 16
 #define MAX_PASS 256
@@ -110,7 +127,9 @@ typedef struct compare {
     char *pass_steps;                /* 1 for the words of pass that set the budget (--max-iters,
                                       * --epochs): a budget run gives its own --max-iters instead */
     char **hpass; int nhpass;        /* hybrid-only flags, for the hybrid arms */
-    float lrs[LRS_CAP]; int nlrs;    /* --lrs, then the rates an extension added (the sweep table's columns) */
+    float lrs[LRS_CAP]; int nlrs;    /* --lrs, then the rates an extension or muon-spectral's grid added
+                                      * (the sweep table's columns) */
+    float given_lrs[MAX_LRS]; int ngiven;   /* --lrs as given: the first rates of every sweep */
     int extend_cap;                  /* --extend-sweep: extensions per sweeping arm (0: none) */
     int scheds[MAX_SCHEDS]; int nscheds;  /* --schedules: indices into compare_scheds (0: not given) */
     const char *train_schedule;      /* without --schedules: the runs' --schedule (default: the task's, linear to 0) */
@@ -132,7 +151,8 @@ typedef struct compare {
     /* runs */
     run *runs; int nruns, cap;
     struct want *queue; int nqueue, qcap;   /* runs decided but not started (compare_enqueue) */
-    int tuned[NARMS];                /* index into lrs of each sweeping arm's tuned LR */
+    float tuned_lr[NARMS];           /* each sweeping arm's tuned LR (a rate, not an index into lrs: an
+                                      * extension below every rate moves the indices) */
     /* the rates each sweeping arm trained on the first seed (--lrs, then its
      * extensions in order), and how its sweep ended (a sweep_status) */
     float arm_lrs[NARMS][MAX_LRS + MAX_EXTEND]; int arm_nlrs[NARMS];

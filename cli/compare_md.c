@@ -111,7 +111,10 @@ static void md_sweep_extension(const cJSON *r, FILE *o) {
         if (!nadd && !stuck) continue;
         fprintf(o, "- %s: ", e->string);
         if (nadd) {
-            fprintf(o, "its best rate lay at the %s edge of --lrs, so the sweep added lr", !strcmp(dir, "up") ? "upper" : "lower");
+            const cJSON *scale = get(e, "lrs_scale");  /* muon-spectral's first rates: --lrs x it */
+            fprintf(o, "its best rate lay at the %s edge of --lrs", !strcmp(dir, "up") ? "upper" : "lower");
+            if (cJSON_IsNumber(scale)) fprintf(o, " x %g", scale->valuedouble);
+            fprintf(o, ", so the sweep added lr");
             cJSON_ArrayForEach(x, get(e, "added_lrs")) fprintf(o, "%s %g", x == get(e, "added_lrs")->child ? "" : ",", x->valuedouble);
             fprintf(o, " (%d extension%s of at most %d); ", nadd, nadd > 1 ? "s" : "", cap);
         }
@@ -123,6 +126,20 @@ static void md_sweep_extension(const cJSON *r, FILE *o) {
             fprintf(o, "its best, lr %g, is %sat the %s edge (the next rate would pass %s, hpt train's limit): not "
                     "bracketed.\n", tuned, nadd ? "still " : "", edge, !strcmp(edge, "upper") ? "10" : "1e-9");
         else fprintf(o, "its best, lr %g, is inside now.\n", tuned);
+        any = 1;
+    }
+    if (any) fputc('\n', o);
+}
+
+/* The arms whose AdamW rate is not their swept one (muon-spectral's
+ * adam_lr, the tuned baseline's): said once under the sweep. */
+static void md_adam_lr(const cJSON *r, FILE *o) {
+    const cJSON *a;
+    int any = 0;
+    cJSON_ArrayForEach(a, get(r, "arms")) {
+        if (!cJSON_IsNumber(get(a, "adam_lr"))) continue;
+        fprintf(o, "- %s: its swept rates are Muon's (--muon-scale spectral); AdamW's, for the embeddings, head, "
+                "gains and biases (--adam-lr), is the tuned baseline's, %g.\n", a->string, num(a, "adam_lr"));
         any = 1;
     }
     if (any) fputc('\n', o);
@@ -151,6 +168,7 @@ static void md_sweep(const cJSON *r, FILE *o) {
     }
     fputc('\n', o);
     md_sweep_extension(r, o);
+    md_adam_lr(r, o);
 }
 
 /* Seeds that reached the target, of all. */

@@ -247,6 +247,7 @@ static void json_setup(const compare *c, cJSON *o) {
         /* the direction it was extended in: the first added rate against --lrs */
         int given = c->arm_nlrs[a] - c->nextended[a];
         if (c->nextended[a]) cJSON_AddStringToObject(e, "direction", c->arm_lrs[a][given] > c->arm_lrs[a][0] ? "up" : "down");
+        if (a == ARM_MSPEC) cJSON_AddItemToObject(e, "lrs_scale", jnum(SPECTRAL_GRID));  /* its first rates: --lrs x it */
         cJSON_AddStringToObject(e, "status", compare_sweep_status_names[c->sweep_end[a]]);
         if (c->sweep_edge[a]) cJSON_AddStringToObject(e, "edge", c->sweep_edge[a] > 0 ? "upper" : "lower");
         else cJSON_AddNullToObject(e, "edge");
@@ -369,6 +370,7 @@ static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
     cJSON *o = cJSON_AddObjectToObject(arms, compare_arm_names[a]);
     cJSON_AddItemToObject(o, "lr", jnum(compare_arm_lr(c, a)));
     cJSON_AddStringToObject(o, "schedule", compare_arm_sched_name(c, a));
+    if (a == ARM_MSPEC) cJSON_AddItemToObject(o, "adam_lr", jnum(compare_arm_lr(c, ARM_BASELINE)));
     double vals[MAX_SEEDS][NFIELDS], v[MAX_SEEDS];
     for (int s = 0; s < c->nseeds; s++) arm_values(&m[s], vals[s]);
     for (int k = 0; k < NFIELDS; k++) {
@@ -415,6 +417,9 @@ static cJSON *results_json(compare *c, armseed m[NARMS][MAX_SEEDS], stat4 noise)
 }
 
 /* ---------------------------------------------------------------- outputs */
+
+/* every arm a series: with --arms naming them all the plots were refused */
+_Static_assert(NARMS <= HPT_PLOT_MAX_SERIES, "an arm without a plot series");
 
 static void write_plots(const compare *c, run *const *first) {
     hpt_plot_series s[NARMS];

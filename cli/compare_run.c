@@ -147,10 +147,16 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
     if (ARM_SCHEDULE_FREE(r->arm)) {  /* no decay to give it: the rate is constant after the warmup */
         a->v[a->n++] = "--optimizer"; a->v[a->n++] = "schedule-free";
     } else {
-        if (ARM_MUON_OPT(r->arm)) {  /* RMS matching: the one swept rate is Muon's and AdamW's (compare.h) */
+        if (ARM_MUON_OPT(r->arm)) {
             a->v[a->n++] = "--optimizer"; a->v[a->n++] = "muon";
-            a->v[a->n++] = "--muon-scale"; a->v[a->n++] = "rms";
-            a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[1];
+            if (r->arm == ARM_MSPEC) {  /* the swept rate is Muon's; AdamW's the tuned baseline's (compare.h) */
+                snprintf(a->num[6], sizeof a->num[6], "%g", compare_arm_lr(c, ARM_BASELINE));
+                a->v[a->n++] = "--muon-scale"; a->v[a->n++] = "spectral";
+                a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[6];
+            } else {  /* RMS matching: the one swept rate is Muon's and AdamW's */
+                a->v[a->n++] = "--muon-scale"; a->v[a->n++] = "rms";
+                a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[1];
+            }
         }
         a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
     }

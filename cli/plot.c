@@ -35,9 +35,11 @@
 
 /* ------------------------------------------------------------ style */
 
-/* Okabe-Ito (minus yellow, which vanishes on white) then Paul Tol's "muted"
- * set: distinguishable under the common color vision deficiencies, and
- * dark enough for 2 px lines on white. */
+/* Okabe-Ito (minus yellow, which vanishes on white), then Paul Tol's
+ * "muted" set (minus its pale sand and cyan): distinguishable under the
+ * common color vision deficiencies, and dark enough for 2 px lines on
+ * white; the last two (Tol's dark brown, and steel blue) take the 15th
+ * and 16th series, which the dashes tell apart as well. */
 static const uint32_t palette[HPT_PLOT_MAX_SERIES] = {
     0x0072B2, /* blue */
     0xE69F00, /* orange */
@@ -51,6 +53,10 @@ static const uint32_t palette[HPT_PLOT_MAX_SERIES] = {
     0x882255, /* wine */
     0x999933, /* olive */
     0x44AA99, /* teal */
+    0xCC6677, /* rose */
+    0xAA4499, /* purple */
+    0x661100, /* dark brown */
+    0x6699CC, /* steel blue */
 };
 
 #define COL_BG     0xFFFFFFu

@@ -5,7 +5,7 @@
  *
  * Implements: "nice" axis ticks (1/2/5 x 10^k), light gridlines, shaded
  * vertical bands (training phases), a dashed horizontal reference line, up
- * to 12 series from a fixed colorblind-friendly palette, a legend in the
+ * to 16 series from a fixed colorblind-friendly palette, a legend in the
  * corner of the plot where it hides the least data, title and axis labels
  * in DejaVu Sans. The PNG is RGB, anti-aliased; the SVG draws text as glyph
  * outlines and carries it as text in its <title> (the title) and <desc>
@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include "hpt.h"
 
-#define HPT_PLOT_MAX_SERIES 12
+#define HPT_PLOT_MAX_SERIES 16
 #define HPT_PLOT_MAX_SIDE 8192   /* largest width or height accepted, pixels */
 
 typedef struct hpt_plot_series {
@@ -44,7 +44,7 @@ typedef struct hpt_plot_band { double x0, x1; } hpt_plot_band;
 
 typedef struct hpt_plot {
     const char *title, *xlabel, *ylabel;           /* NULL: none */
-    const hpt_plot_series *series; int nseries;    /* (nseries,), nseries <= 12; color i = palette[i] */
+    const hpt_plot_series *series; int nseries;    /* (nseries,), nseries <= 16; color i = palette[i] */
     const hpt_plot_band *bands; int nbands;        /* (nbands,), drawn first, a light tint */
     const char *band_label;                        /* legend entry for the bands (NULL: none) */
     int width, height;                             /* pixels; 0 = 800 x 500 */
@@ -62,7 +62,7 @@ uint32_t hpt_plot_color(int i);
 
 /* Writes <path_noext>.svg and <path_noext>.png, each atomically (temporary
  * name, fsync, rename), the SVG first. The directory must exist.
- * Errors: HPT_ERR_ARG for a bad argument (NULL, > 12 series, negative n,
+ * Errors: HPT_ERR_ARG for a bad argument (NULL, > 16 series, negative n,
  * NULL y, ymin >= ymax, a size below 160 x 120 or above HPT_PLOT_MAX_SIDE,
  * a data range too wide for doubles, labels that leave no room for the plot),
  * HPT_ERR_NOMEM, HPT_ERR_IO; the message is in hpt_errmsg(). Degenerate data

@@ -257,24 +257,24 @@ static void expect_fail(const hpt_plot *p, const char *path, hpt_status want, co
 
 static void test_errors(void) {
     double y[2] = { 1, 2 }, wide[2] = { -1e308, 1e308 };
-    hpt_plot_series s13[13];
-    for (int i = 0; i < 13; i++) s13[i] = (hpt_plot_series){ "s", NULL, y, 2, 0 };
+    hpt_plot_series sover[HPT_PLOT_MAX_SERIES + 1];   /* one over the limit */
+    for (int i = 0; i <= HPT_PLOT_MAX_SERIES; i++) sover[i] = (hpt_plot_series){ "s", NULL, y, 2, 0 };
     hpt_plot p;
     const char *path = path_of("bad", "");
     /* each case changes one thing from a valid plot and puts it back */
     expect_fail(NULL, path, HPT_ERR_ARG, "NULL plot");
     hpt_plot_init(&p);
     expect_fail(&p, NULL, HPT_ERR_ARG, "NULL path");
-    p.series = s13; p.nseries = 13;
-    expect_fail(&p, path, HPT_ERR_ARG, "13 series");
+    p.series = sover; p.nseries = HPT_PLOT_MAX_SERIES + 1;
+    expect_fail(&p, path, HPT_ERR_ARG, "17 series");
     p.nseries = 1;
-    s13[0].n = -1;
+    sover[0].n = -1;
     expect_fail(&p, path, HPT_ERR_ARG, "negative n");
-    s13[0].n = 2; s13[0].y = NULL;
+    sover[0].n = 2; sover[0].y = NULL;
     expect_fail(&p, path, HPT_ERR_ARG, "NULL y");
-    s13[0].y = wide;
+    sover[0].y = wide;
     expect_fail(&p, path, HPT_ERR_ARG, "y range overflows");
-    s13[0].y = y;
+    sover[0].y = y;
     p.ymin = 2; p.ymax = 1;
     expect_fail(&p, path, HPT_ERR_ARG, "ymin > ymax");
     p.ymin = 0; p.ymax = NAN;
