@@ -100,8 +100,9 @@ static void md_sweep_row(const cJSON *r, const char *arm, const char *sn, FILE *
 
 /* The rates an arm's sweep added (results.json's sweep_extension): which,
  * and whether its best is inside now; nothing for a sweep left as given
- * with its best inside (or an older results.json without the record). */
-static void md_sweep_extension(const cJSON *r, FILE *o) {
+ * with its best inside (or an older results.json without the record).
+ * 1 if it said something. */
+static int md_sweep_extension(const cJSON *r, FILE *o) {
     const cJSON *ext = get(r, "sweep_extension"), *e, *x;
     int cap = (int)num(r, "extend_sweep"), any = 0;
     cJSON_ArrayForEach(e, ext) {
@@ -128,12 +129,12 @@ static void md_sweep_extension(const cJSON *r, FILE *o) {
         else fprintf(o, "its best, lr %g, is inside now.\n", tuned);
         any = 1;
     }
-    if (any) fputc('\n', o);
+    return any;
 }
 
 /* The arms whose AdamW rate is not their swept one (muon-spectral's
- * adam_lr, the tuned baseline's): said once under the sweep. */
-static void md_adam_lr(const cJSON *r, FILE *o) {
+ * adam_lr, the tuned baseline's): said once under the sweep; 1 if any. */
+static int md_adam_lr(const cJSON *r, FILE *o) {
     const cJSON *a;
     int any = 0;
     cJSON_ArrayForEach(a, get(r, "arms")) {
@@ -142,7 +143,7 @@ static void md_adam_lr(const cJSON *r, FILE *o) {
                 "gains and biases (--adam-lr), is the tuned baseline's, %g.\n", a->string, num(a, "adam_lr"));
         any = 1;
     }
-    if (any) fputc('\n', o);
+    return any;
 }
 
 /* The LR sweep: final val loss per arm (and schedule, with --schedules)
@@ -167,8 +168,9 @@ static void md_sweep(const cJSON *r, FILE *o) {
         cJSON_ArrayForEach(x, scheds) md_sweep_row(r, compare_arm_names[a], cJSON_GetStringValue(x), o);
     }
     fputc('\n', o);
-    md_sweep_extension(r, o);
-    md_adam_lr(r, o);
+    int notes = md_sweep_extension(r, o);
+    notes |= md_adam_lr(r, o);   /* one list under the table */
+    if (notes) fputc('\n', o);
 }
 
 /* Seeds that reached the target, of all. */
