@@ -41,16 +41,18 @@ if len(sweep) != 4 or sorted(set(s["schedule"] for s in sweep)) != ["d2z", "wsd"
 best = min(sweep, key=lambda s: s["final_val_loss"]) if sweep else {}
 if r["tuned_lr"].get("muon") != best.get("lr") or r["tuned_schedule"].get("muon") != best.get("schedule"):
     errs.append("muon tuned %r %r, best %r" % (r["tuned_lr"].get("muon"), r["tuned_schedule"].get("muon"), best))
-for s in sweep:
-    rd = "%s/runs/muon-%s-lr%g-s%d" % (d, s["schedule"], s["lr"], r["seeds"][0])
-    try:
-        args = open(rd + "/compare-args.txt").read()
-        sm = json.load(open(rd + "/summary.json"))
-    except OSError as e:
-        errs.append("%s: %s" % (rd, e)); continue
-    want = "--optimizer muon --muon-scale rms --adam-lr %g" % s["lr"]
-    if want not in args or "--lr %g" % s["lr"] not in args or sm.get("optimizer") != "muon":
-        errs.append("%s: args %r, optimizer %r" % (rd, args, sm.get("optimizer")))
+def sweep_runs(arm, runs, want):
+    """each sweep run of arm trained Muon at its rate with the flags want(run) gives"""
+    for s in runs:
+        rd = "%s/runs/%s-%s-lr%g-s%d" % (d, arm, s["schedule"], s["lr"], r["seeds"][0])
+        try:
+            args = open(rd + "/compare-args.txt").read()
+            sm = json.load(open(rd + "/summary.json"))
+        except OSError as e:
+            errs.append("%s: %s" % (rd, e)); continue
+        if want(s) not in args or "--lr %g" % s["lr"] not in args or sm.get("optimizer") != "muon":
+            errs.append("%s: args %r, want %r, optimizer %r" % (rd, args, want(s), sm.get("optimizer")))
+sweep_runs("muon", sweep, lambda s: "--optimizer muon --muon-scale rms --adam-lr %g" % s["lr"])
 base = [s for s in r["sweep"] if s["arm"] == "baseline"]
 if len(base) != 4: errs.append("baseline's sweep: %d runs" % len(base))
 hm = "%s/runs/hybrid-muon-%s-lr%g-s%d" % (d, r["tuned_schedule"].get("muon"), r["tuned_lr"].get("muon"), r["seeds"][0])
@@ -81,16 +83,7 @@ for a in ("baseline", "muon", "muon-spectral"):
     if r["tuned_lr"].get(a) != best.get("lr") or r["arms"].get(a, {}).get("lr") != best.get("lr"):
         errs.append("%s: tuned %r, its sweep's best %r" % (a, r["tuned_lr"].get(a), best.get("lr")))
 adam = r["tuned_lr"]["baseline"]
-for s in sp:
-    rd = "%s/runs/muon-spectral-%s-lr%g-s%d" % (d, s["schedule"], s["lr"], r["seeds"][0])
-    try:
-        args = open(rd + "/compare-args.txt").read()
-        sm = json.load(open(rd + "/summary.json"))
-    except OSError as e:
-        errs.append("%s: %s" % (rd, e)); continue
-    want = "--optimizer muon --muon-scale spectral --adam-lr %g" % adam
-    if want not in args or "--lr %g" % s["lr"] not in args or sm.get("optimizer") != "muon":
-        errs.append("%s: args %r, want %r" % (rd, args, want))
+sweep_runs("muon-spectral", sp, lambda s: "--optimizer muon --muon-scale spectral --adam-lr %g" % adam)
 if r["arms"].get("muon-spectral", {}).get("adam_lr") != adam or r["sweep_extension"]["muon-spectral"].get("lrs_scale") != 4:
     errs.append("results.json: muon-spectral %r, extension %r" % (r["arms"].get("muon-spectral"), r["sweep_extension"]["muon-spectral"]))
 md = open(d + "/results.md").read()
