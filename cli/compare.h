@@ -153,8 +153,9 @@ typedef struct compare {
     struct want *queue; int nqueue, qcap;   /* runs decided but not started (compare_enqueue) */
     float tuned_lr[NARMS];           /* each sweeping arm's tuned LR (a rate, not an index into lrs: an
                                       * extension below every rate moves the indices) */
-    /* the rates each sweeping arm trained on the first seed (--lrs, then its
-     * extensions in order), and how its sweep ended (a sweep_status) */
+    /* the rates each sweeping arm trained on the first seed (--lrs, x
+     * SPECTRAL_GRID for muon-spectral, then its extensions in order), and
+     * how its sweep ended (a sweep_status) */
     float arm_lrs[NARMS][MAX_LRS + MAX_EXTEND]; int arm_nlrs[NARMS];
     int nextended[NARMS], sweep_end[NARMS], sweep_edge[NARMS];
     int tuned_sched[NARMS];          /* index into scheds of its tuned schedule (-1 without --schedules) */
