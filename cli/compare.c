@@ -157,7 +157,7 @@ void usage_compare(FILE *f) {
 "                         implied): every arm on every seed also trains\n"
 "                         with its schedule compressed to round(f x steps);\n"
 "                         reports the smallest f whose final val reaches the\n"
-"                         target, and the time saved there\n"
+"                         target, and the time saved there (1 alone: off)\n"
 "  --out DIR              results.json, results.md, plots, runs/               [runs/compare]\n"
 "  --jobs N               train N runs side by side (give --threads so that   [1]\n"
 "                         N x threads fits the cores: each run's clock then\n"
@@ -250,6 +250,9 @@ static void parse_budgets(compare *c, const char *s) {
     if (!ntok) die_usage("--budgets needs at least one fraction in (0, 1], got '%s'", s);
     c->budgets[c->nbudgets++] = 1;
     qsort(c->budgets, (size_t)c->nbudgets, sizeof(double), cmp_dbl);
+    /* 1 alone trains no budget run: no budget sweep (its table measured
+     * the full runs against themselves, every arm ">= 1.00x in updates") */
+    if (c->nbudgets == 1) c->nbudgets = 0;
 }
 
 static void parse_arms(compare *c, const char *s) {

@@ -265,7 +265,7 @@ static const char *budget_speedup_str(char *buf, size_t cap, const cJSON *d, con
  * budget reaching the target, per arm. */
 static void md_budget_sweep(const cJSON *r, FILE *o) {
     const cJSON *bs = get(r, "budgets"), *x;
-    if (!cJSON_GetArraySize(bs)) return;
+    if (cJSON_GetArraySize(bs) < 2) return;  /* none, or 1 alone (an older --budgets 1): no budget run trained */
     fprintf(o, "Budget sweep: every arm also trained with its schedule compressed to a fraction f of the full run's "
                "steps; its speedup is the tuned baseline's full-budget training time (updates) over the arm's at the "
                "smallest f whose final val reaches the baseline's full-budget final val on that seed, final val, time "

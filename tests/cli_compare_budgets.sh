@@ -17,7 +17,8 @@
 #   - results.md has the budget table with its definition; a seed flagged
 #     as a lower bound renders as ">=" (a hand-edited results.json through
 #     --report); the same command again reuses all 12 runs; without
-#     --budgets the 6 full runs are reused and no budget field is written
+#     --budgets, or with --budgets 1 alone, the 6 full runs are reused and
+#     no budget field is written
 #   - a task trained by --epochs (fashion-mnist MLP, when installed): the
 #     budget run gets --max-iters from the full run's steps instead of
 #     --epochs, and --eval-interval one epoch
@@ -139,12 +140,23 @@ if [ $rc -eq 0 ] && [ "$n" -eq 12 ] && cmp -s "$tmp/out" "$tmp/stdout1"; then
     pass "the same comparison again (--budgets 0.5: 1 implied): all 12 runs reused, the same tables"
 else fail "rerun: status $rc, $n reused (want 12)"; fi
 
-run "$HPT" compare $CFG $ARGS
-n=$(grep -c "reused" "$tmp/err")
-if [ $rc -eq 0 ] && [ "$n" -eq 6 ] && grep -q "compare: 6 runs" "$tmp/err" && ! grep -q "Budget sweep" "$tmp/out" &&
-        ! grep -q '"budget' "$OUT/results.json"; then
-    pass "without --budgets: 6 runs planned, the full runs reused, no budget field or table"
-else fail "without --budgets: status $rc, $n reused (want 6), $(grep -c budget "$OUT/results.json") budget lines"; fi
+# without --budgets, and with --budgets 1 alone (no budget run: no sweep)
+for b in "" "--budgets 1"; do
+    run "$HPT" compare $CFG $ARGS $b
+    n=$(grep -c "reused" "$tmp/err")
+    if [ $rc -eq 0 ] && [ "$n" -eq 6 ] && grep -q "compare: 6 runs" "$tmp/err" && ! grep -q "Budget sweep" "$tmp/out" &&
+            ! grep -q '"budget' "$OUT/results.json" && ! grep -q "; budgets" "$tmp/err"; then
+        pass "${b:-without --budgets}: 6 runs planned, the full runs reused, no budget field or table"
+    else fail "${b:-without --budgets}: status $rc, $n reused (want 6), $(grep -c budget "$OUT/results.json") budget lines"; fi
+done
+# a results.json of an older --budgets 1 (budgets [1]) renders no budget table
+mkdir -p "$tmp/b1"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["budgets"]=[1]; json.dump(r, open(sys.argv[2], "w"))' \
+    "$OUT/results.json" "$tmp/b1/results.json"
+run "$HPT" compare --report "$tmp/b1"
+if [ $rc -eq 0 ] && grep -q "| baseline" "$tmp/out" && ! grep -q "Budget sweep" "$tmp/out"; then
+    pass "--report of budgets [1]: no budget table"
+else fail "--report of budgets [1]: status $rc, $(grep -c 'Budget sweep' "$tmp/out") budget tables"; fi
 
 # a task trained by --epochs: the budget run's --max-iters from the full run's steps
 FM=/usr/share/datasets/fashion-mnist
