@@ -66,20 +66,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const compare_arm_names[NARMS] = {"baseline", "hybrid", "stale-adam", "linear", "ema", "schedule-free",
-                                              "hybrid-ema", "hybrid-sf", "outer-snoo", "outer-124m", "muon",
-                                              "hybrid-muon", "muon-ns3", "muon-spectral"};
-const int compare_arm_lr_from[NARMS] = {ARM_BASELINE, ARM_HYBRID, ARM_HYBRID, ARM_HYBRID, ARM_BASELINE, ARM_SF,
-                                        ARM_HYBRID, ARM_SF, ARM_BASELINE, ARM_BASELINE, ARM_MUON, ARM_MUON,
-                                        ARM_MUON, ARM_MSPEC};
-const char *const compare_arm_predictor[NARMS] = {
-    [ARM_STALE] = "stale-adam", [ARM_LINEAR] = "linear", [ARM_SNOO] = "outer", [ARM_O124] = "outer",
-    [ARM_HMUON] = "outer"};
-const char *const compare_arm_flags[NARMS][8] = {
-    [ARM_SNOO] = {"--outer-lr", "0.68", "--outer-momentum", "0.37", "--outer-interval", "28", NULL},
-    [ARM_O124] = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL},
-    [ARM_MNS3] = {"--muon-ns-steps", "3", NULL},
+/* The arms, a row each (compare_arm in compare.h): the sweeping ones are
+ * those whose rate is their own (lr_from is the arm itself). */
+const compare_arm compare_arms[NARMS] = {
+    [ARM_BASELINE] = {"baseline", 0, ARM_BASELINE, 1.0f},
+    [ARM_HYBRID] = {"hybrid", ARM_K_HYBRID, ARM_HYBRID, 1.0f},
+    [ARM_STALE] = {"stale-adam", ARM_K_HYBRID, ARM_HYBRID, .predictor = "stale-adam"},
+    [ARM_LINEAR] = {"linear", ARM_K_HYBRID, ARM_HYBRID, .predictor = "linear"},
+    [ARM_EMA] = {"ema", ARM_K_EMA, ARM_BASELINE},
+    [ARM_SF] = {"schedule-free", ARM_K_SF, ARM_SF, 1.0f},
+    [ARM_HEMA] = {"hybrid-ema", ARM_K_HYBRID | ARM_K_EMA, ARM_HYBRID},
+    [ARM_HSF] = {"hybrid-sf", ARM_K_HYBRID | ARM_K_SF, ARM_SF},
+    [ARM_SNOO] = {"outer-snoo", ARM_K_HYBRID, ARM_BASELINE, .predictor = "outer",
+                  .flags = {"--outer-lr", "0.68", "--outer-momentum", "0.37", "--outer-interval", "28", NULL}},
+    [ARM_O124] = {"outer-124m", ARM_K_HYBRID, ARM_BASELINE, .predictor = "outer",
+                  .flags = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL}},
+    [ARM_MUON] = {"muon", ARM_K_MUON, ARM_MUON, 1.0f, "rms"},
+    [ARM_HMUON] = {"hybrid-muon", ARM_K_HYBRID | ARM_K_MUON, ARM_MUON, .muon_scale = "rms", .predictor = "outer"},
+    [ARM_MNS3] = {"muon-ns3", ARM_K_MUON, ARM_MUON, .muon_scale = "rms", .flags = {"--muon-ns-steps", "3", NULL}},
+    [ARM_MSPEC] = {"muon-spectral", ARM_K_MUON, ARM_MSPEC, SPECTRAL_GRID, "spectral", 1},
 };
+
+/* The table's invariants, checked once (always on): the sweep table's
+ * capacity counts NSWEEPING sweeping arms, each with a grid; every Muon
+ * arm names its scale. */
+static void check_arms(void) {
+    int sweeping = 0;
+    for (int a = 0; a < NARMS; a++) {
+        HPT_ASSERT(compare_arms[a].name);
+        if (ARM_SWEEPS(a)) { sweeping++; HPT_ASSERT(compare_arms[a].grid > 0); }
+        HPT_ASSERT(!ARM_MUON_OPT(a) || compare_arms[a].muon_scale);
+    }
+    HPT_ASSERT(sweeping == NSWEEPING);
+}
 
 /* --schedules' names: cosine to lr x --min-lr-ratio; d2z, the
  * linear decay to zero (Bergsma et al. 2025); wsd, constant then a 1 - sqrt
@@ -91,8 +110,8 @@ const compare_sched compare_scheds[] = {
 };
 const int compare_nscheds = (int)(sizeof compare_scheds / sizeof compare_scheds[0]);
 
-float compare_arm_lr(const compare *c, int arm) { return c->tuned_lr[compare_arm_lr_from[arm]]; }
-int compare_arm_sched(const compare *c, int arm) { return c->tuned_sched[compare_arm_lr_from[arm]]; }
+float compare_arm_lr(const compare *c, int arm) { return c->tuned_lr[compare_arms[arm].lr_from]; }
+int compare_arm_sched(const compare *c, int arm) { return c->tuned_sched[compare_arms[arm].lr_from]; }
 const char *compare_sched_name(const compare *c, int sched) {
     return sched >= 0 ? compare_scheds[c->scheds[sched]].name : c->train_schedule;
 }
@@ -262,7 +281,7 @@ static void parse_arms(compare *c, const char *s) {
     memset(c->arms, 0, sizeof c->arms);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int a = 0;
-        while (a < NARMS && strcmp(tok, compare_arm_names[a])) a++;
+        while (a < NARMS && strcmp(tok, compare_arms[a].name)) a++;
         if (a == NARMS)
             die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
                       "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon, muon-ns3, muon-spectral)", tok);
@@ -409,12 +428,14 @@ static void settle(compare *c, const seen *sn) {
                 "clocks measure their contention\n", c->jobs, c->threads < 1 ? (int)ncpu : c->threads,
                 c->threads < 1 ? " (all cores)" : "", ncpu);
     c->reuse_tag = compare_reuse_tag(c->data);
-    int sweep_arms = 1 + c->arms[ARM_HYBRID] + c->arms[ARM_MUON] + c->arms[ARM_MSPEC], narms = 0;
-    for (int a = 0; a < NARMS; a++) narms += c->arms[a];
-    /* the plan: the sweep (first seed), then each arm's tuned runs */
-    c->planned = sweep_arms * c->nlrs * (c->nscheds ? c->nscheds : 1) + c->arms[ARM_SF] * c->nlrs +
-                 (narms - sweep_arms - c->arms[ARM_SF]) + narms * (c->nseeds - 1) +
-                 narms * c->nseeds * (c->nbudgets ? c->nbudgets - 1 : 0);  /* 3. the budget runs */
+    /* the plan: the sweep (first seed; schedule-free under its own
+     * schedule only), then each arm's tuned runs */
+    c->planned = 0;
+    for (int a = 0; a < NARMS; a++) {
+        if (!c->arms[a]) continue;
+        int sweep = ARM_SWEEPS(a) ? c->nlrs * (c->nscheds && !ARM_SCHEDULE_FREE(a) ? c->nscheds : 1) : 1;
+        c->planned += sweep + (c->nseeds - 1) + c->nseeds * (c->nbudgets ? c->nbudgets - 1 : 0);  /* 3. budgets */
+    }
 }
 
 /* What every run would refuse, refused once before anything is written:
@@ -448,7 +469,7 @@ static void check_before_writing(const compare *c, const seen *sn) {
 
 static void announce(const compare *c) {
     fprintf(stderr, "compare: %d runs: arms", c->planned);
-    for (int a = 0; a < NARMS; a++) if (c->arms[a]) fprintf(stderr, " %s", compare_arm_names[a]);
+    for (int a = 0; a < NARMS; a++) if (c->arms[a]) fprintf(stderr, " %s", compare_arms[a].name);
     fprintf(stderr, "; lrs");
     for (int i = 0; i < c->nlrs; i++) fprintf(stderr, " %g", c->lrs[i]);
     fprintf(stderr, " (min-lr ratio %g)", c->min_lr_ratio);
@@ -463,8 +484,8 @@ static void announce(const compare *c) {
 /* The k-th schedule arm a sweeps: -1 without --schedules, and for
  * schedule-free (its rate is constant after the warmup); how many it
  * sweeps. */
-static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && a != ARM_SF ? k : -1; }
-static int sweep_nscheds(const compare *c, int a) { return c->nscheds && a != ARM_SF ? c->nscheds : 1; }
+static int sweep_sched(const compare *c, int a, int k) { return c->nscheds && !ARM_SCHEDULE_FREE(a) ? k : -1; }
+static int sweep_nscheds(const compare *c, int a) { return c->nscheds && !ARM_SCHEDULE_FREE(a) ? c->nscheds : 1; }
 
 /* A rate becomes a column of the sweep table (c->lrs) if it is not one
  * yet, before the first larger rate (an extension beyond every rate goes
@@ -486,17 +507,17 @@ static void sweep_queue(compare *c, int a, float lr, int first) {
     for (int k = 0; k < ns; k++) compare_enqueue(c, a, sweep_sched(c, a, k), lr, c->seed0, 1, first);
 }
 
-/* The arm whose tuned rate arm a's sweep runs take (muon-spectral's
- * --adam-lr: the baseline's), so that its sweep starts once that arm is
- * tuned; -1: none, it starts at once. */
-static int sweep_after(int a) { return a == ARM_MSPEC ? ARM_BASELINE : -1; }
+/* The arm whose tuned rate arm a's sweep runs take (an --adam-lr of the
+ * tuned baseline's), so that its sweep starts once that arm is tuned; -1:
+ * none, it starts at once. */
+static int sweep_after(int a) { return compare_arms[a].adam_tuned ? ARM_BASELINE : -1; }
 
-/* Arm a's sweep begins: its first rates (--lrs as given; muon-spectral's
- * x SPECTRAL_GRID), each a column of the sweep table, queued under its
+/* Arm a's sweep begins: its first rates (--lrs x its grid: 1, or
+ * muon-spectral's SPECTRAL_GRID), each a column of the sweep table, queued under its
  * schedules (first: ahead of the queue, for a sweep that starts late, as
  * the arm's seeds wait on it as they wait on an extension). */
 static void sweep_begin(compare *c, int a, int first) {
-    float scale = a == ARM_MSPEC ? SPECTRAL_GRID : 1.0f;
+    float scale = compare_arms[a].grid;
     c->arm_nlrs[a] = c->ngiven;
     c->sweep_end[a] = SWEEP_NONE;
     for (int i = 0; i < c->ngiven; i++) {
@@ -550,15 +571,15 @@ static void tune(compare *c, int a) {
     for (int b = 0; a == ARM_BASELINE && b < NARMS; b++)
         if (ARM_SWEEPS(b) && !c->arms[b]) { c->tuned_lr[b] = c->tuned_lr[a]; c->tuned_sched[b] = c->tuned_sched[a]; }
     if (c->arm_nlrs[a] * ns > 1)
-        fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arm_names[a],
+        fprintf(stderr, "compare: tuned %s lr %g%s%s (final val %.4f on seed %llu)\n", compare_arms[a].name,
                 c->tuned_lr[a], ns > 1 ? ", schedule " : "", ns > 1 ? compare_sched_name(c, c->tuned_sched[a]) : "",
                 best, (unsigned long long)c->seed0);
     if (c->arm_nlrs[a] == 1)  /* one rate: its lr was not tuned, and the edge rule cannot fire */
         fprintf(stderr, "compare: warning: %s's lr %g was not swept (one rate): it is not tuned; give --lrs "
-                "two or more rates\n", compare_arm_names[a], c->tuned_lr[a]);
+                "two or more rates\n", compare_arms[a].name, c->tuned_lr[a]);
     if (c->sweep_end[a] == SWEEP_CAPPED || c->sweep_end[a] == SWEEP_LIMIT)
         fprintf(stderr, "compare: warning: %s's tuned lr %g is %sat the %s edge of its sweep (%s): widen --lrs\n",
-                compare_arm_names[a], c->tuned_lr[a], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
+                compare_arms[a].name, c->tuned_lr[a], c->nextended[a] ? "still " : "", c->sweep_edge[a] > 0 ? "upper" : "lower",
                 c->sweep_end[a] == SWEEP_LIMIT ? (c->sweep_edge[a] > 0 ? "the next rate would pass 10"
                                                                        : "the next rate would pass 1e-9")
                 : c->extend_cap ? "the --extend-sweep cap was reached" : "--extend-sweep 0");
@@ -573,7 +594,7 @@ static int sweep_advance(compare *c, int a) {
     c->sweep_edge[a] = s.edge;
     if (s.status != SWEEP_EXTEND) { tune(c, a); return 1; }
     fprintf(stderr, "compare: %s's best lr %g is at the %s edge of its sweep: trying lr %g (extension %d of "
-            "at most %d)\n", compare_arm_names[a], c->arm_lrs[a][s.best], s.edge > 0 ? "upper" : "lower",
+            "at most %d)\n", compare_arms[a].name, c->arm_lrs[a][s.best], s.edge > 0 ? "upper" : "lower",
             s.lr, c->nextended[a] + 1, c->extend_cap);
     lr_column(c, s.lr);
     c->arm_lrs[a][c->arm_nlrs[a]++] = s.lr;
@@ -626,7 +647,7 @@ static void run_protocol(compare *c) {
                 begun[a] = changed = 1;
             }
         for (int a = 0; a < NARMS; a++) {
-            int from = compare_arm_lr_from[a];
+            int from = compare_arms[a].lr_from;
             if (!c->arms[from]) from = ARM_BASELINE;
             if (c->arms[a] && !queued[a] && settled[from]) { queue_seeds(c, a); queued[a] = changed = 1; }
         }
@@ -647,6 +668,7 @@ static void compare_free(compare *c) {
 
 int cmd_compare(int argc, char **argv) {
     compare c;
+    check_arms();
     memset(&c, 0, sizeof c);
     c.nseeds = 3;
     c.extend_cap = 3;

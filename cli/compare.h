@@ -43,10 +43,33 @@
  * same runs. */
 enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEMA, ARM_HSF, ARM_SNOO, ARM_O124,
        ARM_MUON, ARM_HMUON, ARM_MNS3, ARM_MSPEC, NARMS };
-/* the arms that tune their own LR on the first seed */
-#define ARM_SWEEPS(a) \
-    ((a) == ARM_BASELINE || (a) == ARM_HYBRID || (a) == ARM_SF || (a) == ARM_MUON || (a) == ARM_MSPEC)
-/* muon-spectral's first rates: --lrs x 4. RMS matching scales a hidden
+/* An arm is a row of compare_arms (compare.c): what it trains beyond the
+ * run's own flags and where its rate comes from. A new arm is a row (and
+ * its name in the enum above). */
+enum { ARM_K_HYBRID = 1,  /* --mode hybrid (it gets the hybrid-only flags) */
+       ARM_K_SF = 2,      /* --optimizer schedule-free (constant rate after the warmup) */
+       ARM_K_MUON = 4,    /* --optimizer muon */
+       ARM_K_EMA = 8 };   /* --ema, measured at the averaged weights */
+typedef struct {
+    const char *name;
+    unsigned kind;           /* ARM_K_* */
+    int lr_from;             /* the arm whose tuned rate and schedule it trains at; itself: it sweeps
+                              * its own on the first seed */
+    float grid;              /* a sweeping arm's first rates: --lrs x this */
+    const char *muon_scale;  /* a Muon arm's --muon-scale */
+    int adam_tuned;          /* a Muon arm's --adam-lr: 0, the run's own rate (RMS matching); 1, the tuned
+                              * baseline's, so its sweep waits for the baseline's */
+    const char *predictor;   /* a hybrid arm's own --predictor (NULL: the --predictor given) */
+    const char *flags[8];    /* its own train flags, after the passed-through ones (and the hybrid
+                              * flags), so that they win */
+} compare_arm;
+extern const compare_arm compare_arms[NARMS];
+#define ARM_SWEEPS(a) (compare_arms[a].lr_from == (a))
+#define ARM_HYBRID_MODE(a) (compare_arms[a].kind & ARM_K_HYBRID)
+#define ARM_SCHEDULE_FREE(a) (compare_arms[a].kind & ARM_K_SF)
+#define ARM_MUON_OPT(a) (compare_arms[a].kind & ARM_K_MUON)
+#define ARM_AVERAGED(a) (compare_arms[a].kind & ARM_K_EMA)
+/* muon-spectral's grid: --lrs x 4. RMS matching scales a hidden
  * matrix's update by 0.2 sqrt(max(rows, cols)), the spectral scale by
  * max(1, rows/cols)^0.5: 0.2 sqrt(cols) times less, 2.3x to 4.5x on the
  * C128 GPT's matrices, 3.9x to 7.8x on the C384's, so a spectral rate
@@ -55,29 +78,10 @@ enum { ARM_BASELINE, ARM_HYBRID, ARM_STALE, ARM_LINEAR, ARM_EMA, ARM_SF, ARM_HEM
  * exact multiples of --lrs (8e-3 is 4 x 2e-3 to the bit), so rates the
  * arms share fall in one column of the sweep table. */
 #define SPECTRAL_GRID 4.0f
-/* the arms trained with --mode hybrid (they get the hybrid-only flags) */
-#define ARM_HYBRID_MODE(a) \
-    ((a) == ARM_HYBRID || (a) == ARM_STALE || (a) == ARM_LINEAR || (a) == ARM_HEMA || (a) == ARM_HSF || \
-     (a) == ARM_SNOO || (a) == ARM_O124 || (a) == ARM_HMUON)
-/* the arms trained with --optimizer schedule-free (constant rate after the warmup) */
-#define ARM_SCHEDULE_FREE(a) ((a) == ARM_SF || (a) == ARM_HSF)
-/* the arms trained with --optimizer muon (all but muon-spectral with RMS
- * matching: one rate for Muon and AdamW) */
-#define ARM_MUON_OPT(a) ((a) == ARM_MUON || (a) == ARM_HMUON || (a) == ARM_MNS3 || (a) == ARM_MSPEC)
-/* the arms trained with --ema and measured at the averaged weights */
-#define ARM_AVERAGED(a) ((a) == ARM_EMA || (a) == ARM_HEMA)
-extern const char *const compare_arm_names[NARMS];
-/* the arm whose tuned LR an arm uses (the sweeping arms use their own) */
-extern const int compare_arm_lr_from[NARMS];
-/* a hybrid-mode arm's own predictor (NULL: the --predictor given); an
- * arm's own train flags, after the passed-through ones (and the hybrid
- * flags), so that they win */
-extern const char *const compare_arm_predictor[NARMS];
-extern const char *const compare_arm_flags[NARMS][8];
 
 #define MAX_LRS 16     /* --lrs values */
 #define MAX_EXTEND 8   /* --extend-sweep: at most this many extensions per arm */
-#define NSWEEPING 5    /* the arms ARM_SWEEPS names */
+#define NSWEEPING 5    /* the arms that sweep (checked at start) */
 /* --lrs, muon-spectral's --lrs x SPECTRAL_GRID and every arm's extensions */
 #define LRS_CAP (2 * MAX_LRS + NSWEEPING * MAX_EXTEND)
 #define MAX_SCHEDS 8
@@ -153,8 +157,8 @@ typedef struct compare {
     struct want *queue; int nqueue, qcap;   /* runs decided but not started (compare_enqueue) */
     float tuned_lr[NARMS];           /* each sweeping arm's tuned LR (a rate, not an index into lrs: an
                                       * extension below every rate moves the indices) */
-    /* the rates each sweeping arm trained on the first seed (--lrs, x
-     * SPECTRAL_GRID for muon-spectral, then its extensions in order), and
+    /* the rates each sweeping arm trained on the first seed (--lrs x
+     * its grid, then its extensions in order), and
      * how its sweep ended (a sweep_status) */
     float arm_lrs[NARMS][MAX_LRS + MAX_EXTEND]; int arm_nlrs[NARMS];
     int nextended[NARMS], sweep_end[NARMS], sweep_edge[NARMS];
@@ -192,7 +196,7 @@ void compare_start_queued(compare *c);
 void compare_reap(compare *c);
 int compare_done(const compare *c, int arm, int sched, float lr, uint64_t seed, double budget);
 /* compare.c: what an arm's seeds run with, its own tuned LR and schedule
- * or its lender's (compare_arm_lr_from); a schedule's name ("cosine", the
+ * or its lender's (compare_arms[].lr_from); a schedule's name ("cosine", the
  * train flags' one, for -1). */
 float compare_arm_lr(const compare *c, int arm);
 int compare_arm_sched(const compare *c, int arm);

@@ -161,11 +161,11 @@ static void md_sweep(const cJSON *r, FILE *o) {
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a)) continue;
         int any = 0;
-        cJSON_ArrayForEach(s, sweep) any |= !strcmp(str(s, "arm"), compare_arm_names[a]);
+        cJSON_ArrayForEach(s, sweep) any |= !strcmp(str(s, "arm"), compare_arms[a].name);
         if (!any) continue;
         /* schedule-free sweeps LRs alone: one row, whatever --schedules says */
-        if (!cJSON_GetArraySize(scheds) || a == ARM_SF) { md_sweep_row(r, compare_arm_names[a], NULL, o); continue; }
-        cJSON_ArrayForEach(x, scheds) md_sweep_row(r, compare_arm_names[a], cJSON_GetStringValue(x), o);
+        if (!cJSON_GetArraySize(scheds) || a == ARM_SF) { md_sweep_row(r, compare_arms[a].name, NULL, o); continue; }
+        cJSON_ArrayForEach(x, scheds) md_sweep_row(r, compare_arms[a].name, cJSON_GetStringValue(x), o);
     }
     fputc('\n', o);
     int notes = md_sweep_extension(r, o);
@@ -216,8 +216,8 @@ static void md_arms(const cJSON *r, FILE *o) {
                "| predict steps | outer jumps kept | peak RSS MiB |\n");
     fprintf(o, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < NARMS; i++) {
-        const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
-        if (a) md_arm_row(r, compare_arm_names[i], a, o);
+        const cJSON *a = get(get(r, "arms"), compare_arms[i].name);
+        if (a) md_arm_row(r, compare_arms[i].name, a, o);
     }
     fputc('\n', o);
 }
@@ -227,9 +227,9 @@ static void md_budgets(const cJSON *r, FILE *o) {
     fprintf(o, "Best val loss at equal training-clock budgets (share of the tuned baseline's median training "
                "time), median over seeds:\n\n| arm | 25%% | 50%% | 75%% | 100%% |\n|---|---|---|---|---|\n");
     for (int i = 0; i < NARMS; i++) {
-        const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
+        const cJSON *a = get(get(r, "arms"), compare_arms[i].name);
         if (!a) continue;
-        fprintf(o, "| %s |", compare_arm_names[i]);
+        fprintf(o, "| %s |", compare_arms[i].name);
         for (int pct = 25; pct <= 100; pct += 25) {
             char key[64], b[256];
             snprintf(key, sizeof key, "best_val_at_%dpct_clock", pct);
@@ -276,9 +276,9 @@ static void md_budget_sweep(const cJSON *r, FILE *o) {
     for (int i = 0; i < cJSON_GetArraySize(bs) + 4; i++) fprintf(o, "---|");
     fputc('\n', o);
     for (int i = 0; i < NARMS; i++) {
-        const cJSON *a = get(get(r, "arms"), compare_arm_names[i]);
+        const cJSON *a = get(get(r, "arms"), compare_arms[i].name);
         if (!a || !get(a, "budget_final_val")) continue;
-        fprintf(o, "| %s |", compare_arm_names[i]);
+        fprintf(o, "| %s |", compare_arms[i].name);
         cJSON_ArrayForEach(x, bs) {
             char key[32], b[256];
             snprintf(key, sizeof key, "%.6g", x->valuedouble);

@@ -240,14 +240,15 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON *ext = cJSON_AddObjectToObject(o, "sweep_extension");
     for (int a = 0; a < NARMS; a++) {
         if (!ARM_SWEEPS(a) || !c->arms[a] || !c->arm_nlrs[a]) continue;
-        cJSON *e = cJSON_AddObjectToObject(ext, compare_arm_names[a]);
+        cJSON *e = cJSON_AddObjectToObject(ext, compare_arms[a].name);
         cJSON *added = cJSON_AddArrayToObject(e, "added_lrs");
         for (int i = c->arm_nlrs[a] - c->nextended[a]; i < c->arm_nlrs[a]; i++)
             cJSON_AddItemToArray(added, jnum(c->arm_lrs[a][i]));
         /* the direction it was extended in: the first added rate against --lrs */
         int given = c->arm_nlrs[a] - c->nextended[a];
         if (c->nextended[a]) cJSON_AddStringToObject(e, "direction", c->arm_lrs[a][given] > c->arm_lrs[a][0] ? "up" : "down");
-        if (a == ARM_MSPEC) cJSON_AddItemToObject(e, "lrs_scale", jnum(SPECTRAL_GRID));  /* its first rates: --lrs x it */
+        if (compare_arms[a].grid != 1.0f)  /* its first rates: --lrs x it */
+            cJSON_AddItemToObject(e, "lrs_scale", jnum(compare_arms[a].grid));
         cJSON_AddStringToObject(e, "status", compare_sweep_status_names[c->sweep_end[a]]);
         if (c->sweep_edge[a]) cJSON_AddStringToObject(e, "edge", c->sweep_edge[a] > 0 ? "upper" : "lower");
         else cJSON_AddNullToObject(e, "edge");
@@ -264,7 +265,7 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON_AddStringToObject(o, "cpu", cpu_model(cpu, sizeof cpu));
     cJSON *tuned = cJSON_AddObjectToObject(o, "tuned_lr");
     for (int a = 0; a < NARMS; a++)
-        if (c->arms[a]) cJSON_AddItemToObject(tuned, compare_arm_names[a], jnum(compare_arm_lr(c, a)));
+        if (c->arms[a]) cJSON_AddItemToObject(tuned, compare_arms[a].name, jnum(compare_arm_lr(c, a)));
     /* the schedules swept (--schedules), and each arm's */
     if (c->nscheds) {
         cJSON *sc = cJSON_AddArrayToObject(o, "schedules");
@@ -273,7 +274,7 @@ static void json_setup(const compare *c, cJSON *o) {
     cJSON_AddStringToObject(o, "baseline_schedule", compare_sched_name(c, compare_arm_sched(c, ARM_BASELINE)));
     cJSON *ts = cJSON_AddObjectToObject(o, "tuned_schedule");
     for (int a = 0; a < NARMS; a++)
-        if (c->arms[a]) cJSON_AddStringToObject(ts, compare_arm_names[a], compare_arm_sched_name(c, a));
+        if (c->arms[a]) cJSON_AddStringToObject(ts, compare_arms[a].name, compare_arm_sched_name(c, a));
     /* --budgets: the fractions, ascending (1 last) */
     if (c->nbudgets) {
         cJSON *b = cJSON_AddArrayToObject(o, "budgets");
@@ -304,7 +305,7 @@ static void json_sweep(const compare *c, cJSON *o) {
     for (int i = 0; i < n; i++) {
         const run *r = sw[i];
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "arm", compare_arm_names[r->arm]);
+        cJSON_AddStringToObject(e, "arm", compare_arms[r->arm].name);
         if (c->nscheds && r->arm != ARM_SF) cJSON_AddStringToObject(e, "schedule", compare_sched_name(c, r->sched));
         cJSON_AddItemToObject(e, "lr", jnum(r->lr));
         cJSON_AddItemToObject(e, "final_val_loss", jnum(r->final_val));
@@ -367,10 +368,10 @@ static void json_arm_budgets(const compare *c, const armseed *m, cJSON *o) {
 }
 
 static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
-    cJSON *o = cJSON_AddObjectToObject(arms, compare_arm_names[a]);
+    cJSON *o = cJSON_AddObjectToObject(arms, compare_arms[a].name);
     cJSON_AddItemToObject(o, "lr", jnum(compare_arm_lr(c, a)));
     cJSON_AddStringToObject(o, "schedule", compare_arm_sched_name(c, a));
-    if (a == ARM_MSPEC) cJSON_AddItemToObject(o, "adam_lr", jnum(compare_arm_lr(c, ARM_BASELINE)));
+    if (compare_arms[a].adam_tuned) cJSON_AddItemToObject(o, "adam_lr", jnum(compare_arm_lr(c, ARM_BASELINE)));
     double vals[MAX_SEEDS][NFIELDS], v[MAX_SEEDS];
     for (int s = 0; s < c->nseeds; s++) arm_values(&m[s], vals[s]);
     for (int k = 0; k < NFIELDS; k++) {
@@ -426,7 +427,7 @@ static void write_plots(const compare *c, run *const *first) {
     int ns = 0;
     for (int a = 0; a < NARMS; a++)
         if (first[a])
-            s[ns++] = (hpt_plot_series){.name = compare_arm_names[a], .n = first[a]->n, .y = first[a]->val,
+            s[ns++] = (hpt_plot_series){.name = compare_arms[a].name, .n = first[a]->n, .y = first[a]->val,
                                         .dashed = a != ARM_BASELINE && a != ARM_HYBRID};
     const run *hr = first[ARM_HYBRID], *b0 = first[ARM_BASELINE];
     int nb = hr ? hr->nb : 0;

@@ -120,6 +120,7 @@ static char *reuse_key(const compare *c, const argv_buf *a) {
 /* ---------------------------------------------------------------- one run */
 
 static void build_argv(const compare *c, const run *r, argv_buf *a) {
+    const compare_arm *arm = &compare_arms[r->arm];
     a->n = 0;
     a->v[a->n++] = "hpt";
     a->v[a->n++] = "train";
@@ -130,9 +131,9 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
         a->v[a->n++] = "hybrid";
         for (int i = 0; i < c->nhpass; i++) a->v[a->n++] = c->hpass[i];
         a->v[a->n++] = "--predictor";
-        a->v[a->n++] = (char *)(compare_arm_predictor[r->arm] ? compare_arm_predictor[r->arm] : c->predictor);
+        a->v[a->n++] = (char *)(arm->predictor ? arm->predictor : c->predictor);
     }
-    for (int i = 0; compare_arm_flags[r->arm][i]; i++) a->v[a->n++] = (char *)compare_arm_flags[r->arm][i];
+    for (int i = 0; arm->flags[i]; i++) a->v[a->n++] = (char *)arm->flags[i];
     if (ARM_AVERAGED(r->arm)) {
         snprintf(a->num[0], sizeof a->num[0], "%g", c->ema_decay);
         a->v[a->n++] = "--ema";
@@ -147,16 +148,11 @@ static void build_argv(const compare *c, const run *r, argv_buf *a) {
     if (ARM_SCHEDULE_FREE(r->arm)) {  /* no decay to give it: the rate is constant after the warmup */
         a->v[a->n++] = "--optimizer"; a->v[a->n++] = "schedule-free";
     } else {
-        if (ARM_MUON_OPT(r->arm)) {
+        if (ARM_MUON_OPT(r->arm)) {  /* AdamW's rate: the run's own (RMS matching) or the tuned baseline's */
+            snprintf(a->num[6], sizeof a->num[6], "%g", arm->adam_tuned ? compare_arm_lr(c, ARM_BASELINE) : r->lr);
             a->v[a->n++] = "--optimizer"; a->v[a->n++] = "muon";
-            if (r->arm == ARM_MSPEC) {  /* the swept rate is Muon's; AdamW's the tuned baseline's (compare.h) */
-                snprintf(a->num[6], sizeof a->num[6], "%g", compare_arm_lr(c, ARM_BASELINE));
-                a->v[a->n++] = "--muon-scale"; a->v[a->n++] = "spectral";
-                a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[6];
-            } else {  /* RMS matching: the one swept rate is Muon's and AdamW's */
-                a->v[a->n++] = "--muon-scale"; a->v[a->n++] = "rms";
-                a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[1];
-            }
+            a->v[a->n++] = "--muon-scale"; a->v[a->n++] = (char *)arm->muon_scale;
+            a->v[a->n++] = "--adam-lr"; a->v[a->n++] = a->num[6];
         }
         a->v[a->n++] = "--min-lr"; a->v[a->n++] = a->num[2];
     }
@@ -234,7 +230,7 @@ static int load_run(run *r) {
  * fraction ("baseline@0.5"), for the progress lines */
 static const char *label_of(const compare *c, const run *r) {
     static char buf[80];
-    snprintf(buf, sizeof buf, "%s%s%s", compare_arm_names[r->arm], r->sched >= 0 ? "/" : "",
+    snprintf(buf, sizeof buf, "%s%s%s", compare_arms[r->arm].name, r->sched >= 0 ? "/" : "",
              r->sched >= 0 ? compare_sched_name(c, r->sched) : "");
     if (r->iters) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "@%g", r->budget);
     return buf;
@@ -357,7 +353,7 @@ static run *add_run(compare *c, int arm, int sched, float lr, uint64_t seed, dou
     char sn[40] = "", bn[40] = "";
     if (sched >= 0) snprintf(sn, sizeof sn, "-%s", compare_sched_name(c, sched));
     if (budget < 1) snprintf(bn, sizeof bn, "-b%g", budget);
-    snprintf(r->dir, sizeof r->dir, "%s/runs/%s%s-lr%g-s%llu%s", c->out, compare_arm_names[arm], sn, lr,
+    snprintf(r->dir, sizeof r->dir, "%s/runs/%s%s-lr%g-s%llu%s", c->out, compare_arms[arm].name, sn, lr,
              (unsigned long long)seed, bn);
     return r;
 }
