@@ -69,22 +69,23 @@
 /* The arms, a row each (compare_arm in compare.h): the sweeping ones are
  * those whose rate is their own (lr_from is the arm itself). */
 const compare_arm compare_arms[NARMS] = {
-    [ARM_BASELINE] = {"baseline", 0, ARM_BASELINE, 1.0f},
-    [ARM_HYBRID] = {"hybrid", ARM_K_HYBRID, ARM_HYBRID, 1.0f},
+    [ARM_BASELINE] = {"baseline", 0, ARM_BASELINE, .grid = 1},
+    [ARM_HYBRID] = {"hybrid", ARM_K_HYBRID, ARM_HYBRID, .grid = 1},
     [ARM_STALE] = {"stale-adam", ARM_K_HYBRID, ARM_HYBRID, .predictor = "stale-adam"},
     [ARM_LINEAR] = {"linear", ARM_K_HYBRID, ARM_HYBRID, .predictor = "linear"},
     [ARM_EMA] = {"ema", ARM_K_EMA, ARM_BASELINE},
-    [ARM_SF] = {"schedule-free", ARM_K_SF, ARM_SF, 1.0f},
+    [ARM_SF] = {"schedule-free", ARM_K_SF, ARM_SF, .grid = 1},
     [ARM_HEMA] = {"hybrid-ema", ARM_K_HYBRID | ARM_K_EMA, ARM_HYBRID},
     [ARM_HSF] = {"hybrid-sf", ARM_K_HYBRID | ARM_K_SF, ARM_SF},
     [ARM_SNOO] = {"outer-snoo", ARM_K_HYBRID, ARM_BASELINE, .predictor = "outer",
                   .flags = {"--outer-lr", "0.68", "--outer-momentum", "0.37", "--outer-interval", "28", NULL}},
     [ARM_O124] = {"outer-124m", ARM_K_HYBRID, ARM_BASELINE, .predictor = "outer",
                   .flags = {"--outer-lr", "0.7", "--outer-momentum", "0.5", "--outer-interval", "30", NULL}},
-    [ARM_MUON] = {"muon", ARM_K_MUON, ARM_MUON, 1.0f, "rms"},
+    [ARM_MUON] = {"muon", ARM_K_MUON, ARM_MUON, .grid = 1, .muon_scale = "rms"},
     [ARM_HMUON] = {"hybrid-muon", ARM_K_HYBRID | ARM_K_MUON, ARM_MUON, .muon_scale = "rms", .predictor = "outer"},
     [ARM_MNS3] = {"muon-ns3", ARM_K_MUON, ARM_MUON, .muon_scale = "rms", .flags = {"--muon-ns-steps", "3", NULL}},
-    [ARM_MSPEC] = {"muon-spectral", ARM_K_MUON, ARM_MSPEC, SPECTRAL_GRID, "spectral", 1},
+    [ARM_MSPEC] = {"muon-spectral", ARM_K_MUON, ARM_MSPEC, .grid = SPECTRAL_GRID, .muon_scale = "spectral",
+                    .adam_tuned = 1},
 };
 
 /* The table's invariants, checked once (always on): the sweep table's
@@ -274,6 +275,31 @@ static void parse_budgets(compare *c, const char *s) {
     if (c->nbudgets == 1) c->nbudgets = 0;
 }
 
+/* "name, name, ..." of every arm, for --arms' error: the table's names,
+ * so that a new row is named there without an edit. */
+static void arm_names(char *out, size_t n) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int a = 0; a < NARMS && len < n; a++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", a ? ", " : "", compare_arms[a].name);
+}
+
+/* An arm trained at another sweeping arm's rate needs that arm when its
+ * optimizer is not the baseline's (schedule-free's, Muon's): the
+ * baseline's rate, the fallback for a lender left out, is not one for
+ * it. */
+static void check_lenders(const compare *c) {
+    for (int a = 0; a < NARMS; a++) {
+        int from = compare_arms[a].lr_from;
+        if (!c->arms[a] || from == a || c->arms[from] || !(compare_arms[from].kind & (ARM_K_SF | ARM_K_MUON)))
+            continue;
+        char why[160];
+        snprintf(why, sizeof why, "--arms %s needs %s too: it trains at that arm's tuned LR%s", compare_arms[a].name,
+                 compare_arms[from].name, ARM_SCHEDULE_FREE(from) ? "" : " and schedule");
+        die_usage("%s", why);
+    }
+}
+
 static void parse_arms(compare *c, const char *s) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
@@ -282,19 +308,17 @@ static void parse_arms(compare *c, const char *s) {
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int a = 0;
         while (a < NARMS && strcmp(tok, compare_arms[a].name)) a++;
-        if (a == NARMS)
-            die_usage("--arms: unknown arm '%s' (baseline, hybrid, stale-adam, linear, ema, schedule-free, hybrid-ema, "
-                      "hybrid-sf, outer-snoo, outer-124m, muon, hybrid-muon, muon-ns3, muon-spectral)", tok);
+        if (a == NARMS) {
+            char names[512], why[768];
+            arm_names(names, sizeof names);
+            snprintf(why, sizeof why, "--arms: unknown arm '%s' (%s)", tok, names);
+            die_usage("%s", why);
+        }
         if (c->arms[a]) die_usage("--arms lists '%s' twice", tok);  /* as --lrs, --schedules and --budgets do */
         c->arms[a] = 1;
     }
     if (!c->arms[ARM_BASELINE]) die_usage("%s", "--arms must include baseline: it defines the target");
-    if (c->arms[ARM_HSF] && !c->arms[ARM_SF])
-        die_usage("%s", "--arms hybrid-sf needs schedule-free too: it trains at that arm's tuned LR");
-    if (c->arms[ARM_HMUON] && !c->arms[ARM_MUON])
-        die_usage("%s", "--arms hybrid-muon needs muon too: it trains at that arm's tuned LR and schedule");
-    if (c->arms[ARM_MNS3] && !c->arms[ARM_MUON])
-        die_usage("%s", "--arms muon-ns3 needs muon too: it trains at that arm's tuned LR and schedule");
+    check_lenders(c);
 }
 
 /* compare's own flags; 0 if `name` is not one of them. */
