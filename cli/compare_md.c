@@ -297,9 +297,9 @@ static void md_budget_sweep(const cJSON *r, FILE *o) {
 
 static void md_headline(const cJSON *r, FILE *o) {
     const cJSON *h = get(r, "speedup_time_to_target"), *f = get(r, "final_val_ratio"), *x;
-    if (!cJSON_IsObject(h)) {  /* null: no hybrid arm ran */
-        fprintf(o, "No headline: no hybrid arm ran (--arms without hybrid); each arm's measures over the tuned "
-                   "baseline are in the table above.\n");
+    if (!cJSON_IsObject(h)) {  /* null: the arm hybrid did not run (hybrid-muon, hybrid-sf may have) */
+        fprintf(o, "No headline: it is the hybrid arm's (the outer step on the tuned baseline), and --arms left it "
+                   "out; each arm's measures over the tuned baseline are in the table above.\n");
         return;
     }
     fprintf(o, "Headline (hybrid over tuned baseline): speedup_time_to_target median **%.3f** (per seed ",

@@ -169,7 +169,7 @@ lim=$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["sweep_extensi
 run "$HPT" compare $C --lrs 1e-3 --out $tmp/c9
 hl=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print([r[k] for k in ("speedup_time_to_target","speedup_steps_to_target","final_val_ratio")])' $tmp/c9/results.json 2>/dev/null)
 [ $rc -eq 0 ] && [ "$hl" = "[None, None, None]" ] && ! grep -q "Headline (hybrid" $tmp/c9/results.md &&
-    grep -q "No headline: no hybrid arm ran" $tmp/c9/results.md && grep -q "baseline's lr 0.001 was not swept" $tmp/err &&
+    grep -q "No headline: it is the hybrid arm's" $tmp/c9/results.md && grep -q "baseline's lr 0.001 was not swept" $tmp/err &&
     pass "(9) --arms baseline: no hybrid headline (null, and said so); one rate warned as not tuned" ||
     fail "(9) baseline only: rc $rc, headline '$hl', $(tail -1 $tmp/c9/results.md)"
 
