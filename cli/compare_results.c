@@ -382,7 +382,7 @@ static void json_arm(const compare *c, int a, const armseed *m, cJSON *arms) {
 }
 
 /* The headline: the hybrid over the tuned baseline, and the measured
- * timing noise. Without a hybrid arm there is none to report: the three
+ * timing noise. Without the arm hybrid (hybrid-muon and hybrid-sf have none) there is none to report: the three
  * fields are null (they were the baseline over itself, 1.000, printed as
  * "hybrid over tuned baseline"). */
 static void json_headline(const compare *c, armseed m[NARMS][MAX_SEEDS], stat4 noise, cJSON *o) {

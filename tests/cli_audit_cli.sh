@@ -164,7 +164,7 @@ lim=$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["sweep_extensi
     pass "(7) --lrs 2e-9,10, best at the lower edge: exit 0, extension status 'limit', no rate below 1e-9 run" ||
     fail "(7) --lrs 2e-9,10: rc $rc, extension '$lim', runs $(ls $tmp/c7/runs 2>/dev/null | tr '\n' ' ')"
 
-# (9) without a hybrid arm there is no headline: null in results.json, said
+# (9) without the arm hybrid there is no headline: null in results.json, said
 # so in results.md; and a single rate is said to be untuned
 run "$HPT" compare $C --lrs 1e-3 --out $tmp/c9
 hl=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print([r[k] for k in ("speedup_time_to_target","speedup_steps_to_target","final_val_ratio")])' $tmp/c9/results.json 2>/dev/null)
